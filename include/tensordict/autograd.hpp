@@ -1,0 +1,153 @@
+#pragma once
+/// \file
+/// Autograd on whole trees: `grad` and `value_and_grad` return a tree of the parameters' type,
+/// `parameters` feeds `torch::optim`, and `add_` / `mul_` are fused in-place steps over all
+/// leaves (`at::_foreach_*`).
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "tree.hpp"
+
+namespace tensordict {
+
+/// The present leaves of a tree, in key order: the same tensors (same storage), so an
+/// optimizer built on them updates the tree. `torch::optim::SGD opt(parameters(p), lr)`.
+template <tree T>
+[[nodiscard]] std::vector<at::Tensor> parameters(const T& t) {
+  std::vector<at::Tensor> out;
+  out.reserve(spec<T>::leaf_count);
+  for_each(t, [&](const at::Tensor& x) { out.push_back(x); });
+  return out;
+}
+
+/// Sets `requires_grad` on every present floating-point leaf; returns `t`.
+template <tree T>
+T& requires_grad_(T& t, bool on = true) {
+  for_each(t, [&](at::Tensor& x) {
+    if (x.is_floating_point() || x.is_complex()) x.requires_grad_(on);
+  });
+  return t;
+}
+
+namespace detail {
+
+inline bool differentiable(const at::Tensor& x) { return x.is_floating_point() || x.is_complex(); }
+
+template <class F, class P, class... A>
+std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& params, A&&... args) {
+  // Fresh leaves that share storage with the inputs: gradients flow to them only, whatever
+  // the inputs' own requires_grad, and nothing is copied.
+  P inputs = apply(params, [](const at::Tensor& x) {
+    return differentiable(x) ? x.detach().requires_grad_(true) : x;
+  });
+  at::Tensor value;
+  {
+    at::AutoGradMode enable(true);
+    value = f(static_cast<const P&>(inputs), std::forward<A>(args)...);
+  }
+  if (!value.defined() || value.numel() != 1 || !differentiable(value)) {
+    std::string shape = value.defined() ? c10::str(value.sizes()) : "undefined";
+    throw Error(std::string(op) + ": the function must return a floating-point scalar tensor, got " +
+                (value.defined() ? std::string(c10::toString(value.scalar_type())) + " " : "") +
+                shape);
+  }
+  std::vector<at::Tensor> wrt;
+  for_each(inputs, [&](const at::Tensor& x) {
+    if (differentiable(x)) wrt.push_back(x);
+  });
+  std::vector<at::Tensor> grads;
+  if (value.requires_grad() && !wrt.empty()) {
+    grads = torch::autograd::grad({value.reshape({})}, wrt, /*grad_outputs=*/{},
+                                  /*retain_graph=*/false, /*create_graph=*/false,
+                                  /*allow_unused=*/true);
+  } else {
+    grads.resize(wrt.size());
+  }
+  std::size_t i = 0;
+  P out = apply(inputs, [&](const at::Tensor& x) -> at::Tensor {
+    if (!differentiable(x)) return {};
+    const at::Tensor& g = grads[i++];
+    return g.defined() ? g : at::zeros_like(x);
+  });
+  return {value.detach(), std::move(out)};
+}
+
+template <class F>
+struct GradFn {
+  F f;
+  /// The gradient of `f(params, args...)` with respect to `params`, as a tree of P.
+  template <tree P, class... A>
+  P operator()(const P& params, A&&... args) {
+    return value_and_grad_impl("grad", f, params, std::forward<A>(args)...).second;
+  }
+};
+
+template <class F>
+struct ValueAndGradFn {
+  F f;
+  /// `(f(params, args...), its gradient with respect to params)`.
+  template <tree P, class... A>
+  std::pair<at::Tensor, P> operator()(const P& params, A&&... args) {
+    return value_and_grad_impl("value_and_grad", f, params, std::forward<A>(args)...);
+  }
+};
+
+}  // namespace detail
+
+/// `jax.grad` for trees: `grad(loss)(params, x)` differentiates the scalar `loss(params, x)`
+/// with respect to every floating-point leaf of `params` (its first argument) and returns the
+/// gradients as a tree of the same type, static fields and batch size kept. Leaves that do not
+/// affect the loss get zeros; integer leaves come back absent.
+template <class F>
+[[nodiscard]] auto grad(F f) {
+  return detail::GradFn<F>{std::move(f)};
+}
+
+/// As `grad`, returning `(value, gradients)`: `auto [loss, g] = value_and_grad(f)(p, x)`.
+template <class F>
+[[nodiscard]] auto value_and_grad(F f) {
+  return detail::ValueAndGradFn<F>{std::move(f)};
+}
+
+namespace detail {
+template <class T>
+std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> paired_leaves(const char* op, T& a,
+                                                                          const T& b) {
+  std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> out;
+  out.first.reserve(spec<T>::leaf_count);
+  out.second.reserve(spec<T>::leaf_count);
+  (void)op;
+  for_each(a, [&](const at::Tensor& x, const at::Tensor& y) {
+    out.first.push_back(x);
+    out.second.push_back(y);
+  }, b);
+  return out;
+}
+}  // namespace detail
+
+/// Fused, in place, without autograd: `leaf += alpha * other_leaf` for every leaf, in one
+/// `at::_foreach_add_` call. `add_(params, grads, -lr)` is an SGD step. Returns `t`.
+template <tree T>
+T& add_(T& t, const T& other, const at::Scalar& alpha = 1) {
+  auto [xs, ys] = detail::paired_leaves("add_", t, other);
+  at::NoGradGuard no_grad;
+  at::_foreach_add_(xs, ys, alpha);
+  return t;
+}
+
+/// Fused, in place, without autograd: every leaf multiplied by `s`. Returns `t`.
+template <tree T>
+T& mul_(T& t, const at::Scalar& s) {
+  std::vector<at::Tensor> xs = parameters(t);
+  at::NoGradGuard no_grad;
+  at::_foreach_mul_(xs, s);
+  return t;
+}
+
+}  // namespace tensordict

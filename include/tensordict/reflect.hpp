@@ -1,0 +1,304 @@
+#pragma once
+/// \file
+/// Compile-time reflection: which types are trees, how many fields they have, each field's name,
+/// type and value. Two backends: plain aggregates (no macro, no base class) and Boost.Hana
+/// structs (`BOOST_HANA_DEFINE_STRUCT` / `BOOST_HANA_ADAPT_STRUCT`) for types that are not
+/// aggregates.
+///
+/// Aggregates are counted here rather than by `boost::pfr::tuple_size`: Boost 1.81's counter
+/// crashes GCC 12 on a struct with a `std::array` member, and ours does not. Field names come
+/// from `boost::pfr::get_name` where the Boost in use has it (1.84+), and otherwise from the
+/// compiler's spelling of a pointer to each field.
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/at.hpp>
+#include <boost/hana/concept/struct.hpp>
+#include <boost/hana/first.hpp>
+#include <boost/hana/length.hpp>
+#include <boost/hana/second.hpp>
+#include <boost/hana/string.hpp>
+
+#include "detail/bind_generated.hpp"
+
+// boost::pfr::get_name arrived with Boost 1.84 (<boost/pfr/core_name.hpp>).
+#if __has_include(<boost/pfr/core_name.hpp>) && !defined(TENSORDICT_NO_PFR_NAMES)
+#include <boost/pfr/core_name.hpp>
+#endif
+#if defined(BOOST_PFR_CORE_NAME_ENABLED) && BOOST_PFR_CORE_NAME_ENABLED && \
+    !defined(TENSORDICT_NO_PFR_NAMES)
+#define TENSORDICT_PFR_NAMES 1
+#else
+#define TENSORDICT_PFR_NAMES 0
+#endif
+
+namespace tensordict {
+namespace detail {
+
+template <std::size_t N>
+using index_c = std::integral_constant<std::size_t, N>;
+
+// Storage for a T that is never constructed: only the addresses of its members are formed, in
+// constant expressions, so that the compiler spells each field's name for us. Being defined
+// (unlike an `extern` declaration) it also works for local types.
+template <class T>
+union fake_storage {
+  char unused;
+  T value;
+  constexpr fake_storage() : unused() {}
+  constexpr ~fake_storage() {}
+};
+template <class T>
+inline constexpr fake_storage<T> fake_object{};
+
+// Converts to a reference to any type: brace-initialising an aggregate with N of these
+// compiles exactly when the aggregate has at least N fields (and no more than N need a value).
+struct any_field {
+  template <class U>
+  constexpr operator U&() const&& noexcept;  // declared only: used in unevaluated contexts
+};
+
+// Converts only to a proper base of T: `T{any_base_of<T>{}}` compiles when T's first element is
+// a base class subobject.
+template <class T>
+struct any_base_of {
+  template <class U>
+    requires(std::is_base_of_v<U, T> && !std::is_same_v<U, T>)
+  constexpr operator U&() const&& noexcept;
+};
+
+template <class T, std::size_t... I>
+constexpr bool brace_init_n(std::index_sequence<I...>) {
+  return requires { T{(void(I), any_field{})...}; };
+}
+template <class T, std::size_t N>
+inline constexpr bool brace_init = brace_init_n<T>(std::make_index_sequence<N>{});
+
+// Smallest N >= Lo that T can be brace-initialised with (reference members and members
+// without a default constructor make small N fail).
+template <class T, std::size_t Lo, std::size_t Hi>
+consteval std::size_t first_valid_init() {
+  if constexpr (Lo > Hi) {
+    return Hi + 1;
+  } else if constexpr (brace_init<T, Lo>) {
+    return Lo;
+  } else {
+    return first_valid_init<T, Lo + 1, Hi>();
+  }
+}
+// Largest N in [Lo, Hi] with T{N values} valid, knowing that T{Lo values} is valid.
+template <class T, std::size_t Lo, std::size_t Hi>
+consteval std::size_t last_valid_init() {
+  if constexpr (Lo >= Hi) {
+    return Lo;
+  } else {
+    constexpr std::size_t mid = (Lo + Hi + 1) / 2;
+    if constexpr (brace_init<T, mid>) {
+      return last_valid_init<T, mid, Hi>();
+    } else {
+      return last_valid_init<T, Lo, mid - 1>();
+    }
+  }
+}
+
+template <class T>
+consteval std::size_t count_aggregate_fields() {
+  constexpr std::size_t hi = sizeof(T) < max_fields ? sizeof(T) : max_fields;
+  constexpr std::size_t lo = first_valid_init<T, 0, hi>();
+  if constexpr (lo > hi) {
+    return static_cast<std::size_t>(-1);
+  } else {
+    return last_valid_init<T, lo, hi>();
+  }
+}
+
+template <class T>
+struct is_std_array : std::false_type {};
+template <class U, std::size_t N>
+struct is_std_array<std::array<U, N>> : std::true_type {};
+
+}  // namespace detail
+
+/// True for a type adapted with `BOOST_HANA_DEFINE_STRUCT` or `BOOST_HANA_ADAPT_STRUCT`.
+template <class T>
+concept hana_struct = boost::hana::Struct<T>::value;
+
+/// True for a class aggregate reflected without any macro (not a union, not a `std::array`).
+template <class T>
+concept plain_aggregate = std::is_class_v<T> && std::is_aggregate_v<T> && !std::is_union_v<T> &&
+                          !detail::is_std_array<T>::value && !hana_struct<T>;
+
+namespace detail {
+
+template <class T>
+inline constexpr bool has_base_class = requires { T{any_base_of<T>{}}; };
+
+template <class T>
+consteval std::size_t field_count_impl() {
+  if constexpr (hana_struct<T>) {
+    return decltype(boost::hana::length(boost::hana::accessors<T>()))::value;
+  } else if constexpr (plain_aggregate<T> && !has_base_class<T>) {
+    return count_aggregate_fields<T>();
+  } else {
+    return static_cast<std::size_t>(-1);
+  }
+}
+
+}  // namespace detail
+
+/// Number of fields of a reflectable type; `std::size_t(-1)` when the type cannot be reflected.
+template <class T>
+inline constexpr std::size_t field_count_v = detail::field_count_impl<std::remove_cv_t<T>>();
+
+namespace detail {
+
+template <class T>
+using aggregate_field_types =
+    decltype(field_types(std::declval<T&>(), index_c<field_count_v<T>>{}));
+
+template <std::size_t I, class... Ts>
+using nth_type = std::tuple_element_t<I, std::tuple<Ts...>>;
+
+template <class L>
+struct type_list_traits;
+template <class... Ts>
+struct type_list_traits<type_list<Ts...>> {
+  template <std::size_t I>
+  using at = nth_type<I, Ts...>;
+  static constexpr bool any_reference = (std::is_reference_v<Ts> || ...);
+};
+
+template <class T, std::size_t I>
+struct field_type_impl {
+  using type = std::remove_cv_t<typename type_list_traits<aggregate_field_types<T>>::template at<I>>;
+};
+template <hana_struct T, std::size_t I>
+struct field_type_impl<T, I> {
+  using type = std::remove_cvref_t<decltype(boost::hana::second(boost::hana::at_c<I>(
+      boost::hana::accessors<T>()))(std::declval<T&>()))>;
+};
+
+}  // namespace detail
+
+/// The declared type of field I of T (a reference member keeps its `&`).
+template <class T, std::size_t I>
+using field_type_t = typename detail::field_type_impl<std::remove_cv_t<T>, I>::type;
+
+/// Field I of a tree, as a reference with the constness of `t`.
+template <std::size_t I, class T>
+constexpr decltype(auto) get_field(T& t) noexcept {
+  using U = std::remove_cv_t<T>;
+  if constexpr (hana_struct<U>) {
+    return boost::hana::second(boost::hana::at_c<I>(boost::hana::accessors<U>()))(t);
+  } else {
+    return std::get<I>(detail::tie_fields(t, detail::index_c<field_count_v<U>>{}));
+  }
+}
+
+namespace detail {
+
+template <auto P>
+constexpr const char* spelled() noexcept {
+  return __PRETTY_FUNCTION__;
+}
+template <class T>
+constexpr const char* spelled_type() noexcept {
+  return __PRETTY_FUNCTION__;
+}
+
+constexpr bool ident_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// The field name is the trailing identifier of the pointer's spelling inside `[...]`, e.g.
+// GCC's "[with auto P = (& fake_object<L>.L::activation)]" or Clang's "[P = &fake_object.bias]".
+consteval std::string_view trailing_identifier(std::string_view sig) {
+  std::size_t end = sig.rfind(']');
+  while (end > 0 && !ident_char(sig[end - 1])) --end;
+  std::size_t begin = end;
+  while (begin > 0 && ident_char(sig[begin - 1])) --begin;
+  return sig.substr(begin, end - begin);
+}
+
+template <std::size_t N>
+struct static_chars {
+  std::array<char, N + 1> data{};
+  constexpr explicit static_chars(std::string_view s) {
+    for (std::size_t i = 0; i < N; ++i) data[i] = s[i];
+  }
+  constexpr std::string_view view() const { return {data.data(), N}; }
+};
+
+template <class T, std::size_t I>
+consteval std::string_view aggregate_field_name() {
+#if TENSORDICT_PFR_NAMES
+  return boost::pfr::get_name<I, T>();
+#else
+  return trailing_identifier(
+      spelled<&std::get<I>(tie_fields(fake_object<T>.value, index_c<field_count_v<T>>{}))>());
+#endif
+}
+
+template <class T, std::size_t I>
+consteval std::string_view field_name_view() {
+  if constexpr (hana_struct<T>) {
+    using name_t = decltype(boost::hana::first(boost::hana::at_c<I>(boost::hana::accessors<T>())));
+    return std::string_view(std::remove_cvref_t<name_t>::c_str());
+  } else {
+    return aggregate_field_name<T, I>();
+  }
+}
+
+// Copies a name into static storage of its own, so that string_views of it outlive any
+// constant evaluation.
+template <class T, std::size_t I>
+inline constexpr static_chars<field_name_view<T, I>().size()> field_name_storage{
+    field_name_view<T, I>()};
+
+consteval std::string_view type_name_view(std::string_view sig) {
+  // GCC: "... [with T = ns::Linear]"; Clang: "... [T = ns::Linear]".
+  std::size_t begin = sig.find("T = ");
+  begin = begin == std::string_view::npos ? 0 : begin + 4;
+  std::size_t end = sig.find_first_of(";]", begin);
+  return sig.substr(begin, end - begin);
+}
+
+template <class T>
+inline constexpr static_chars<type_name_view(spelled_type<T>()).size()> type_name_storage{
+    type_name_view(spelled_type<T>())};
+
+}  // namespace detail
+
+/// Name of field I of T, at compile time.
+template <class T, std::size_t I>
+inline constexpr std::string_view field_name_v =
+    detail::field_name_storage<std::remove_cv_t<T>, I>.view();
+
+/// The type's name as the compiler spells it (e.g. `"Linear"`, `"ns::Model"`).
+template <class T>
+inline constexpr std::string_view type_name_v = detail::type_name_storage<std::remove_cv_t<T>>.view();
+
+/// A type whose fields this library can enumerate: a Hana struct, or a class aggregate with no
+/// base class, no reference member and at most `detail::max_fields` fields.
+template <class T>
+concept reflectable =
+    hana_struct<T> ||
+    (plain_aggregate<T> && !detail::has_base_class<T> &&
+     field_count_v<T> <= detail::max_fields &&
+     !detail::type_list_traits<detail::aggregate_field_types<T>>::any_reference);
+
+/// Calls `f(std::integral_constant<std::size_t, I>{})` for each field index of T, in order.
+template <class T, class F>
+constexpr void for_each_field_index(F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (f(detail::index_c<I>{}), ...);
+  }(std::make_index_sequence<field_count_v<T>>{});
+}
+
+}  // namespace tensordict
