@@ -47,8 +47,16 @@ inline const at::Tensor& leaf_get(const at::Tensor& t) noexcept { return t; }
 inline const at::Tensor& leaf_get(const std::optional<at::Tensor>& t) noexcept {
   return t ? *t : undefined_tensor();
 }
-inline void leaf_set(at::Tensor& slot, at::Tensor v) noexcept { slot = std::move(v); }
-inline void leaf_set(std::optional<at::Tensor>& slot, at::Tensor v) noexcept {
+inline void leaf_set(at::Tensor& slot, const at::Tensor& v) noexcept { slot = v; }
+inline void leaf_set(at::Tensor& slot, at::Tensor&& v) noexcept { slot = std::move(v); }
+inline void leaf_set(std::optional<at::Tensor>& slot, const at::Tensor& v) noexcept {
+  if (v.defined()) {
+    slot = v;
+  } else {
+    slot.reset();
+  }
+}
+inline void leaf_set(std::optional<at::Tensor>& slot, at::Tensor&& v) noexcept {
   if (v.defined()) {
     slot = std::move(v);
   } else {

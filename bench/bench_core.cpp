@@ -1,0 +1,137 @@
+// Zero overhead: tree operations on a struct of 64 small leaves against the same code written
+// by hand, field by field. Run with `scripts/dev bench`; figures in docs/benchmarks.md.
+#include <string>
+
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+
+namespace td = tensordict;
+
+#define TD_FIELDS8(p) torch::Tensor p##0, p##1, p##2, p##3, p##4, p##5, p##6, p##7;
+struct Wide {
+  TD_FIELDS8(a) TD_FIELDS8(b) TD_FIELDS8(c) TD_FIELDS8(d)
+  TD_FIELDS8(e) TD_FIELDS8(f) TD_FIELDS8(g) TD_FIELDS8(h)
+};
+static_assert(td::spec<Wide>::leaf_count == 64);
+
+#define TD_EACH8(M, p) M(p##0) M(p##1) M(p##2) M(p##3) M(p##4) M(p##5) M(p##6) M(p##7)
+#define TD_EACH(M) \
+  TD_EACH8(M, a) TD_EACH8(M, b) TD_EACH8(M, c) TD_EACH8(M, d) \
+  TD_EACH8(M, e) TD_EACH8(M, f) TD_EACH8(M, g) TD_EACH8(M, h)
+
+static Wide make_wide() {
+  Wide w;
+  td::for_each(w, [](torch::Tensor&) {});  // no leaves are defined yet: nothing runs
+#define TD_INIT(x) w.x = torch::randn({4});
+  TD_EACH(TD_INIT)
+#undef TD_INIT
+  return w;
+}
+
+// The step a user would write: p - 0.1 * g on every leaf.
+static void BM_apply_struct(benchmark::State& state) {
+  Wide p = make_wide(), g = make_wide();
+  for (auto _ : state) {
+    Wide out = td::apply(p, [](const torch::Tensor& a, const torch::Tensor& b) { return a - 0.1 * b; }, g);
+    benchmark::DoNotOptimize(out);
+  }
+}
+static void BM_apply_hand(benchmark::State& state) {
+  Wide p = make_wide(), g = make_wide();
+  for (auto _ : state) {
+    Wide out;
+#define TD_STEP(x) out.x = p.x - 0.1 * g.x;
+    TD_EACH(TD_STEP)
+#undef TD_STEP
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+// Flatten to leaves + spec and back.
+static void BM_flatten_unflatten_struct(benchmark::State& state) {
+  Wide p = make_wide();
+  for (auto _ : state) {
+    auto flat = td::flatten(p);
+    Wide back = td::unflatten(flat.leaves, flat.spec);
+    benchmark::DoNotOptimize(back);
+  }
+}
+static void BM_flatten_unflatten_hand(benchmark::State& state) {
+  Wide p = make_wide();
+  for (auto _ : state) {
+    std::array<torch::Tensor, 64> leaves;
+    std::size_t i = 0;
+#define TD_OUT(x) leaves[i++] = p.x;
+    TD_EACH(TD_OUT)
+#undef TD_OUT
+    Wide spec_copy{};  // the hand-written spec: an empty struct of the same type
+    Wide back = spec_copy;
+    i = 0;
+#define TD_IN(x) back.x = leaves[i++];
+    TD_EACH(TD_IN)
+#undef TD_IN
+    benchmark::DoNotOptimize(back);
+  }
+}
+
+BENCHMARK(BM_apply_struct);
+BENCHMARK(BM_apply_hand);
+BENCHMARK(BM_flatten_unflatten_struct);
+BENCHMARK(BM_flatten_unflatten_hand);
+
+// `bench_core --callgrind N`: runs each variant N times in its own function, for
+// `valgrind --tool=callgrind` to count instructions per function (see docs/benchmarks.md).
+#define TD_COUNTED(name, body)                                      \
+  __attribute__((noinline)) void counted_##name(int n, const Wide& p, const Wide& g) { \
+    for (int i = 0; i < n; ++i) { body }                            \
+  }
+TD_COUNTED(apply_struct, {
+  Wide out = td::apply(p, [](const torch::Tensor& a, const torch::Tensor& b) { return a - 0.1 * b; }, g);
+  benchmark::DoNotOptimize(out);
+})
+TD_COUNTED(apply_hand, {
+  Wide out;
+#define TD_STEP(x) out.x = p.x - 0.1 * g.x;
+  TD_EACH(TD_STEP)
+#undef TD_STEP
+  benchmark::DoNotOptimize(out);
+})
+TD_COUNTED(flatten_struct, {
+  auto flat = td::flatten(p);
+  Wide back = td::unflatten(flat.leaves, flat.spec);
+  benchmark::DoNotOptimize(back);
+  (void)g;
+})
+TD_COUNTED(flatten_hand, {
+  std::array<torch::Tensor, 64> leaves;
+  std::size_t k = 0;
+#define TD_OUT(x) leaves[k++] = p.x;
+  TD_EACH(TD_OUT)
+#undef TD_OUT
+  Wide spec_copy{};
+  Wide back = spec_copy;
+  k = 0;
+#define TD_IN(x) back.x = leaves[k++];
+  TD_EACH(TD_IN)
+#undef TD_IN
+  benchmark::DoNotOptimize(back);
+  (void)g;
+})
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--callgrind") {
+    int n = std::stoi(argv[2]);
+    Wide p = make_wide(), g = make_wide();
+    counted_apply_struct(n, p, g);
+    counted_apply_hand(n, p, g);
+    counted_flatten_struct(n, p, g);
+    counted_flatten_hand(n, p, g);
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

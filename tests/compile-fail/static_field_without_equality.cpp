@@ -1,0 +1,5 @@
+// expect: tensordict: a static field .* must be equality comparable
+#include <functional>
+#include <tensordict/tensordict.hpp>
+struct Bad { torch::Tensor w; std::function<void()> callback; };
+int main() { return static_cast<int>(tensordict::spec<Bad>::leaf_count); }

@@ -1,0 +1,4 @@
+// expect: tensordict: a union cannot be a tree
+#include <tensordict/tensordict.hpp>
+union Bad { int a; float b; };
+int main() { return static_cast<int>(tensordict::spec<Bad>::leaf_count); }
