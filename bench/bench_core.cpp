@@ -83,42 +83,41 @@ BENCHMARK(BM_flatten_unflatten_hand);
 
 // `bench_core --callgrind N`: runs each variant N times in its own function, for
 // `valgrind --tool=callgrind` to count instructions per function (see docs/benchmarks.md).
-#define TD_COUNTED(name, body)                                      \
-  __attribute__((noinline)) void counted_##name(int n, const Wide& p, const Wide& g) { \
-    for (int i = 0; i < n; ++i) { body }                            \
-  }
-TD_COUNTED(apply_struct, {
-  Wide out = td::apply(p, [](const torch::Tensor& a, const torch::Tensor& b) { return a - 0.1 * b; }, g);
-  benchmark::DoNotOptimize(out);
-})
-TD_COUNTED(apply_hand, {
-  Wide out;
 #define TD_STEP(x) out.x = p.x - 0.1 * g.x;
-  TD_EACH(TD_STEP)
-#undef TD_STEP
-  benchmark::DoNotOptimize(out);
-})
-TD_COUNTED(flatten_struct, {
-  auto flat = td::flatten(p);
-  Wide back = td::unflatten(flat.leaves, flat.spec);
-  benchmark::DoNotOptimize(back);
-  (void)g;
-})
-TD_COUNTED(flatten_hand, {
-  std::array<torch::Tensor, 64> leaves;
-  std::size_t k = 0;
 #define TD_OUT(x) leaves[k++] = p.x;
-  TD_EACH(TD_OUT)
-#undef TD_OUT
-  Wide spec_copy{};
-  Wide back = spec_copy;
-  k = 0;
 #define TD_IN(x) back.x = leaves[k++];
-  TD_EACH(TD_IN)
-#undef TD_IN
-  benchmark::DoNotOptimize(back);
-  (void)g;
-})
+__attribute__((noinline)) void counted_apply_struct(int n, const Wide& p, const Wide& g) {
+  for (int i = 0; i < n; ++i) {
+    Wide out = td::apply(p, [](const torch::Tensor& a, const torch::Tensor& b) { return a - 0.1 * b; }, g);
+    benchmark::DoNotOptimize(out);
+  }
+}
+__attribute__((noinline)) void counted_apply_hand(int n, const Wide& p, const Wide& g) {
+  for (int i = 0; i < n; ++i) {
+    Wide out;
+    TD_EACH(TD_STEP)
+    benchmark::DoNotOptimize(out);
+  }
+}
+__attribute__((noinline)) void counted_flatten_struct(int n, const Wide& p) {
+  for (int i = 0; i < n; ++i) {
+    auto flat = td::flatten(p);
+    Wide back = td::unflatten(flat.leaves, flat.spec);
+    benchmark::DoNotOptimize(back);
+  }
+}
+__attribute__((noinline)) void counted_flatten_hand(int n, const Wide& p) {
+  for (int i = 0; i < n; ++i) {
+    std::array<torch::Tensor, 64> leaves;
+    std::size_t k = 0;
+    TD_EACH(TD_OUT)
+    Wide spec_copy{};
+    Wide back = spec_copy;
+    k = 0;
+    TD_EACH(TD_IN)
+    benchmark::DoNotOptimize(back);
+  }
+}
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--callgrind") {
@@ -126,8 +125,8 @@ int main(int argc, char** argv) {
     Wide p = make_wide(), g = make_wide();
     counted_apply_struct(n, p, g);
     counted_apply_hand(n, p, g);
-    counted_flatten_struct(n, p, g);
-    counted_flatten_hand(n, p, g);
+    counted_flatten_struct(n, p);
+    counted_flatten_hand(n, p);
     return 0;
   }
   benchmark::Initialize(&argc, argv);

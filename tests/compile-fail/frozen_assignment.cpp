@@ -1,4 +1,4 @@
-// expect: as .this. argument discards qualifiers
+// expect: as .+this.+ argument discards qualifiers
 #include <tensordict/tensordict.hpp>
 struct State { torch::Tensor pos, vel; };
 int main() {

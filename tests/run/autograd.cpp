@@ -44,7 +44,7 @@ TEST_CASE("grad: a tree of the params' type, static fields kept, matches autogra
   CHECK(loss(new_params, x).item<float>() < loss(params, x).item<float>());
 }
 
-TEST_CASE("value_and_grad and nested structs; integer leaves come back absent") {
+TEST_CASE("value_and_grad and nested structs, integer leaves come back absent") {
   torch::manual_seed(1);
   Net n{{torch::randn({4, 3}), torch::zeros({4}), "tanh"},
         {torch::randn({1, 4}), torch::zeros({1}), "tanh"},
@@ -58,7 +58,7 @@ TEST_CASE("value_and_grad and nested structs; integer leaves come back absent") 
   CHECK(g.l1.weight.abs().sum().item<float>() > 0);
 }
 
-TEST_CASE("grad: unused leaves get zeros; a non-scalar result is an error") {
+TEST_CASE("grad: unused leaves get zeros, a non-scalar result is an error") {
   Linear p{torch::ones({2, 3}), torch::ones({2}), "relu"};
   auto only_bias = [](const Linear& q) { return q.bias.sum(); };
   Linear g = td::grad(only_bias)(p);
@@ -72,7 +72,7 @@ TEST_CASE("grad: unused leaves get zeros; a non-scalar result is an error") {
   CHECK(torch::equal(td::grad(constant)(p).weight, torch::zeros({2, 3})));
 }
 
-TEST_CASE("parameters drive torch::optim; requires_grad_ marks the float leaves") {
+TEST_CASE("parameters drive torch::optim, requires_grad_ marks the float leaves") {
   torch::manual_seed(2);
   Net n{{torch::randn({4, 3}), torch::zeros({4}), "tanh"},
         {torch::randn({1, 4}), torch::zeros({1}), "tanh"},
