@@ -110,20 +110,24 @@ consteval std::size_t static_offset() {
 // Calls f(index_c<J>, slot_of_each_tree...) for every leaf J, where J counts leaves of the
 // root tree. All trees have type T, possibly with different constness. (Plain function
 // templates over index sequences: GCC 12 mis-expands packs captured by lambdas.)
+// Always inlined: the traversal must vanish into the caller, so that the compiler sees each
+// slot's current value (an empty tensor in a fresh tree needs no release when overwritten).
+#define TENSORDICT_INLINE [[gnu::always_inline]] inline
+
 template <class T, std::size_t Base, class F, class... Ts>
-constexpr void zip_leaf_slots(F& f, Ts&... ts);
+TENSORDICT_INLINE constexpr void zip_leaf_slots(F& f, Ts&... ts);
 
 template <std::size_t Off, std::size_t K, class F, class... As>
-constexpr void zip_array_elem(F& f, As&... as) {
+TENSORDICT_INLINE constexpr void zip_array_elem(F& f, As&... as) {
   f(index_c<Off + K>{}, as[K]...);
 }
 template <std::size_t Off, class F, std::size_t... K, class... As>
-constexpr void zip_array(F& f, std::index_sequence<K...>, As&... as) {
+TENSORDICT_INLINE constexpr void zip_array(F& f, std::index_sequence<K...>, As&... as) {
   (zip_array_elem<Off, K>(f, as...), ...);
 }
 
 template <class T, std::size_t I, std::size_t Off, class F, class... Ts>
-constexpr void zip_leaf_field(F& f, Ts&... ts) {
+TENSORDICT_INLINE constexpr void zip_leaf_field(F& f, Ts&... ts) {
   using M = field_type_t<T, I>;
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
@@ -136,12 +140,12 @@ constexpr void zip_leaf_field(F& f, Ts&... ts) {
 }
 
 template <class T, std::size_t Base, class F, std::size_t... I, class... Ts>
-constexpr void zip_leaf_fields(F& f, std::index_sequence<I...>, Ts&... ts) {
+TENSORDICT_INLINE constexpr void zip_leaf_fields(F& f, std::index_sequence<I...>, Ts&... ts) {
   (zip_leaf_field<T, I, Base + leaf_offset<T, I>()>(f, ts...), ...);
 }
 
 template <class T, std::size_t Base, class F, class... Ts>
-constexpr void zip_leaf_slots(F& f, Ts&... ts) {
+TENSORDICT_INLINE constexpr void zip_leaf_slots(F& f, Ts&... ts) {
   zip_leaf_fields<T, Base>(f, std::make_index_sequence<field_count_v<T>>{}, ts...);
 }
 
