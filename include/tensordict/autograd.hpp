@@ -117,12 +117,10 @@ template <class F>
 
 namespace detail {
 template <class T>
-std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> paired_leaves(const char* op, T& a,
-                                                                          const T& b) {
+std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> paired_leaves(T& a, const T& b) {
   std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> out;
   out.first.reserve(spec<T>::leaf_count);
   out.second.reserve(spec<T>::leaf_count);
-  (void)op;
   for_each(a, [&](const at::Tensor& x, const at::Tensor& y) {
     out.first.push_back(x);
     out.second.push_back(y);
@@ -135,7 +133,7 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> paired_leaves(const 
 /// `at::_foreach_add_` call. `add_(params, grads, -lr)` is an SGD step. Returns `t`.
 template <tree T>
 T& add_(T& t, const T& other, const at::Scalar& alpha = 1) {
-  auto [xs, ys] = detail::paired_leaves("add_", t, other);
+  auto [xs, ys] = detail::paired_leaves(t, other);
   at::NoGradGuard no_grad;
   at::_foreach_add_(xs, ys, alpha);
   return t;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
