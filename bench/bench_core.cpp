@@ -61,16 +61,12 @@ static void BM_flatten_unflatten_struct(benchmark::State& state) {
 static void BM_flatten_unflatten_hand(benchmark::State& state) {
   Wide p = make_wide();
   for (auto _ : state) {
-    std::array<torch::Tensor, 64> leaves;
-    std::size_t i = 0;
-#define TD_OUT(x) leaves[i++] = p.x;
-    TD_EACH(TD_OUT)
+#define TD_OUT(x) p.x,
+    std::array<torch::Tensor, 64> leaves{TD_EACH(TD_OUT)};
 #undef TD_OUT
-    Wide spec_copy{};  // the hand-written spec: an empty struct of the same type
-    Wide back = spec_copy;
-    i = 0;
-#define TD_IN(x) back.x = leaves[i++];
-    TD_EACH(TD_IN)
+    std::size_t i = 0;
+#define TD_IN(x) leaves[i++],
+    Wide back{TD_EACH(TD_IN)};  // Wide has no static fields: its spec holds nothing
 #undef TD_IN
     benchmark::DoNotOptimize(back);
   }
@@ -84,8 +80,8 @@ BENCHMARK(BM_flatten_unflatten_hand);
 // `bench_core --callgrind N`: runs each variant N times in its own function, for
 // `valgrind --tool=callgrind` to count instructions per function (see docs/benchmarks.md).
 #define TD_STEP(x) out.x = p.x - 0.1 * g.x;
-#define TD_OUT(x) leaves[k++] = p.x;
-#define TD_IN(x) back.x = leaves[k++];
+#define TD_OUT(x) p.x,
+#define TD_IN(x) leaves[k++],
 __attribute__((noinline)) void counted_apply_struct(int n, const Wide& p, const Wide& g) {
   for (int i = 0; i < n; ++i) {
     Wide out = td::apply(p, [](const torch::Tensor& a, const torch::Tensor& b) { return a - 0.1 * b; }, g);
@@ -108,13 +104,9 @@ __attribute__((noinline)) void counted_flatten_struct(int n, const Wide& p) {
 }
 __attribute__((noinline)) void counted_flatten_hand(int n, const Wide& p) {
   for (int i = 0; i < n; ++i) {
-    std::array<torch::Tensor, 64> leaves;
+    std::array<torch::Tensor, 64> leaves{TD_EACH(TD_OUT)};
     std::size_t k = 0;
-    TD_EACH(TD_OUT)
-    Wide spec_copy{};
-    Wide back = spec_copy;
-    k = 0;
-    TD_EACH(TD_IN)
+    Wide back{TD_EACH(TD_IN)};
     benchmark::DoNotOptimize(back);
   }
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -177,6 +178,43 @@ constexpr void zip_nonleaf_slots(F& f, B& b, Ts&... ts) {
   zip_nonleaf_fields<T, Base>(f, b, std::make_index_sequence<field_count_v<T>>{}, ts...);
 }
 
+// The field of T holding leaf J (J counts T's leaves).
+template <class T, std::size_t J>
+consteval std::size_t field_of_leaf() {
+  std::size_t i = 0;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((leaf_offset<T, I>() <= J && J < leaf_offset<T, I>() + leaves_in<field_type_t<T, I>>()
+          ? void(i = I)
+          : void()),
+     ...);
+  }(std::make_index_sequence<field_count_v<T>>{});
+  return i;
+}
+
+// The slot (`Tensor` or `std::optional<Tensor>` member) of leaf J of t.
+template <std::size_t J, class T>
+TENSORDICT_INLINE constexpr auto& leaf_slot(T& t) {
+  using R = std::remove_cv_t<T>;
+  constexpr std::size_t I = field_of_leaf<R, J>();
+  constexpr std::size_t off = J - leaf_offset<R, I>();
+  using M = field_type_t<R, I>;
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf_array) {
+    return get_field<I>(t)[off];
+  } else if constexpr (k == FieldKind::subtree) {
+    return leaf_slot<off>(get_field<I>(t));
+  } else {
+    return get_field<I>(t);
+  }
+}
+
+// Every leaf of t, built in place from the slots (not default-constructed, then assigned).
+template <class T, std::size_t... J>
+TENSORDICT_INLINE std::array<at::Tensor, sizeof...(J)> gather_leaves(const T& t,
+                                                                     std::index_sequence<J...>) {
+  return {leaf_get(leaf_slot<J>(t))...};
+}
+
 template <class T>
 using root_t = std::remove_cvref_t<T>;
 
@@ -201,7 +239,11 @@ namespace detail {
 template <class V>
 std::string show(const V& v) {
   if constexpr (std::is_convertible_v<const V&, std::string_view>) {
-    return "'" + std::string(std::string_view(v)) + "'";
+    // Appended piecewise: GCC 12 warns falsely on `"'" + std::string(...)` (-Wstringop-overflow).
+    std::string out(1, '\'');
+    out.append(std::string_view(v));
+    out.push_back('\'');
+    return out;
   } else if constexpr (std::is_enum_v<V>) {
     return std::to_string(static_cast<long long>(v));
   } else if constexpr (requires(std::ostream& os) { os << v; }) {
@@ -398,11 +440,8 @@ template <tree T, class Acc, class F>
 
 /// Every leaf slot in key order, absent ones as undefined tensors: `spec<T>::leaf_count` long.
 template <tree T>
-[[nodiscard]] std::array<at::Tensor, spec<T>::leaf_count> leaves(const T& t) {
-  std::array<at::Tensor, spec<T>::leaf_count> out;
-  auto one = [&](auto j, const auto& a) { out[j()] = detail::leaf_get(a); };
-  detail::zip_leaf_slots<T, 0>(one, t);
-  return out;
+[[nodiscard]] TENSORDICT_INLINE std::array<at::Tensor, spec<T>::leaf_count> leaves(const T& t) {
+  return detail::gather_leaves(t, std::make_index_sequence<spec<T>::leaf_count>{});
 }
 
 /// The key path of every leaf of T, depth first in declaration order (constexpr).
@@ -426,25 +465,198 @@ template <tree T>
   return out;
 }
 
+namespace detail {
+
+// Direct construction: a plain aggregate whose subtrees are plain aggregates too is rebuilt
+// as one aggregate initialisation `T{leaf, leaf, static, Sub{...}, ...}`, so no field is
+// first default-constructed and then overwritten. The runtime spec of such a tree keeps only
+// its static fields and batch sizes, in a flat tuple, instead of a whole skeleton.
+template <class T>
+consteval bool direct_constructible() {
+  if constexpr (!(plain_aggregate<T> && std::is_default_constructible_v<T>)) {
+    return false;
+  } else {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return ([]<std::size_t J>(index_c<J>) {
+        using M = std::remove_cv_t<field_type_t<T, J>>;
+        if constexpr (field_kind_v<M> == FieldKind::subtree) {
+          return direct_constructible<M>();
+        } else {
+          return true;
+        }
+      }(index_c<I>{}) && ...);
+    }(std::make_index_sequence<field_count_v<T>>{});
+  }
+}
+
+template <class T>
+struct nonleaf_tuple;
+template <class M, FieldKind K = field_kind_v<M>>
+struct field_nonleaf_tuple {
+  using type = std::tuple<>;
+};
+template <class M>
+struct field_nonleaf_tuple<M, FieldKind::static_field> {
+  using type = std::tuple<std::remove_cv_t<M>>;
+};
+template <class M>
+struct field_nonleaf_tuple<M, FieldKind::batch_size> {
+  using type = std::tuple<BatchSize>;
+};
+template <class M>
+struct field_nonleaf_tuple<M, FieldKind::subtree> {
+  using type = typename nonleaf_tuple<std::remove_cv_t<M>>::type;
+};
+// The static fields and batch sizes of T, depth first in declaration order.
+template <class... Tuples>
+struct tuple_concat {
+  using type = std::tuple<>;
+};
+template <class... A, class... Rest>
+struct tuple_concat<std::tuple<A...>, Rest...> {
+  template <class R>
+  struct prepend;
+  template <class... B>
+  struct prepend<std::tuple<B...>> {
+    using type = std::tuple<A..., B...>;
+  };
+  using type = typename prepend<typename tuple_concat<Rest...>::type>::type;
+};
+template <class T, class Seq>
+struct nonleaf_tuple_of;
+template <class T, std::size_t... I>
+struct nonleaf_tuple_of<T, std::index_sequence<I...>> {
+  using type =
+      typename tuple_concat<typename field_nonleaf_tuple<field_type_t<T, I>>::type...>::type;
+};
+template <class T>
+struct nonleaf_tuple : nonleaf_tuple_of<T, std::make_index_sequence<field_count_v<T>>> {};
+template <class T>
+using nonleaf_tuple_t = typename nonleaf_tuple<T>::type;
+
+template <class T, std::size_t I>
+consteval std::size_t nonleaf_offset() {
+  return []<std::size_t... K>(std::index_sequence<K...>) {
+    return (std::size_t{0} + ... +
+            std::tuple_size_v<typename field_nonleaf_tuple<field_type_t<T, K>>::type>);
+  }(std::make_index_sequence<I>{});
+}
+
+template <class T>
+nonleaf_tuple_t<T> gather_nonleaf(const T& t);
+
+template <class T, std::size_t I>
+auto gather_field_nonleaf(const T& t) {
+  using M = field_type_t<T, I>;
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::static_field || k == FieldKind::batch_size) {
+    return typename field_nonleaf_tuple<M>::type(get_field<I>(t));
+  } else if constexpr (k == FieldKind::subtree) {
+    return gather_nonleaf(get_field<I>(t));
+  } else {
+    return std::tuple<>();
+  }
+}
+template <class T, std::size_t... I>
+nonleaf_tuple_t<T> gather_nonleaf_fields(const T& t, std::index_sequence<I...>) {
+  return std::tuple_cat(gather_field_nonleaf<T, I>(t)...);
+}
+template <class T>
+nonleaf_tuple_t<T> gather_nonleaf(const T& t) {
+  return gather_nonleaf_fields(t, std::make_index_sequence<field_count_v<T>>{});
+}
+
+// Leaves for `build` when there are none: every slot absent.
+struct no_leaves {
+  const at::Tensor& operator[](std::size_t) const noexcept { return undefined_tensor(); }
+};
+
+template <class T, std::size_t LB, std::size_t SB, class L, class Tup>
+TENSORDICT_INLINE T build(const L& leaves, const Tup& nl);
+
+template <class M, std::size_t LB, class L, std::size_t... K>
+TENSORDICT_INLINE M build_array(const L& leaves, std::index_sequence<K...>) {
+  return M{leaves[LB + K]...};
+}
+
+template <class T, std::size_t I, std::size_t LB, std::size_t SB, class L, class Tup>
+TENSORDICT_INLINE std::remove_cv_t<field_type_t<T, I>> build_field(const L& leaves,
+                                                                 const Tup& nl) {
+  using M = std::remove_cv_t<field_type_t<T, I>>;
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf) {
+    return leaves[LB];
+  } else if constexpr (k == FieldKind::optional_leaf) {
+    const at::Tensor& x = leaves[LB];
+    return x.defined() ? M(x) : M();
+  } else if constexpr (k == FieldKind::leaf_array) {
+    return build_array<M, LB>(leaves, std::make_index_sequence<leaf_array_traits<M>::size>{});
+  } else if constexpr (k == FieldKind::subtree) {
+    return build<M, LB, SB>(leaves, nl);
+  } else {
+    return std::get<SB>(nl);
+  }
+}
+
+template <class T, std::size_t LB, std::size_t SB, class L, class Tup, std::size_t... I>
+TENSORDICT_INLINE T build_fields(const L& leaves, const Tup& nl, std::index_sequence<I...>) {
+  return T{build_field<T, I, LB + leaf_offset<T, I>(), SB + nonleaf_offset<T, I>()>(leaves, nl)...};
+}
+
+// The tree with leaf J = leaves[LB + J] and non-leaf slot S = get<SB + S>(nl).
+template <class T, std::size_t LB, std::size_t SB, class L, class Tup>
+TENSORDICT_INLINE T build(const L& leaves, const Tup& nl) {
+  return build_fields<T, LB, SB>(leaves, nl, std::make_index_sequence<field_count_v<T>>{});
+}
+
+}  // namespace detail
+
 /// The runtime spec of a tree: its type plus the values of its static fields and its batch
 /// size (JAX's treedef). Two trees that differ only in a static field have unequal specs.
 template <tree T>
 class TreeSpec {
+  static constexpr bool direct = detail::direct_constructible<T>();
+  // A plain aggregate keeps only its non-leaf values; a Hana struct keeps a whole skeleton,
+  // since it may hold members that are not reflected.
+  using Storage = std::conditional_t<direct, detail::nonleaf_tuple_t<T>, T>;
+
  public:
   /// The spec of `t`.
-  explicit TreeSpec(const T& t) : skeleton_(detail::skeleton_like(t)) {}
+  explicit TreeSpec(const T& t) : data_(make(t)) {}
 
-  /// A tree of this spec with every leaf absent.
-  const T& skeleton() const noexcept { return skeleton_; }
   /// Number of leaf slots (`spec<T>::leaf_count`).
   static constexpr std::size_t leaf_count = spec<T>::leaf_count;
 
+  /// A tree of this spec with every leaf absent.
+  [[nodiscard]] T skeleton() const { return fill(detail::no_leaves{}); }
+
+  /// The tree of this spec whose leaves are `leaves`, in key order (JAX's
+  /// `treedef.unflatten`). `leaves` must hold exactly `leaf_count` tensors; undefined ones
+  /// become absent leaves.
+  [[nodiscard]] TENSORDICT_INLINE T unflatten(std::span<const at::Tensor> leaves) const {
+    if (leaves.size() != leaf_count) {
+      throw SpecMismatchError("unflatten<" + std::string(tensordict::spec<T>::name) +
+                              ">: expected " + std::to_string(leaf_count) + " leaves, got " +
+                              std::to_string(leaves.size()));
+    }
+    return fill(leaves);
+  }
+  /// `unflatten` from an array of the right size: the count is checked at compile time.
+  [[nodiscard]] TENSORDICT_INLINE T
+  unflatten(const std::array<at::Tensor, spec<T>::leaf_count>& leaves) const {
+    return fill(leaves);
+  }
+
   friend bool operator==(const TreeSpec& a, const TreeSpec& b) {
-    bool eq = true;
-    auto s = [&](auto, const auto& x, const auto& y) { eq = eq && x == y; };
-    auto bs = [&](const auto& x, const auto& y) { eq = eq && x == y; };
-    detail::zip_nonleaf_slots<T, 0>(s, bs, a.skeleton_, b.skeleton_);
-    return eq;
+    if constexpr (direct) {
+      return a.data_ == b.data_;
+    } else {
+      bool eq = true;
+      auto s = [&](auto, const auto& x, const auto& y) { eq = eq && x == y; };
+      auto bs = [&](const auto& x, const auto& y) { eq = eq && x == y; };
+      detail::zip_nonleaf_slots<T, 0>(s, bs, a.data_, b.data_);
+      return eq;
+    }
   }
 
   /// `Linear(weight, bias, activation='relu')`.
@@ -464,12 +676,33 @@ class TreeSpec {
       out += (first ? "" : ", ") + std::string("batch_size=") + os.str();
       first = false;
     };
-    detail::zip_nonleaf_slots<T, 0>(s, bs, skeleton_);
+    const T sk = skeleton();
+    detail::zip_nonleaf_slots<T, 0>(s, bs, sk);
     return out + ')';
   }
 
  private:
-  T skeleton_;
+  static Storage make(const T& t) {
+    if constexpr (direct) {
+      return detail::gather_nonleaf(t);
+    } else {
+      return detail::skeleton_like(t);
+    }
+  }
+
+  template <class L>
+  TENSORDICT_INLINE T fill(const L& leaves) const {
+    if constexpr (direct) {
+      return detail::build<T, 0, 0>(leaves, data_);
+    } else {
+      T out = data_;
+      auto one = [&](auto j, auto& o) { detail::leaf_set(o, leaves[j()]); };
+      detail::zip_leaf_slots<T, 0>(one, out);
+      return out;
+    }
+  }
+
+  Storage data_;
 };
 
 /// A tree's leaves and spec, as `flatten` returns them; `auto [leaves, spec] = flatten(t)`.
@@ -481,33 +714,23 @@ struct Flattened {
 
 /// Splits a tree into its leaf slots (absent ones undefined) and its runtime spec.
 template <tree T>
-[[nodiscard]] Flattened<T> flatten(const T& t) {
+[[nodiscard]] TENSORDICT_INLINE Flattened<T> flatten(const T& t) {
   return {leaves(t), TreeSpec<T>(t)};
 }
 
 /// The tree of `spec` whose leaves are `leaves`, in key order. `leaves` must hold exactly
 /// `spec<T>::leaf_count` tensors (undefined ones become absent leaves).
 template <tree T>
-[[nodiscard]] T unflatten(std::span<const at::Tensor> leaves, const TreeSpec<T>& spec) {
-  if (leaves.size() != TreeSpec<T>::leaf_count) {
-    throw SpecMismatchError("unflatten<" + std::string(tensordict::spec<T>::name) +
-                            ">: expected " + std::to_string(TreeSpec<T>::leaf_count) +
-                            " leaves, got " + std::to_string(leaves.size()));
-  }
-  T out = spec.skeleton();
-  auto one = [&](auto j, auto& o) { detail::leaf_set(o, leaves[j()]); };
-  detail::zip_leaf_slots<T, 0>(one, out);
-  return out;
+[[nodiscard]] TENSORDICT_INLINE T unflatten(std::span<const at::Tensor> leaves,
+                                            const TreeSpec<T>& spec) {
+  return spec.unflatten(leaves);
 }
 
 /// `unflatten` from the array `flatten` returned: the count is checked at compile time.
 template <tree T>
-[[nodiscard]] T unflatten(const std::array<at::Tensor, spec<T>::leaf_count>& leaves,
-                          const TreeSpec<T>& spec) {
-  T out = spec.skeleton();
-  auto one = [&](auto j, auto& o) { detail::leaf_set(o, leaves[j()]); };
-  detail::zip_leaf_slots<T, 0>(one, out);
-  return out;
+[[nodiscard]] TENSORDICT_INLINE T unflatten(
+    const std::array<at::Tensor, spec<T>::leaf_count>& leaves, const TreeSpec<T>& spec) {
+  return spec.unflatten(leaves);
 }
 
 namespace detail {

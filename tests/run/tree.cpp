@@ -57,6 +57,46 @@ TEST_CASE("tree spec: equal after replacing a leaf, unequal after changing a sta
   CHECK_FALSE(td::TreeSpec(m) == td::TreeSpec(td::replace<"batch_size">(m, td::BatchSize{1})));
 }
 
+TEST_CASE("tree spec: skeleton and treedef-style unflatten, for aggregates and Hana structs") {
+  // Aggregates keep only their static values; a Hana struct inside one keeps a skeleton.
+  static_assert(td::detail::direct_constructible<Deep>());
+  static_assert(td::detail::direct_constructible<Model>());
+  static_assert(!td::detail::direct_constructible<WithEncoder>());
+  static_assert(std::is_same_v<td::detail::nonleaf_tuple_t<Model>,
+                               std::tuple<std::string, int, Mode, td::BatchSize>>);
+
+  Deep d{.inner = {.core = {.x = torch::ones({2}), .scale = 2.5}, .y = torch::zeros({1})},
+         .z = torch::ones({3})};
+  td::TreeSpec spec(d);
+  Deep sk = spec.skeleton();
+  CHECK(sk.inner.core.scale == 2.5);
+  CHECK_FALSE(sk.inner.core.x.defined());
+  CHECK_FALSE(sk.z.defined());
+  Deep back = spec.unflatten(td::leaves(d));
+  CHECK(back.inner.core.x.is_same(d.inner.core.x));
+  CHECK(back.inner.y.is_same(d.inner.y));
+  CHECK(back.z.is_same(d.z));
+  CHECK(back.inner.core.scale == 2.5);
+
+  Model m = make_model();
+  m.batch_size = td::BatchSize{2};
+  Model mb = td::TreeSpec(m).unflatten(td::leaves(m));
+  CHECK(mb.batch_size == td::BatchSize{2});
+  CHECK(mb.heads[1].is_same(m.heads[1]));
+  CHECK(mb.mask->is_same(*m.mask));
+
+  WithEncoder w{.enc = Encoder(torch::ones({2}), "enc", 7), .out = torch::zeros({1}),
+                .config = {.width = 4, .name = "c"}};
+  td::TreeSpec ws(w);
+  WithEncoder wb = ws.unflatten(td::leaves(w));
+  CHECK(wb.enc.id() == 7);
+  CHECK(wb.enc.projection().is_same(w.enc.projection()));
+  CHECK(wb.config.width == 4);
+  CHECK_FALSE(ws.skeleton().out.defined());
+  CHECK(ws == td::TreeSpec(wb));
+  CHECK_FALSE(ws == td::TreeSpec(td::replace<"config.width">(w, 5)));
+}
+
 TEST_CASE("leaves, named_leaves, keys: declaration order, depth first") {
   Deep d{{{torch::ones(1), 2.0}, torch::ones(2)}, torch::ones(3)};
   auto named = td::named_leaves(d);
