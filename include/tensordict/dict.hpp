@@ -1,0 +1,941 @@
+#pragma once
+/// \file
+/// `TensorDict`: the runtime, string-keyed tree, for data whose keys are known only at run time
+/// (loaded files, configs, rollouts). Ordered as a Python dict, nested, with non-tensor entries,
+/// a batch size and an optional device; the operations of the struct path as methods.
+
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <ATen/Functions.h>
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include "batch_size.hpp"
+#include "errors.hpp"
+
+namespace tensordict {
+
+class NestedKey;
+
+/// A key argument: one name (`"step"`) or a nested key as a list of names
+/// (`{"layer", "weight"}`, Python's tuple). It only refers to the caller's strings, so it lives
+/// as long as the call; `NestedKey` is the owning form that functions return.
+class Key {
+ public:
+  Key(const char* name) : one_(name), n_(1) {}                   // NOLINT: implicit by design
+  Key(const std::string& name) : one_(name), n_(1) {}            // NOLINT
+  Key(std::string_view name) : one_(name), n_(1) {}              // NOLINT
+  Key(std::initializer_list<std::string_view> parts)             // NOLINT
+      : views_(parts.begin()), n_(parts.size()) {}
+  Key(const NestedKey& key);                                     // NOLINT
+
+  /// Number of names (1 for a flat key).
+  std::size_t size() const noexcept { return n_; }
+  /// Name `i`, outermost first.
+  std::string_view operator[](std::size_t i) const noexcept {
+    return views_ ? views_[i] : strs_ ? std::string_view(strs_[i]) : one_;
+  }
+
+ private:
+  std::string_view one_;
+  const std::string_view* views_ = nullptr;
+  const std::string* strs_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// A nested key that owns its names, as `keys()` returns them. Prints as `'step'` or
+/// `('layer', 'weight')`, as Python does.
+class NestedKey {
+ public:
+  NestedKey() = default;
+  NestedKey(const char* name) : parts_{name} {}                       // NOLINT
+  NestedKey(std::string name) : parts_{std::move(name)} {}            // NOLINT
+  NestedKey(std::initializer_list<std::string> parts) : parts_(parts) {}
+  explicit NestedKey(std::vector<std::string> parts) : parts_(std::move(parts)) {}
+  explicit NestedKey(const Key& key) {
+    parts_.reserve(key.size());
+    for (std::size_t i = 0; i < key.size(); ++i) parts_.emplace_back(key[i]);
+  }
+
+  /// The names, outermost first.
+  const std::vector<std::string>& parts() const noexcept { return parts_; }
+  std::size_t size() const noexcept { return parts_.size(); }
+  const std::string& operator[](std::size_t i) const { return parts_.at(i); }
+  const std::string& back() const { return parts_.back(); }
+  /// This key with `name` appended.
+  NestedKey operator/(std::string_view name) const {
+    NestedKey k = *this;
+    k.parts_.emplace_back(name);
+    return k;
+  }
+  /// The names joined by `sep` (`"layer.weight"`).
+  std::string join(std::string_view sep = ".") const {
+    std::string out;
+    for (std::size_t i = 0; i < parts_.size(); ++i) {
+      if (i) out.append(sep);
+      out += parts_[i];
+    }
+    return out;
+  }
+  friend bool operator==(const NestedKey&, const NestedKey&) = default;
+  friend auto operator<=>(const NestedKey&, const NestedKey&) = default;
+  friend std::ostream& operator<<(std::ostream& os, const NestedKey& k) {
+    if (k.parts_.size() == 1) return os << '\'' << k.parts_[0] << '\'';
+    os << '(';
+    for (std::size_t i = 0; i < k.parts_.size(); ++i) os << (i ? ", '" : "'") << k.parts_[i] << '\'';
+    return os << ')';
+  }
+
+ private:
+  std::vector<std::string> parts_;
+};
+
+inline Key::Key(const NestedKey& key) : strs_(key.parts().data()), n_(key.size()) {}
+
+namespace detail {
+inline std::string key_str(const Key& k) {
+  std::ostringstream os;
+  os << NestedKey(k);
+  return os.str();
+}
+inline std::string shape_str(c10::IntArrayRef s) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ']';
+  return os.str();
+}
+inline std::string bs_str(const BatchSize& b) {
+  std::ostringstream os;
+  os << b;
+  return os.str();
+}
+// Python's name of a dtype (`torch.float32`), as in reprs and in meta.json files.
+inline std::string dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return "torch.float32";
+    case c10::kDouble: return "torch.float64";
+    case c10::kHalf: return "torch.float16";
+    case c10::kBFloat16: return "torch.bfloat16";
+    case c10::kByte: return "torch.uint8";
+    case c10::kChar: return "torch.int8";
+    case c10::kShort: return "torch.int16";
+    case c10::kInt: return "torch.int32";
+    case c10::kLong: return "torch.int64";
+    case c10::kBool: return "torch.bool";
+    case c10::kComplexFloat: return "torch.complex64";
+    case c10::kComplexDouble: return "torch.complex128";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+inline bool starts_with(c10::IntArrayRef shape, const BatchSize& b) {
+  if (shape.size() < b.size()) return false;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (shape[i] != b[i]) return false;
+  }
+  return true;
+}
+}  // namespace detail
+
+/// A value that is not a tensor (a string, a number, a bool, any JSON value): Python's
+/// `NonTensorData`. With `metadata` set it is Python's `MetaData`: one value for a whole stack.
+struct NonTensorData {
+  nlohmann::json value;
+  bool metadata = false;
+  friend bool operator==(const NonTensorData&, const NonTensorData&) = default;
+};
+
+/// `MetaData("relu")`: a non-tensor value that stays one value when trees are stacked.
+inline NonTensorData MetaData(nlohmann::json value) { return {std::move(value), true}; }
+
+/// Per-element non-tensor values of a stack whose elements differ (Python's `NonTensorStack`),
+/// as a JSON array nested once per stacked dim.
+struct NonTensorStack {
+  nlohmann::json values = nlohmann::json::array();
+  friend bool operator==(const NonTensorStack&, const NonTensorStack&) = default;
+};
+
+class TensorDict;
+
+/// One entry of a `TensorDict`: a tensor, a nested `TensorDict`, or non-tensor data.
+/// Strings become `NonTensorData`; numbers and bools become 0-dim tensors, as in Python.
+class Entry {
+ public:
+  Entry(at::Tensor t) : v_(std::move(t)) {}                          // NOLINT: implicit by design
+  Entry(TensorDict td);                                              // NOLINT
+  Entry(NonTensorData d) : v_(std::move(d)) {}                       // NOLINT
+  Entry(NonTensorStack s) : v_(std::move(s)) {}                      // NOLINT
+  Entry(const char* s) : v_(NonTensorData{s}) {}                     // NOLINT
+  Entry(std::string s) : v_(NonTensorData{std::move(s)}) {}          // NOLINT
+  template <class N>
+    requires std::is_arithmetic_v<N>
+  Entry(N n);                                                        // NOLINT
+  Entry(const Entry& o);
+  Entry(Entry&&) noexcept = default;
+  Entry& operator=(const Entry& o);
+  Entry& operator=(Entry&&) noexcept;
+  ~Entry();
+
+  bool is_tensor() const noexcept { return v_.index() == 0; }
+  bool is_tensordict() const noexcept { return v_.index() == 1; }
+  bool is_non_tensor() const noexcept { return v_.index() == 2; }
+  bool is_non_tensor_stack() const noexcept { return v_.index() == 3; }
+  /// What this entry holds, in words ("a tensor", "a TensorDict", "non-tensor data").
+  const char* kind() const noexcept {
+    static constexpr const char* names[] = {"a tensor", "a TensorDict", "non-tensor data",
+                                            "a non-tensor stack"};
+    return names[v_.index()];
+  }
+
+  /// The tensor; throws `KeyError` if the entry holds something else.
+  const at::Tensor& tensor() const { return std::get<0>(check(0)); }
+  at::Tensor& tensor() { return std::get<0>(check(0)); }
+  const TensorDict& tensordict() const { return *std::get<1>(check(1)); }
+  TensorDict& tensordict() { return *std::get<1>(check(1)); }
+  const NonTensorData& non_tensor() const { return std::get<2>(check(2)); }
+  NonTensorData& non_tensor() { return std::get<2>(check(2)); }
+  const NonTensorStack& non_tensor_stack() const { return std::get<3>(check(3)); }
+
+ private:
+  using Variant =
+      std::variant<at::Tensor, std::unique_ptr<TensorDict>, NonTensorData, NonTensorStack>;
+  const Variant& check(std::size_t i) const {
+    if (v_.index() != i) {
+      static constexpr const char* names[] = {"a tensor", "a TensorDict", "non-tensor data",
+                                              "a non-tensor stack"};
+      throw KeyError(std::string("entry holds ") + kind() + ", not " + names[i]);
+    }
+    return v_;
+  }
+  Variant& check(std::size_t i) { return const_cast<Variant&>(std::as_const(*this).check(i)); }
+  Variant v_;
+};
+
+/// Which keys `keys()`, `values()` and `items()` list: `{.include_nested = true,
+/// .leaves_only = true}` lists every leaf as a nested key, depth first (JAX's tree_leaves order).
+struct KeysOptions {
+  bool include_nested = false;
+  bool leaves_only = false;
+};
+
+/// The runtime tree: key → tensor | TensorDict | non-tensor data, in insertion order, with a
+/// batch size (the leading dims every tensor shares) and an optional device.
+///
+///     TensorDict state{{"layer", TensorDict{{"weight", w}, {"bias", b}}}, {"step", torch::tensor(3)}};
+///     state.get({"layer", "weight"});
+///
+/// Copies share tensors and copy structure: changing the keys of a copy leaves the original as
+/// it is (Python's `td.copy()`).
+class TensorDict {
+ public:
+  using Item = std::pair<std::string, Entry>;
+
+  TensorDict() = default;
+  /// From entries in order; nested levels as nested `TensorDict`s. Every tensor must start with
+  /// `batch_size`; with a device, tensors are moved there.
+  TensorDict(std::initializer_list<Item> items, BatchSize batch_size = {},
+             std::optional<c10::Device> device = std::nullopt)
+      : batch_size_(std::move(batch_size)), device_(device) {
+    for (const auto& [k, v] : items) set(k, v);
+  }
+  /// An empty tree with a batch size (and a device).
+  explicit TensorDict(BatchSize batch_size, std::optional<c10::Device> device = std::nullopt)
+      : batch_size_(std::move(batch_size)), device_(device) {}
+
+  // ---- size, batch size, device ------------------------------------------------------------
+
+  /// The batch dims every tensor starts with.
+  const BatchSize& batch_size() const noexcept { return batch_size_; }
+  /// Sets the batch size; every tensor must start with it. Nested TensorDicts whose batch size
+  /// is a shorter prefix of it get it too, as in Python. On error nothing changes.
+  TensorDict& set_batch_size(BatchSize b) {
+    TensorDict next = *this;
+    next.extend_batch_size(NestedKey(std::vector<std::string>{}), b);
+    *this = std::move(next);
+    return *this;
+  }
+  /// Number of batch dims.
+  std::size_t batch_dims() const noexcept { return batch_size_.size(); }
+  /// The device of every tensor, if the tree has one.
+  const std::optional<c10::Device>& device() const noexcept { return device_; }
+  /// Number of top-level entries.
+  std::size_t size() const noexcept { return items_.size(); }
+  /// True when the tree holds no tensor at any depth (Python's `is_empty`).
+  bool is_empty() const {
+    for (const auto& [k, v] : items_) {
+      if (v.is_tensor() || (v.is_tensordict() && !v.tensordict().is_empty())) return false;
+    }
+    return true;
+  }
+  /// Number of elements of the batch: the product of the batch size.
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : batch_size_) n *= d;
+    return n;
+  }
+
+  // ---- reading -----------------------------------------------------------------------------
+
+  /// Whether `key` names an entry (nested keys walk into nested TensorDicts).
+  bool contains(const Key& key) const { return find(key) != nullptr; }
+
+  /// The entry at `key`; a missing key throws `KeyError` naming the key and the keys at the
+  /// level where the walk stopped.
+  const Entry& entry(const Key& key) const { return *require(key); }
+  Entry& entry(const Key& key) { return *const_cast<Entry*>(std::as_const(*this).require(key)); }
+
+  /// The tensor at `key` (`get<TensorDict>`, `get<NonTensorData>`, `get<std::string>` and other
+  /// JSON-convertible types read the other kinds of entries).
+  template <class V = at::Tensor>
+  decltype(auto) get(const Key& key) const {
+    const Entry& e = entry(key);
+    try {
+      if constexpr (std::is_same_v<V, at::Tensor>) {
+        return static_cast<const at::Tensor&>(e.tensor());
+      } else if constexpr (std::is_same_v<V, TensorDict>) {
+        return static_cast<const TensorDict&>(e.tensordict());
+      } else if constexpr (std::is_same_v<V, NonTensorData>) {
+        return static_cast<const NonTensorData&>(e.non_tensor());
+      } else if constexpr (std::is_same_v<V, NonTensorStack>) {
+        return static_cast<const NonTensorStack&>(e.non_tensor_stack());
+      } else {
+        return e.non_tensor().value.template get<V>();
+      }
+    } catch (const KeyError& err) {
+      throw KeyError("key " + detail::key_str(key) + ": " + err.what());
+    } catch (const nlohmann::json::exception& err) {
+      throw KeyError("key " + detail::key_str(key) + ": non-tensor value " +
+                     e.non_tensor().value.dump() + " cannot be read as the requested type (" +
+                     err.what() + ")");
+    }
+  }
+  template <class V = at::Tensor>
+  decltype(auto) get(const Key& key) {
+    if constexpr (std::is_same_v<V, at::Tensor> || std::is_same_v<V, TensorDict> ||
+                  std::is_same_v<V, NonTensorData>) {
+      return const_cast<V&>(std::as_const(*this).template get<V>(key));
+    } else {
+      return std::as_const(*this).template get<V>(key);
+    }
+  }
+  /// The tensor at `key`: `td["step"]`, `td[{"layer", "weight"}]`.
+  const at::Tensor& operator[](const Key& key) const { return get(key); }
+
+  /// Top-level entries in insertion order.
+  const std::vector<Item>& entries() const noexcept { return items_; }
+
+  /// The keys: top level, or with `include_nested` every level depth first; with `leaves_only`
+  /// no key of a nested TensorDict. Non-tensor entries are leaves, as in Python.
+  std::vector<NestedKey> keys(KeysOptions o = {}) const {
+    std::vector<NestedKey> out;
+    walk(o, NestedKey(std::vector<std::string>{}),
+         [&](const NestedKey& k, const Entry&) { out.push_back(k); });
+    return out;
+  }
+  /// The entries listed by `keys(o)`, in the same order.
+  std::vector<std::reference_wrapper<const Entry>> values(KeysOptions o = {}) const {
+    std::vector<std::reference_wrapper<const Entry>> out;
+    walk(o, NestedKey(std::vector<std::string>{}),
+         [&](const NestedKey&, const Entry& e) { out.emplace_back(e); });
+    return out;
+  }
+  /// `(key, entry)` for every key of `keys(o)`.
+  std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> items(
+      KeysOptions o = {}) const {
+    std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> out;
+    walk(o, NestedKey(std::vector<std::string>{}),
+         [&](const NestedKey& k, const Entry& e) { out.emplace_back(k, e); });
+    return out;
+  }
+  /// `(nested key, tensor)` for every tensor leaf, depth first (`tree_flatten_with_path`).
+  std::vector<std::pair<NestedKey, at::Tensor>> named_tensors() const {
+    std::vector<std::pair<NestedKey, at::Tensor>> out;
+    walk({true, true}, NestedKey(std::vector<std::string>{}), [&](const NestedKey& k, const Entry& e) {
+      if (e.is_tensor()) out.emplace_back(k, e.tensor());
+    });
+    return out;
+  }
+
+  // ---- writing -----------------------------------------------------------------------------
+
+  /// Sets `key` to `value`, creating missing intermediate levels (with this tree's batch size
+  /// and device). A tensor must start with the batch size (`BatchSizeError` names the key,
+  /// the shape and the batch size); a nested TensorDict's batch size must start with it too.
+  /// A locked tree refuses (`Error`).
+  TensorDict& set(const Key& key, Entry value) {
+    check_unlocked("set", key);
+    TensorDict* level = this;
+    for (std::size_t i = 0; i + 1 < key.size(); ++i) level = &level->child_for_set(key, i);
+    level->set_here(key, key[key.size() - 1], std::move(value));
+    return *this;
+  }
+  /// Writes `value` into the existing tensor at `key` (`copy_`), which a locked tree allows.
+  TensorDict& set_(const Key& key, const at::Tensor& value) {
+    at::Tensor& t = get(key);
+    if (t.sizes() != value.sizes()) {
+      throw BatchSizeError("set_ " + detail::key_str(key) + ": shape " +
+                           detail::shape_str(value.sizes()) + " differs from the entry's shape " +
+                           detail::shape_str(t.sizes()));
+    }
+    t.copy_(value);
+    return *this;
+  }
+  /// The entry at `key`, set to `value` first if missing (Python's `setdefault`).
+  Entry& setdefault(const Key& key, Entry value) {
+    if (Entry* e = const_cast<Entry*>(find(key))) return *e;
+    set(key, std::move(value));
+    return entry(key);
+  }
+  /// Removes the entry at `key` (Python's `del td[key]`).
+  TensorDict& erase(const Key& key) {
+    pop(key);
+    return *this;
+  }
+  /// Removes the entry at `key` and returns it.
+  Entry pop(const Key& key) {
+    check_unlocked("pop", key);
+    require(key);
+    TensorDict& level = parent_of(key);
+    const std::string_view name = key[key.size() - 1];
+    auto it = level.index_.find(name);
+    const std::size_t pos = it->second;
+    Entry out = std::move(level.items_[pos].second);
+    level.items_.erase(level.items_.begin() + static_cast<std::ptrdiff_t>(pos));
+    level.index_.erase(it);
+    for (auto& [k, i] : level.index_) {
+      if (i > pos) --i;
+    }
+    return out;
+  }
+  /// Renames `old_key` to `new_key` (the entry keeps its place when the level is the same).
+  TensorDict& rename_key(const Key& old_key, const Key& new_key) {
+    check_unlocked("rename_key", old_key);
+    if (contains(new_key)) {
+      throw KeyError("rename_key: key " + detail::key_str(new_key) + " already exists");
+    }
+    bool same_level = old_key.size() == new_key.size();
+    for (std::size_t i = 0; same_level && i + 1 < old_key.size(); ++i) {
+      same_level = old_key[i] == new_key[i];
+    }
+    if (same_level) {
+      require(old_key);
+      TensorDict& level = parent_of(old_key);
+      auto it = level.index_.find(old_key[old_key.size() - 1]);
+      const std::size_t pos = it->second;
+      level.index_.erase(it);
+      level.items_[pos].first = std::string(new_key[new_key.size() - 1]);
+      level.index_.emplace(level.items_[pos].first, pos);
+    } else {
+      Entry e = pop(old_key);
+      set(new_key, std::move(e));
+    }
+    return *this;
+  }
+
+  // ---- locking -----------------------------------------------------------------------------
+
+  /// Locks the structure (this level and every nested one): `set`, `erase`, `pop`,
+  /// `rename_key`, `update` and new `setdefault` keys throw; `set_` (in place) still works.
+  TensorDict& lock_() {
+    locked_ = true;
+    for (auto& [k, v] : items_) {
+      if (v.is_tensordict()) v.tensordict().lock_();
+    }
+    return *this;
+  }
+  /// Unlocks this level and every nested one.
+  TensorDict& unlock_() {
+    locked_ = false;
+    for (auto& [k, v] : items_) {
+      if (v.is_tensordict()) v.tensordict().unlock_();
+    }
+    return *this;
+  }
+  bool is_locked() const noexcept { return locked_; }
+
+  // ---- tree operations ---------------------------------------------------------------------
+
+  /// `f(tensor, tensors of others...)` on every tensor leaf; a tree of the same keys, this
+  /// tree's non-tensor entries and batch size. The others must have the same keys (the error
+  /// lists the difference). A leaf for which `f` returns an undefined tensor is dropped.
+  template <class F, class... Others>
+    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
+  [[nodiscard]] TensorDict apply(F&& f, const Others&... others) const {
+    auto unnamed = [&](const NestedKey&, const at::Tensor& x, const auto&... ys) {
+      return f(x, ys...);
+    };
+    return map_impl("apply", unnamed, NestedKey(std::vector<std::string>{}), others...);
+  }
+  /// `apply` with the nested key first: `f(key, tensor, tensors of others...)`.
+  template <class F, class... Others>
+    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
+  [[nodiscard]] TensorDict named_apply(F&& f, const Others&... others) const {
+    return map_impl("named_apply", f, NestedKey(std::vector<std::string>{}), others...);
+  }
+  /// In place: writes `f(tensor, ...)` into every tensor leaf with `copy_`.
+  template <class F, class... Others>
+    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
+  TensorDict& apply_(F&& f, const Others&... others) {
+    TensorDict out = apply(f, others...);
+    for (auto& [k, t] : named_tensors()) {
+      try {
+        t.copy_(out.get(k));
+      } catch (const c10::Error& e) {
+        throw LeafError("apply_: leaf " + detail::key_str(k) + ": " + e.what_without_backtrace());
+      }
+    }
+    return *this;
+  }
+  /// Calls `f(key, tensor)` on every tensor leaf, depth first.
+  template <class F>
+  void named_for_each(F&& f) const {
+    for (const auto& [k, t] : named_tensors()) f(k, t);
+  }
+
+  /// `(selected, rest)`: the tensor leaves for which `pred(key, tensor)` is true, and every other
+  /// entry (non-tensor entries go to the rest). Nothing is copied; empty levels are dropped.
+  template <class Pred>
+    requires std::is_invocable_r_v<bool, Pred&, const NestedKey&, const at::Tensor&>
+  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(Pred&& pred) const {
+    std::pair<TensorDict, TensorDict> out{TensorDict(batch_size_, device_),
+                                          TensorDict(batch_size_, device_)};
+    split_impl(pred, NestedKey(std::vector<std::string>{}), out.first, out.second);
+    return out;
+  }
+  /// `(selected, rest)`: the entries at `keys` and every other entry.
+  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(std::initializer_list<Key> keys) const {
+    return {select(keys), exclude(keys)};
+  }
+  /// A tree of only the entries at `keys` (nested keys allowed; a missing key is a `KeyError`).
+  [[nodiscard]] TensorDict select(std::initializer_list<Key> keys) const {
+    return select_impl(keys.begin(), keys.end());
+  }
+  template <std::ranges::range R>
+  [[nodiscard]] TensorDict select(const R& keys) const {
+    return select_impl(std::ranges::begin(keys), std::ranges::end(keys));
+  }
+  /// A tree without the entries at `keys` (missing keys are ignored, as in Python).
+  [[nodiscard]] TensorDict exclude(std::initializer_list<Key> keys) const {
+    return exclude_impl(keys.begin(), keys.end());
+  }
+  template <std::ranges::range R>
+  [[nodiscard]] TensorDict exclude(const R& keys) const {
+    return exclude_impl(std::ranges::begin(keys), std::ranges::end(keys));
+  }
+  /// Sets every leaf of `other` into this tree, merging nested levels; returns this tree.
+  TensorDict& update(const TensorDict& other) {
+    for (const auto& [k, v] : other.items_) {
+      if (v.is_tensordict() && contains(k) && entry(k).is_tensordict()) {
+        entry(k).tensordict().update(v.tensordict());
+      } else {
+        set(k, v);
+      }
+    }
+    return *this;
+  }
+  /// A copy with the entries at the given keys replaced (Python's `replace`); this tree is not
+  /// changed and the other tensors are shared.
+  [[nodiscard]] TensorDict replace(std::initializer_list<std::pair<Key, Entry>> changes) const {
+    TensorDict out = *this;
+    out.locked_ = false;
+    for (const auto& [k, v] : changes) {
+      if (!out.contains(k)) {
+        throw KeyError("replace: key " + detail::key_str(k) + " not found");
+      }
+      out.set(k, v);
+    }
+    if (locked_) out.lock_();
+    return out;
+  }
+  /// One level whose keys join the nested names with `sep` (`"layer.weight"`).
+  [[nodiscard]] TensorDict flatten_keys(std::string_view sep = ".") const {
+    TensorDict out(batch_size_, device_);
+    for (const auto& [k, v] : items({.include_nested = true, .leaves_only = true})) {
+      std::string flat = k.join(sep);
+      if (out.contains(flat)) {
+        throw KeyError("flatten_keys: two keys flatten to '" + flat + "'");
+      }
+      out.set(flat, v.get());
+    }
+    return out;
+  }
+  /// The inverse of `flatten_keys`: keys are split at `sep` into nested levels.
+  [[nodiscard]] TensorDict unflatten_keys(std::string_view sep = ".") const {
+    TensorDict out(batch_size_, device_);
+    for (const auto& [k, v] : items_) {
+      std::vector<std::string> parts;
+      std::size_t start = 0;
+      for (std::size_t pos; (pos = k.find(sep, start)) != std::string::npos; start = pos + sep.size()) {
+        parts.emplace_back(k.substr(start, pos - start));
+      }
+      parts.emplace_back(k.substr(start));
+      out.set(NestedKey(std::move(parts)), v.is_tensordict() ? Entry(v.tensordict().unflatten_keys(sep)) : v);
+    }
+    return out;
+  }
+
+  /// A copy whose tensors are cloned (new storage); non-tensor entries copied.
+  [[nodiscard]] TensorDict clone() const {
+    return apply([](const at::Tensor& t) { return t.clone(); });
+  }
+  /// A copy whose tensors are detached from autograd.
+  [[nodiscard]] TensorDict detach() const {
+    return apply([](const at::Tensor& t) { return t.detach(); });
+  }
+  /// Every tensor moved to `device`; the result has that device.
+  [[nodiscard]] TensorDict to(c10::Device device) const {
+    TensorDict out = apply([&](const at::Tensor& t) { return t.to(device); });
+    out.set_device_recursive(device);
+    return out;
+  }
+  /// Every floating-point tensor cast to `dtype` (integer and bool leaves keep theirs).
+  [[nodiscard]] TensorDict to(c10::ScalarType dtype) const {
+    return apply([&](const at::Tensor& t) { return t.is_floating_point() ? t.to(dtype) : t; });
+  }
+
+  /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested
+  /// levels indented (entries in insertion order).
+  friend std::ostream& operator<<(std::ostream& os, const TensorDict& td) {
+    td.print(os, "TensorDict", 0);
+    return os;
+  }
+  /// `print` with another name on the first line (structs print as their type name).
+  void print(std::ostream& os, std::string_view name, int indent) const {
+    const std::string pad(static_cast<std::size_t>(indent) + 4, ' ');
+    os << name << "(\n" << pad << "fields={";
+    bool first = true;
+    for (const auto& [k, v] : items_) {
+      os << (first ? "\n" : ",\n") << pad << "    " << k << ": ";
+      first = false;
+      if (v.is_tensor()) {
+        print_tensor(os, v.tensor());
+      } else if (v.is_tensordict()) {
+        v.tensordict().print(os, "TensorDict", indent + 8);
+      } else if (v.is_non_tensor()) {
+        os << (v.non_tensor().metadata ? "MetaData(data=" : "NonTensorData(data=")
+           << v.non_tensor().value.dump() << ')';
+      } else {
+        os << "NonTensorStack(" << v.non_tensor_stack().values.dump() << ')';
+      }
+    }
+    os << "},\n" << pad << "batch_size=torch.Size(" << batch_size_ << "),\n" << pad << "device=";
+    if (device_) {
+      os << *device_;
+    } else {
+      os << "None";
+    }
+    os << ')';
+  }
+
+ private:
+  friend class Entry;
+
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+
+  static void print_tensor(std::ostream& os, const at::Tensor& t) {
+    if (!t.defined()) {
+      os << "None";
+      return;
+    }
+    os << "Tensor(shape=torch.Size(" << detail::shape_str(t.sizes()) << "), device=" << t.device()
+       << ", dtype=" << detail::dtype_name(t.scalar_type()) << ')';
+  }
+
+  void extend_batch_size(const NestedKey& prefix, const BatchSize& b) {
+    for (auto& [k, v] : items_) {
+      if (v.is_tensordict()) {
+        TensorDict& sub = v.tensordict();
+        if (!detail::starts_with(sub.batch_size_.dims(), b) &&
+            detail::starts_with(b.dims(), sub.batch_size_)) {
+          sub.extend_batch_size(prefix / k, b);
+        }
+      }
+      check_entry(prefix / k, v, b);
+    }
+    batch_size_ = b;
+  }
+
+  void set_device_recursive(c10::Device d) {
+    device_ = d;
+    for (auto& [k, v] : items_) {
+      if (v.is_tensordict()) v.tensordict().set_device_recursive(d);
+    }
+  }
+
+  void check_unlocked(const char* op, const Key& key) const {
+    if (locked_) {
+      throw Error(std::string(op) + " " + detail::key_str(key) +
+                  ": the TensorDict is locked; call unlock_() to change its structure");
+    }
+  }
+
+  // Validates an entry against batch size `b`; the message names the key.
+  static void check_entry(const NestedKey& key, const Entry& v, const BatchSize& b) {
+    std::ostringstream os;
+    if (v.is_tensor()) {
+      const at::Tensor& t = v.tensor();
+      if (t.defined() && !detail::starts_with(t.sizes(), b)) {
+        os << "key " << key << ": shape " << detail::shape_str(t.sizes())
+           << " does not start with the batch size " << b;
+        throw BatchSizeError(os.str());
+      }
+    } else if (v.is_tensordict()) {
+      const BatchSize& inner = v.tensordict().batch_size();
+      if (!detail::starts_with(inner.dims(), b)) {
+        os << "key " << key << ": nested batch size " << inner
+           << " does not start with the batch size " << b;
+        throw BatchSizeError(os.str());
+      }
+    }
+  }
+
+  void set_here(const Key& full, std::string_view name, Entry value) {
+    if (value.is_tensor() && device_ && value.tensor().defined() &&
+        value.tensor().device() != *device_) {
+      value = Entry(value.tensor().to(*device_));
+    }
+    check_entry(NestedKey(full), value, batch_size_);
+    if (auto it = index_.find(name); it != index_.end()) {
+      items_[it->second].second = std::move(value);
+    } else {
+      index_.emplace(std::string(name), items_.size());
+      items_.emplace_back(std::string(name), std::move(value));
+    }
+  }
+
+  TensorDict& child_for_set(const Key& full, std::size_t i) {
+    const std::string_view name = full[i];
+    if (auto it = index_.find(name); it != index_.end()) {
+      Entry& e = items_[it->second].second;
+      if (!e.is_tensordict()) {
+        throw KeyError("set " + detail::key_str(full) + ": '" + std::string(name) + "' holds " +
+                       e.kind() + ", not a TensorDict");
+      }
+      e.tensordict().check_unlocked("set", full);
+      return e.tensordict();
+    }
+    set_here(full, name, TensorDict(batch_size_, device_));
+    return items_.back().second.tensordict();
+  }
+
+  const Entry* find(const Key& key) const {
+    const TensorDict* level = this;
+    for (std::size_t i = 0; i < key.size(); ++i) {
+      auto it = level->index_.find(key[i]);
+      if (it == level->index_.end()) return nullptr;
+      const Entry& e = level->items_[it->second].second;
+      if (i + 1 == key.size()) return &e;
+      if (!e.is_tensordict()) return nullptr;
+      level = &e.tensordict();
+    }
+    return nullptr;
+  }
+
+  const Entry* require(const Key& key) const {
+    if (key.size() == 0) throw KeyError("empty key");
+    const TensorDict* level = this;
+    for (std::size_t i = 0; i < key.size(); ++i) {
+      auto it = level->index_.find(key[i]);
+      if (it == level->index_.end()) {
+        std::ostringstream os;
+        os << "key " << NestedKey(key) << " not found";
+        if (i > 0) {
+          std::vector<std::string> prefix;
+          for (std::size_t j = 0; j < i; ++j) prefix.emplace_back(key[j]);
+          os << "; keys at " << NestedKey(std::move(prefix));
+        } else {
+          os << "; keys";
+        }
+        os << ": [";
+        for (std::size_t j = 0; j < level->items_.size(); ++j) {
+          os << (j ? ", '" : "'") << level->items_[j].first << '\'';
+        }
+        os << ']';
+        throw KeyError(os.str());
+      }
+      const Entry& e = level->items_[it->second].second;
+      if (i + 1 == key.size()) return &e;
+      if (!e.is_tensordict()) {
+        throw KeyError("key " + detail::key_str(key) + ": '" + std::string(key[i]) + "' holds " +
+                       e.kind() + ", not a TensorDict");
+      }
+      level = &e.tensordict();
+    }
+    return nullptr;
+  }
+
+  TensorDict& parent_of(const Key& key) {
+    TensorDict* level = this;
+    for (std::size_t i = 0; i + 1 < key.size(); ++i) {
+      level = &level->items_[level->index_.find(key[i])->second].second.tensordict();
+    }
+    return *level;
+  }
+
+  template <class F>
+  void walk(KeysOptions o, const NestedKey& prefix, F&& f) const {
+    for (const auto& [k, v] : items_) {
+      NestedKey key = prefix / k;
+      if (v.is_tensordict()) {
+        if (!o.leaves_only) f(key, v);
+        if (o.include_nested) v.tensordict().walk(o, key, f);
+      } else {
+        f(key, v);
+      }
+    }
+  }
+
+  // The keys of `a` and `b` at one level, as an error message if they differ.
+  static void check_same_keys(const char* op, const NestedKey& prefix, const TensorDict& a,
+                              const TensorDict& b, std::size_t which) {
+    std::vector<std::string> missing, extra;
+    for (const auto& [k, v] : a.items_) {
+      if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
+      if (!b.index_.contains(std::string_view(k))) missing.push_back(k);
+    }
+    for (const auto& [k, v] : b.items_) {
+      if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
+      if (!a.index_.contains(std::string_view(k))) extra.push_back(k);
+    }
+    if (missing.empty() && extra.empty()) return;
+    std::ostringstream os;
+    os << op << ": tree " << which << " has other keys than the first";
+    if (prefix.size()) os << " at " << prefix;
+    auto list = [&](const char* what, const std::vector<std::string>& ks) {
+      if (ks.empty()) return;
+      os << "; " << what << ": [";
+      for (std::size_t i = 0; i < ks.size(); ++i) os << (i ? ", '" : "'") << ks[i] << '\'';
+      os << ']';
+    };
+    list("missing", missing);
+    list("extra", extra);
+    throw SpecMismatchError(os.str());
+  }
+
+  template <class F, class... Others>
+  TensorDict map_impl(const char* op, F& f, const NestedKey& prefix,
+                      const Others&... others) const {
+    std::size_t which = 1;
+    (check_same_keys(op, prefix, *this, others, ++which), ...);
+    TensorDict out(batch_size_, device_);
+    out.items_.reserve(items_.size());
+    for (const auto& [k, v] : items_) {
+      NestedKey key = prefix / k;
+      if (v.is_tensor()) {
+        const at::Tensor& x = v.tensor();
+        if (!x.defined()) continue;
+        at::Tensor y;
+        try {
+          y = f(key, x, others.entry(k).tensor()...);
+        } catch (const c10::Error& e) {
+          throw LeafError(std::string(op) + ": leaf " + detail::key_str(key) + ": " +
+                          e.what_without_backtrace());
+        } catch (const Error&) {
+          throw;
+        } catch (const std::exception& e) {
+          throw LeafError(std::string(op) + ": leaf " + detail::key_str(key) + ": " + e.what());
+        }
+        if (y.defined()) out.set_here(key, k, std::move(y));
+      } else if (v.is_tensordict()) {
+        out.set_here(key, k, v.tensordict().map_impl(op, f, key, others.entry(k).tensordict()...));
+      } else {
+        out.set_here(key, k, v);
+      }
+    }
+    return out;
+  }
+
+  template <class Pred>
+  void split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes, TensorDict& no) const {
+    for (const auto& [k, v] : items_) {
+      NestedKey key = prefix / k;
+      if (v.is_tensordict()) {
+        const TensorDict& sub = v.tensordict();
+        TensorDict a(sub.batch_size_, sub.device_), b(sub.batch_size_, sub.device_);
+        sub.split_impl(pred, key, a, b);
+        if (a.size()) yes.set_here(key, k, std::move(a));
+        if (b.size()) no.set_here(key, k, std::move(b));
+      } else if (v.is_tensor() && pred(std::as_const(key), v.tensor())) {
+        yes.set_here(key, k, v);
+      } else {
+        no.set_here(key, k, v);
+      }
+    }
+  }
+
+  template <class It, class End>
+  TensorDict select_impl(It it, End end) const {
+    TensorDict out(batch_size_, device_);
+    for (; it != end; ++it) {
+      const Key key(*it);
+      const Entry& e = entry(key);
+      // Intermediate levels keep their own batch size and device.
+      TensorDict* dst = &out;
+      const TensorDict* src = this;
+      for (std::size_t i = 0; i + 1 < key.size(); ++i) {
+        src = &src->entry(key[i]).tensordict();
+        if (!dst->contains(key[i])) dst->set_here(key, key[i], TensorDict(src->batch_size_, src->device_));
+        dst = &dst->entry(key[i]).tensordict();
+      }
+      dst->set_here(key, key[key.size() - 1], e);
+    }
+    return out;
+  }
+
+  template <class It, class End>
+  TensorDict exclude_impl(It it, End end) const {
+    TensorDict out = *this;
+    out.locked_ = false;
+    for (; it != end; ++it) {
+      const Key key(*it);
+      if (out.contains(key)) out.pop(key);
+    }
+    if (locked_) out.lock_();
+    return out;
+  }
+
+  std::vector<Item> items_;
+  std::unordered_map<std::string, std::size_t, Hash, std::equal_to<>> index_;
+  BatchSize batch_size_;
+  std::optional<c10::Device> device_;
+  bool locked_ = false;
+};
+
+inline Entry::Entry(TensorDict td) : v_(std::make_unique<TensorDict>(std::move(td))) {}
+template <class N>
+  requires std::is_arithmetic_v<N>
+Entry::Entry(N n) : v_(at::scalar_tensor(n, c10::CppTypeToScalarType<N>::value)) {}
+inline Entry::Entry(const Entry& o) : v_(std::in_place_index<0>) {
+  switch (o.v_.index()) {
+    case 0: v_ = std::get<0>(o.v_); break;
+    case 1: v_ = std::make_unique<TensorDict>(*std::get<1>(o.v_)); break;
+    case 2: v_ = std::get<2>(o.v_); break;
+    default: v_ = std::get<3>(o.v_); break;
+  }
+}
+inline Entry& Entry::operator=(Entry&&) noexcept = default;
+inline Entry& Entry::operator=(const Entry& o) {
+  if (this != &o) *this = Entry(o);
+  return *this;
+}
+inline Entry::~Entry() = default;
+
+}  // namespace tensordict

@@ -1,0 +1,314 @@
+// The runtime TensorDict: keys chosen at run time.
+#include <sstream>
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include "types.hpp"
+
+namespace td = tensordict;
+using td::NestedKey;
+using td::TensorDict;
+
+namespace {
+
+TensorDict make_state() {
+  return TensorDict{{"layer", TensorDict{{"weight", torch::ones({2, 2})}, {"bias", torch::zeros({2})}}},
+                    {"step", torch::tensor(3)}};
+}
+
+std::vector<NestedKey> leaf_keys(const TensorDict& t) {
+  return t.keys({.include_nested = true, .leaves_only = true});
+}
+
+}  // namespace
+
+TEST_CASE("TensorDict: construction, nested keys, insertion order") {
+  TensorDict state = make_state();
+  CHECK(state.size() == 2);
+  CHECK(state.keys() == std::vector<NestedKey>{"layer", "step"});
+  CHECK(leaf_keys(state) ==
+        std::vector<NestedKey>{{"layer", "weight"}, {"layer", "bias"}, {"step"}});
+  CHECK(state.keys({.include_nested = true}) ==
+        std::vector<NestedKey>{"layer", {"layer", "weight"}, {"layer", "bias"}, "step"});
+  CHECK(state.get({"layer", "weight"}).sizes() == torch::IntArrayRef{2, 2});
+  CHECK(state[{"layer", "bias"}].sizes() == torch::IntArrayRef{2});
+  CHECK(state["step"].item<int64_t>() == 3);
+  CHECK(state.get<TensorDict>("layer").size() == 2);
+
+  std::vector<std::vector<int64_t>> shapes;
+  for (const td::Entry& v : state.values({.include_nested = true, .leaves_only = true})) {
+    shapes.push_back(v.tensor().sizes().vec());
+  }
+  CHECK(shapes == std::vector<std::vector<int64_t>>{{2, 2}, {2}, {}});
+
+  auto items = state.items({.include_nested = true, .leaves_only = true});
+  REQUIRE(items.size() == 3);
+  CHECK(items[1].first == NestedKey{"layer", "bias"});
+  CHECK(items[1].second.get().tensor().is_same(state.get({"layer", "bias"})));
+
+  // Numbers become 0-dim tensors and strings non-tensor data, as in Python.
+  TensorDict mixed{{"lr", 0.5}, {"n", 7}, {"flag", true}, {"name", "relu"}};
+  CHECK((mixed["lr"].scalar_type() == torch::kDouble));
+  CHECK((mixed["n"].scalar_type() == torch::kInt));
+  CHECK((mixed["flag"].scalar_type() == torch::kBool));
+  CHECK(mixed.get<std::string>("name") == "relu");
+  CHECK(mixed.entry("name").is_non_tensor());
+  CHECK(mixed.keys() == std::vector<NestedKey>{"lr", "n", "flag", "name"});
+}
+
+TEST_CASE("TensorDict: get, set, contains, erase, pop, rename_key, setdefault") {
+  TensorDict state = make_state();
+  CHECK(state.contains({"layer", "weight"}));
+  CHECK_FALSE(state.contains({"layer", "nope"}));
+  CHECK_FALSE(state.contains({"step", "x"}));
+
+  // set creates the intermediate levels.
+  state.set({"opt", "adam", "m"}, torch::zeros({3}));
+  CHECK(state.get<TensorDict>({"opt", "adam"}).keys() == std::vector<NestedKey>{"m"});
+  state.set("step", torch::tensor(4));
+  CHECK(state["step"].item<int64_t>() == 4);
+  CHECK(state.keys() == std::vector<NestedKey>{"layer", "step", "opt"});  // overwriting keeps place
+
+  // A missing key names the key and the keys at the level where the walk stopped.
+  CHECK_THROWS_WITH_AS(state.get({"layer", "wieght"}),
+                       "key ('layer', 'wieght') not found; keys at 'layer': ['weight', 'bias']",
+                       td::KeyError);
+  CHECK_THROWS_WITH_AS(state.get("nope"), "key 'nope' not found; keys: ['layer', 'step', 'opt']",
+                       td::KeyError);
+  CHECK_THROWS_WITH_AS(state.get("layer"),
+                       "key 'layer': entry holds a TensorDict, not a tensor", td::KeyError);
+  CHECK_THROWS_WITH_AS(state.set({"step", "x"}, torch::zeros({1})),
+                       "set ('step', 'x'): 'step' holds a tensor, not a TensorDict", td::KeyError);
+
+  td::Entry popped = state.pop({"opt", "adam", "m"});
+  CHECK(popped.tensor().sizes() == torch::IntArrayRef{3});
+  CHECK_FALSE(state.contains({"opt", "adam", "m"}));
+  state.erase("opt");
+  CHECK(state.keys() == std::vector<NestedKey>{"layer", "step"});
+  CHECK_THROWS_AS(state.erase("opt"), td::KeyError);
+
+  state.rename_key("step", "t");
+  CHECK(state.keys() == std::vector<NestedKey>{"layer", "t"});
+  CHECK(state["t"].item<int64_t>() == 4);
+  state.rename_key({"layer", "bias"}, "b");  // across levels
+  CHECK(leaf_keys(state) == std::vector<NestedKey>{{"layer", "weight"}, "t", "b"});
+  CHECK_THROWS_WITH_AS(state.rename_key("t", "b"), "rename_key: key 'b' already exists",
+                       td::KeyError);
+  // After erasing, lookups still find the right entries (the index is kept in step).
+  state.erase({"layer", "weight"});
+  CHECK(state["b"].sizes() == torch::IntArrayRef{2});
+
+  td::Entry& e = state.setdefault("t", torch::tensor(100));
+  CHECK(e.tensor().item<int64_t>() == 4);
+  CHECK(state.setdefault("new", torch::tensor(1)).tensor().item<int64_t>() == 1);
+}
+
+TEST_CASE("TensorDict: batch size is checked on set, with the key, shape and batch size") {
+  TensorDict s({{"pos", torch::zeros({4, 3})}, {"vel", torch::ones({4, 3})}}, td::BatchSize{4});
+  CHECK(s.batch_size() == td::BatchSize{4});
+  CHECK(s.numel() == 4);
+  CHECK_THROWS_WITH_AS(s.set("bad", torch::zeros({3, 4})),
+                       "key 'bad': shape [3, 4] does not start with the batch size [4]",
+                       td::BatchSizeError);
+  CHECK_THROWS_WITH_AS(TensorDict({{"x", torch::zeros({2})}}, td::BatchSize{4}),
+                       "key 'x': shape [2] does not start with the batch size [4]",
+                       td::BatchSizeError);
+  // Intermediate levels get the parent's batch size; a nested tree must start with it.
+  s.set({"extra", "obs"}, torch::zeros({4, 7}));
+  CHECK(s.get<TensorDict>("extra").batch_size() == td::BatchSize{4});
+  CHECK_THROWS_WITH_AS(s.set({"extra", "bad"}, torch::zeros({5})),
+                       "key ('extra', 'bad'): shape [5] does not start with the batch size [4]",
+                       td::BatchSizeError);
+  CHECK_THROWS_AS(s.set("sub", TensorDict(td::BatchSize{3})), td::BatchSizeError);
+  s.set("sub", TensorDict(td::BatchSize{4, 2}));
+  CHECK_THROWS_AS(s.set_batch_size(td::BatchSize{4, 3}), td::BatchSizeError);
+  CHECK(s.batch_size() == td::BatchSize{4});  // unchanged after the failed change
+  s.erase("sub");
+  s.erase("extra");
+  s.set("extra", TensorDict(td::BatchSize{4}));
+  s.set_batch_size(td::BatchSize{4, 3});
+  CHECK(s.numel() == 12);
+  CHECK(s.get<TensorDict>("extra").batch_size() == td::BatchSize{4, 3});  // extended, as in Python
+}
+
+TEST_CASE("TensorDict: apply over one or several trees, named_apply, apply_") {
+  TensorDict state = make_state();
+  state.set("name", "net");
+  TensorDict plus = state.apply([](const torch::Tensor& t) { return t + 1; });
+  CHECK(plus.get({"layer", "bias"}).equal(torch::ones({2})));
+  CHECK(plus.get<std::string>("name") == "net");  // non-tensor entries kept
+  CHECK(plus.keys() == state.keys());
+
+  TensorDict sum = state.apply([](const torch::Tensor& a, const torch::Tensor& b) { return a + b; },
+                               plus);
+  CHECK(sum.get({"layer", "weight"}).equal(torch::full({2, 2}, 3.0)));
+
+  TensorDict other = state;
+  other.erase({"layer", "bias"});
+  CHECK_THROWS_WITH_AS(
+      (void)state.apply([](const torch::Tensor& a, const torch::Tensor&) { return a; }, other),
+      "apply: tree 2 has other keys than the first at 'layer'; missing: ['bias']",
+      td::SpecMismatchError);
+  other.set({"layer", "bias"}, torch::zeros({2}));
+  other.set("extra", torch::zeros({1}));
+  CHECK_THROWS_WITH_AS(
+      (void)state.apply([](const torch::Tensor& a, const torch::Tensor&) { return a; }, other),
+      "apply: tree 2 has other keys than the first; extra: ['extra']", td::SpecMismatchError);
+
+  // Returning an undefined tensor drops the leaf.
+  TensorDict floats = state.apply([](const torch::Tensor& t) {
+    return t.is_floating_point() ? t : torch::Tensor();
+  });
+  CHECK_FALSE(floats.contains("step"));
+
+  std::vector<std::string> seen;
+  TensorDict named = state.named_apply([&](const NestedKey& k, const torch::Tensor& t) {
+    seen.push_back(k.join());
+    return t * 2;
+  });
+  CHECK(seen == std::vector<std::string>{"layer.weight", "layer.bias", "step"});
+  CHECK(named["step"].item<int64_t>() == 6);
+
+  CHECK_THROWS_WITH_AS(
+      (void)state.apply([](const torch::Tensor& t) { return t.view({-1, 7}); }),
+      doctest::Contains("apply: leaf ('layer', 'weight'): shape '[-1, 7]' is invalid"),
+      td::LeafError);
+
+  torch::Tensor w = state.get({"layer", "weight"});
+  state.apply_([](const torch::Tensor& t) { return t * 5; });
+  CHECK(w.equal(torch::full({2, 2}, 5.0)));  // written into the same storage
+}
+
+TEST_CASE("TensorDict: split_keys, select, exclude, update (the seed's partition and combine)") {
+  TensorDict state = make_state();
+  auto [floats, rest] = state.split_keys(
+      [](const NestedKey&, const torch::Tensor& v) { return v.is_floating_point(); });
+  auto fk = leaf_keys(floats);
+  std::sort(fk.begin(), fk.end());
+  CHECK(fk == std::vector<NestedKey>{{"layer", "bias"}, {"layer", "weight"}});
+  CHECK(rest.keys() == std::vector<NestedKey>{"step"});
+  CHECK(floats.get({"layer", "weight"}).is_same(state.get({"layer", "weight"})));  // not copied
+
+  TensorDict combined = floats.apply([](const torch::Tensor& t) { return t - 1; });
+  combined.update(rest);
+  CHECK(combined.get({"layer", "weight"})[0].equal(torch::zeros({2})));
+  CHECK(combined["step"].item<int64_t>() == 3);
+
+  CHECK(leaf_keys(state.select({{"layer", "weight"}})) ==
+        std::vector<NestedKey>{{"layer", "weight"}});
+  CHECK(state.exclude({"layer"}).keys() == std::vector<NestedKey>{"step"});
+  CHECK(leaf_keys(state.exclude({{"layer", "bias"}})) ==
+        std::vector<NestedKey>{{"layer", "weight"}, "step"});
+  CHECK(leaf_keys(state) == std::vector<NestedKey>{{"layer", "weight"}, {"layer", "bias"}, "step"});
+  CHECK_THROWS_AS((void)state.select({"nope"}), td::KeyError);
+  std::vector<NestedKey> runtime_keys{"step", {"layer", "bias"}};
+  CHECK(leaf_keys(state.select(runtime_keys)) == std::vector<NestedKey>{"step", {"layer", "bias"}});
+  auto [sel, others] = state.split_keys({"step"});
+  CHECK(sel.keys() == std::vector<NestedKey>{"step"});
+  CHECK(others.keys() == std::vector<NestedKey>{"layer"});
+
+  // update merges nested levels instead of replacing them.
+  TensorDict u{{"layer", TensorDict{{"extra", torch::zeros({1})}}}};
+  state.update(u);
+  CHECK(leaf_keys(state).size() == 4);
+}
+
+TEST_CASE("TensorDict: replace with nested keys (the seed's example)") {
+  TensorDict state = make_state();
+  TensorDict new_state = state.replace({{{"layer", "bias"}, torch::ones({2})}});
+  CHECK(new_state.get({"layer", "bias"}).equal(torch::ones({2})));
+  CHECK(state.get({"layer", "bias"}).equal(torch::zeros({2})));
+  CHECK(new_state.get({"layer", "weight"}).is_same(state.get({"layer", "weight"})));
+  CHECK_THROWS_WITH_AS((void)state.replace({{"nope", torch::ones({2})}}),
+                       "replace: key 'nope' not found", td::KeyError);
+}
+
+TEST_CASE("TensorDict: flatten_keys, unflatten_keys, clone, to, detach, is_empty, numel") {
+  TensorDict state = make_state();
+  TensorDict flat = state.flatten_keys();
+  CHECK(flat.keys() == std::vector<NestedKey>{"layer.weight", "layer.bias", "step"});
+  CHECK(flat["layer.weight"].is_same(state.get({"layer", "weight"})));
+  CHECK(flat.flatten_keys("/").keys() == flat.keys());
+  TensorDict back = flat.unflatten_keys();
+  CHECK(leaf_keys(back) == leaf_keys(state));
+  CHECK(leaf_keys(state.flatten_keys("/").unflatten_keys("/")) == leaf_keys(state));
+
+  TensorDict c = state.clone();
+  CHECK_FALSE(c.get({"layer", "weight"}).is_same(state.get({"layer", "weight"})));
+  CHECK(c.get({"layer", "weight"}).equal(state.get({"layer", "weight"})));
+
+  TensorDict d = state.to(torch::kDouble);
+  CHECK((d.get({"layer", "weight"}).scalar_type() == torch::kDouble));
+  CHECK((d["step"].scalar_type() == torch::kLong));
+  TensorDict on_cpu = state.to(torch::Device("cpu"));
+  REQUIRE(on_cpu.device().has_value());
+  CHECK(on_cpu.device()->is_cpu());
+  CHECK(on_cpu.get<TensorDict>("layer").device().has_value());
+
+  TensorDict g{{"w", torch::ones({2}, torch::requires_grad())}};
+  CHECK_FALSE(g.detach()["w"].requires_grad());
+
+  CHECK(TensorDict().is_empty());
+  CHECK(TensorDict{{"sub", TensorDict{}}, {"name", "x"}}.is_empty());
+  CHECK_FALSE(state.is_empty());
+  CHECK(state.numel() == 1);
+}
+
+TEST_CASE("TensorDict: copies share tensors, not structure") {
+  TensorDict a = make_state();
+  TensorDict b = a;
+  b.set({"layer", "extra"}, torch::zeros({1}));
+  CHECK_FALSE(a.contains({"layer", "extra"}));
+  CHECK(b.get({"layer", "weight"}).is_same(a.get({"layer", "weight"})));
+}
+
+TEST_CASE("TensorDict: a locked tree refuses structural changes, in place writes still work") {
+  TensorDict state = make_state();
+  state.lock_();
+  CHECK(state.is_locked());
+  CHECK(state.get<TensorDict>("layer").is_locked());
+  CHECK_THROWS_WITH_AS(state.set("x", torch::zeros({1})),
+                       "set 'x': the TensorDict is locked; call unlock_() to change its structure",
+                       td::Error);
+  CHECK_THROWS_AS(state.set({"layer", "x"}, torch::zeros({1})), td::Error);
+  CHECK_THROWS_AS(state.get<TensorDict>("layer").set("x", torch::zeros({1})), td::Error);
+  CHECK_THROWS_AS(state.erase("step"), td::Error);
+  CHECK_THROWS_AS(state.rename_key("step", "t"), td::Error);
+  CHECK_THROWS_AS(state.update(TensorDict{{"step", torch::tensor(1)}}), td::Error);
+  CHECK(leaf_keys(state).size() == 3);
+  state.set_("step", torch::tensor(9));
+  CHECK(state["step"].item<int64_t>() == 9);
+  state.unlock_();
+  state.set("x", torch::zeros({1}));
+  CHECK(state.contains("x"));
+}
+
+TEST_CASE("TensorDict: non-tensor data and MetaData") {
+  TensorDict t{{"activation", td::MetaData("relu")}, {"cfg", td::NonTensorData{{{"depth", 3}}}}};
+  CHECK(t.get<td::NonTensorData>("activation").metadata);
+  CHECK(t.get<std::string>("activation") == "relu");
+  CHECK(t.get<td::NonTensorData>("cfg").value["depth"] == 3);
+  CHECK_THROWS_WITH_AS(t.get<int>("activation"),
+                       doctest::Contains("key 'activation': non-tensor value \"relu\" cannot be read"),
+                       td::KeyError);
+  CHECK_THROWS_WITH_AS(t.get("activation"),
+                       "key 'activation': entry holds non-tensor data, not a tensor", td::KeyError);
+}
+
+TEST_CASE("TensorDict: printing as Python's repr") {
+  TensorDict state{{"layer", TensorDict{{"weight", torch::ones({2, 2})}}}, {"name", "net"}};
+  std::ostringstream os;
+  os << state;
+  CHECK(os.str() ==
+        "TensorDict(\n"
+        "    fields={\n"
+        "        layer: TensorDict(\n"
+        "            fields={\n"
+        "                weight: Tensor(shape=torch.Size([2, 2]), device=cpu, dtype=torch.float32)},\n"
+        "            batch_size=torch.Size([]),\n"
+        "            device=None),\n"
+        "        name: NonTensorData(data=\"net\")},\n"
+        "    batch_size=torch.Size([]),\n"
+        "    device=None)");
+}
