@@ -708,6 +708,14 @@ class TensorDict {
   }
 
   void set_here(const Key& full, std::string_view name, Entry value) {
+    // A nested tree with fewer batch dims than ours takes ours, as in Python.
+    if (value.is_tensordict()) {
+      TensorDict& sub = value.tensordict();
+      if (sub.batch_size_.size() < batch_size_.size() &&
+          detail::starts_with(batch_size_.dims(), sub.batch_size_)) {
+        sub.set_batch_size(batch_size_);
+      }
+    }
     if (value.is_tensor() && device_ && value.tensor().defined() &&
         value.tensor().device() != *device_) {
       value = Entry(value.tensor().to(*device_));

@@ -8,6 +8,7 @@
 
 #include "autograd.hpp"
 #include "batch_size.hpp"
+#include "convert.hpp"
 #include "dict.hpp"
 #include "errors.hpp"
 #include "reflect.hpp"

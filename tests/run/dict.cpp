@@ -312,3 +312,87 @@ TEST_CASE("TensorDict: printing as Python's repr") {
         "    batch_size=torch.Size([]),\n"
         "    device=None)");
 }
+
+TEST_CASE("TensorDict: a nested tree with fewer batch dims takes the parent's") {
+  TensorDict s(td::BatchSize{4});
+  s.set("sub", TensorDict{{"name", "x"}});
+  CHECK(s.get<TensorDict>("sub").batch_size() == td::BatchSize{4});
+  CHECK_THROWS_AS(s.set("bad", TensorDict{{"x", torch::zeros({2})}}), td::BatchSizeError);
+}
+
+TEST_CASE("to_tensordict / from_tensordict: structs and TensorDicts meet") {
+  t::Model m{.layer = {.weight = torch::ones({2, 3}), .bias = torch::zeros({2}), .activation = "relu"},
+             .heads = {torch::ones({2, 1}), torch::zeros({2, 1})},
+             .mask = std::nullopt,
+             .steps = 3,
+             .mode = t::Mode::eval,
+             .batch_size = td::BatchSize{2}};
+  TensorDict d = td::to_tensordict(m);
+  CHECK(d.batch_size() == td::BatchSize{2});
+  CHECK(d.keys({.include_nested = true, .leaves_only = true}) ==
+        std::vector<NestedKey>{{"layer", "weight"}, {"layer", "bias"}, {"layer", "activation"},
+                               {"heads", "0"}, {"heads", "1"}, "steps", "mode"});
+  CHECK(d.get({"layer", "weight"}).is_same(m.layer.weight));
+  CHECK(d.get<std::string>({"layer", "activation"}) == "relu");
+  CHECK(d.get<int>("steps") == 3);
+  CHECK(d.get<TensorDict>("layer").batch_size() == td::BatchSize{2});
+
+  t::Model back = td::from_tensordict<t::Model>(d);
+  CHECK(back.layer.weight.is_same(m.layer.weight));
+  CHECK(back.heads[1].is_same(m.heads[1]));
+  CHECK_FALSE(back.mask.has_value());
+  CHECK(back.steps == 3);
+  CHECK(back.mode == t::Mode::eval);
+  CHECK(back.batch_size == td::BatchSize{2});
+  CHECK(back.layer.activation == "relu");
+
+  // Errors name the key.
+  TensorDict missing = d;
+  missing.erase({"layer", "bias"});
+  CHECK_THROWS_WITH_AS((void)td::from_tensordict<t::Model>(missing),
+                       "from_tensordict<t::Linear>: key ('layer', 'bias') is missing", td::KeyError);
+  TensorDict extra = d;
+  extra.set({"layer", "scale"}, torch::ones({2}));
+  CHECK_THROWS_WITH_AS((void)td::from_tensordict<t::Model>(extra),
+                       "from_tensordict<t::Linear>: key ('layer', 'scale') has no field in the struct",
+                       td::KeyError);
+  TensorDict wrong_kind = d;
+  wrong_kind.set("steps", torch::zeros({2}));
+  CHECK_THROWS_WITH_AS((void)td::from_tensordict<t::Model>(wrong_kind),
+                       "from_tensordict: key 'steps' holds a tensor, expected non-tensor data",
+                       td::SpecMismatchError);
+  TensorDict wrong_type = d;
+  wrong_type.set({"layer", "activation"}, td::NonTensorData{42});
+  CHECK_THROWS_WITH_AS((void)td::from_tensordict<t::Model>(wrong_type),
+                       doctest::Contains("from_tensordict: key ('layer', 'activation') holds 42, "
+                                         "which is not a std::__cxx11::basic_string"),
+                       td::SpecMismatchError);
+  // Against a skeleton, dtypes and shapes are checked too.
+  TensorDict wrong_shape = d;
+  wrong_shape.set({"layer", "weight"}, torch::ones({2, 4}, torch::kDouble));
+  CHECK_THROWS_WITH_AS((void)td::from_tensordict(wrong_shape, m),
+                       "from_tensordict: key ('layer', 'weight') is torch.float64 [2, 4], expected "
+                       "torch.float32 [2, 3]",
+                       td::SpecMismatchError);
+  CHECK(td::from_tensordict(d, m).layer.bias.is_same(m.layer.bias));
+
+  // A Hana struct without a default constructor converts against a skeleton.
+  t::Encoder e(torch::ones({3}), "enc", 5);
+  TensorDict ed = td::to_tensordict(e);
+  CHECK(ed.keys() == std::vector<NestedKey>{"proj", "name"});
+  t::Encoder eb = td::from_tensordict(ed.replace({{"name", "other"}}), e);
+  CHECK(eb.label() == "other");
+  CHECK(eb.id() == 5);
+}
+
+TEST_CASE("repr: structs print as TensorDicts do, under their type name") {
+  t::Linear l{.weight = torch::ones({2, 3}), .bias = torch::zeros({2}), .activation = "relu"};
+  CHECK(td::repr(l) ==
+        "t::Linear(\n"
+        "    fields={\n"
+        "        weight: Tensor(shape=torch.Size([2, 3]), device=cpu, dtype=torch.float32),\n"
+        "        bias: Tensor(shape=torch.Size([2]), device=cpu, dtype=torch.float32),\n"
+        "        activation: NonTensorData(data=\"relu\")},\n"
+        "    batch_size=torch.Size([]),\n"
+        "    device=None)");
+}
