@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <ranges>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -38,8 +39,17 @@ class Key {
   Key(const char* name) : one_(name), n_(1) {}                   // NOLINT: implicit by design
   Key(const std::string& name) : one_(name), n_(1) {}            // NOLINT
   Key(std::string_view name) : one_(name), n_(1) {}              // NOLINT
+// A Key is a parameter type: the list it views lives until the end of the caller's full
+// expression, which outlives the call, so GCC's warning about the list's lifetime is moot here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
   Key(std::initializer_list<std::string_view> parts)             // NOLINT
       : views_(parts.begin()), n_(parts.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   Key(const NestedKey& key);                                     // NOLINT
 
   /// Number of names (1 for a flat key).
@@ -240,10 +250,33 @@ struct KeysOptions {
 /// Copies share tensors and copy structure: changing the keys of a copy leaves the original as
 /// it is (Python's `td.copy()`).
 class TensorDict {
+  using Node = std::pair<const std::string, Entry>;
+  std::vector<Node*> order_;  // entries in insertion order; they live in map_ (below)
+
+  // The entries in order, as references (declared first: later members use the type).
+  auto nodes() const noexcept {
+    return order_ | std::views::transform([](const Node* n) -> const Node& { return *n; });
+  }
+  auto nodes() noexcept {
+    return order_ | std::views::transform([](Node* n) -> Node& { return *n; });
+  }
+
  public:
   using Item = std::pair<std::string, Entry>;
 
   TensorDict() = default;
+  /// A copy shares the tensors and copies the structure.
+  TensorDict(const TensorDict& o) : batch_size_(o.batch_size_), device_(o.device_), locked_(o.locked_) {
+    map_.reserve(o.map_.size());
+    order_.reserve(o.order_.size());
+    for (const Node* n : o.order_) order_.push_back(&*map_.emplace(n->first, n->second).first);
+  }
+  TensorDict(TensorDict&&) noexcept = default;
+  TensorDict& operator=(const TensorDict& o) {
+    if (this != &o) *this = TensorDict(o);
+    return *this;
+  }
+  TensorDict& operator=(TensorDict&&) noexcept = default;
   /// From entries in order; nested levels as nested `TensorDict`s. Every tensor must start with
   /// `batch_size`; with a device, tensors are moved there.
   TensorDict(std::initializer_list<Item> items, BatchSize batch_size = {},
@@ -272,10 +305,10 @@ class TensorDict {
   /// The device of every tensor, if the tree has one.
   const std::optional<c10::Device>& device() const noexcept { return device_; }
   /// Number of top-level entries.
-  std::size_t size() const noexcept { return items_.size(); }
+  std::size_t size() const noexcept { return order_.size(); }
   /// True when the tree holds no tensor at any depth (Python's `is_empty`).
   bool is_empty() const {
-    for (const auto& [k, v] : items_) {
+    for (const auto& [k, v] : nodes()) {
       if (v.is_tensor() || (v.is_tensordict() && !v.tensordict().is_empty())) return false;
     }
     return true;
@@ -335,7 +368,8 @@ class TensorDict {
   const at::Tensor& operator[](const Key& key) const { return get(key); }
 
   /// Top-level entries in insertion order.
-  const std::vector<Item>& entries() const noexcept { return items_; }
+  /// `(name, entry)` pairs of the top level in insertion order (a random-access view).
+  auto entries() const noexcept { return nodes(); }
 
   /// The keys: top level, or with `include_nested` every level depth first; with `leaves_only`
   /// no key of a nested TensorDict. Non-tensor entries are leaves, as in Python.
@@ -410,14 +444,10 @@ class TensorDict {
     require(key);
     TensorDict& level = parent_of(key);
     const std::string_view name = key[key.size() - 1];
-    auto it = level.index_.find(name);
-    const std::size_t pos = it->second;
-    Entry out = std::move(level.items_[pos].second);
-    level.items_.erase(level.items_.begin() + static_cast<std::ptrdiff_t>(pos));
-    level.index_.erase(it);
-    for (auto& [k, i] : level.index_) {
-      if (i > pos) --i;
-    }
+    auto it = level.map_.find(name);
+    level.order_.erase(std::find(level.order_.begin(), level.order_.end(), &*it));
+    Entry out = std::move(it->second);
+    level.map_.erase(it);
     return out;
   }
   /// Renames `old_key` to `new_key` (the entry keeps its place when the level is the same).
@@ -433,11 +463,10 @@ class TensorDict {
     if (same_level) {
       require(old_key);
       TensorDict& level = parent_of(old_key);
-      auto it = level.index_.find(old_key[old_key.size() - 1]);
-      const std::size_t pos = it->second;
-      level.index_.erase(it);
-      level.items_[pos].first = std::string(new_key[new_key.size() - 1]);
-      level.index_.emplace(level.items_[pos].first, pos);
+      // The node keeps its address, so its place in the order stays.
+      auto node = level.map_.extract(level.map_.find(old_key[old_key.size() - 1]));
+      node.key() = std::string(new_key[new_key.size() - 1]);
+      level.map_.insert(std::move(node));
     } else {
       Entry e = pop(old_key);
       set(new_key, std::move(e));
@@ -451,7 +480,7 @@ class TensorDict {
   /// `rename_key`, `update` and new `setdefault` keys throw; `set_` (in place) still works.
   TensorDict& lock_() {
     locked_ = true;
-    for (auto& [k, v] : items_) {
+    for (auto& [k, v] : nodes()) {
       if (v.is_tensordict()) v.tensordict().lock_();
     }
     return *this;
@@ -459,7 +488,7 @@ class TensorDict {
   /// Unlocks this level and every nested one.
   TensorDict& unlock_() {
     locked_ = false;
-    for (auto& [k, v] : items_) {
+    for (auto& [k, v] : nodes()) {
       if (v.is_tensordict()) v.tensordict().unlock_();
     }
     return *this;
@@ -537,7 +566,7 @@ class TensorDict {
   }
   /// Sets every leaf of `other` into this tree, merging nested levels; returns this tree.
   TensorDict& update(const TensorDict& other) {
-    for (const auto& [k, v] : other.items_) {
+    for (const auto& [k, v] : other.nodes()) {
       if (v.is_tensordict() && contains(k) && entry(k).is_tensordict()) {
         entry(k).tensordict().update(v.tensordict());
       } else {
@@ -575,7 +604,7 @@ class TensorDict {
   /// The inverse of `flatten_keys`: keys are split at `sep` into nested levels.
   [[nodiscard]] TensorDict unflatten_keys(std::string_view sep = ".") const {
     TensorDict out(batch_size_, device_);
-    for (const auto& [k, v] : items_) {
+    for (const auto& [k, v] : nodes()) {
       std::vector<std::string> parts;
       std::size_t start = 0;
       for (std::size_t pos; (pos = k.find(sep, start)) != std::string::npos; start = pos + sep.size()) {
@@ -617,7 +646,7 @@ class TensorDict {
     const std::string pad(static_cast<std::size_t>(indent) + 4, ' ');
     os << name << "(\n" << pad << "fields={";
     bool first = true;
-    for (const auto& [k, v] : items_) {
+    for (const auto& [k, v] : nodes()) {
       os << (first ? "\n" : ",\n") << pad << "    " << k << ": ";
       first = false;
       if (v.is_tensor()) {
@@ -645,9 +674,9 @@ class TensorDict {
 
   struct Hash {
     using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
+    // Not noexcept on purpose: libstdc++ then caches each key's hash in its node, as it does
+    // for std::hash<std::string>, so a lookup does not rehash the keys it walks past.
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
 
   static void print_tensor(std::ostream& os, const at::Tensor& t) {
@@ -660,7 +689,7 @@ class TensorDict {
   }
 
   void extend_batch_size(const NestedKey& prefix, const BatchSize& b) {
-    for (auto& [k, v] : items_) {
+    for (auto& [k, v] : nodes()) {
       if (v.is_tensordict()) {
         TensorDict& sub = v.tensordict();
         if (!detail::starts_with(sub.batch_size_.dims(), b) &&
@@ -675,7 +704,7 @@ class TensorDict {
 
   void set_device_recursive(c10::Device d) {
     device_ = d;
-    for (auto& [k, v] : items_) {
+    for (auto& [k, v] : nodes()) {
       if (v.is_tensordict()) v.tensordict().set_device_recursive(d);
     }
   }
@@ -687,20 +716,22 @@ class TensorDict {
     }
   }
 
-  // Validates an entry against batch size `b`; the message names the key.
-  static void check_entry(const NestedKey& key, const Entry& v, const BatchSize& b) {
-    std::ostringstream os;
+  // Validates an entry against batch size `b`; the message names the key. Nothing is
+  // allocated unless it fails: `set` is on the hot path.
+  static void check_entry(const Key& key, const Entry& v, const BatchSize& b) {
     if (v.is_tensor()) {
       const at::Tensor& t = v.tensor();
       if (t.defined() && !detail::starts_with(t.sizes(), b)) {
-        os << "key " << key << ": shape " << detail::shape_str(t.sizes())
+        std::ostringstream os;
+        os << "key " << NestedKey(key) << ": shape " << detail::shape_str(t.sizes())
            << " does not start with the batch size " << b;
         throw BatchSizeError(os.str());
       }
     } else if (v.is_tensordict()) {
       const BatchSize& inner = v.tensordict().batch_size();
       if (!detail::starts_with(inner.dims(), b)) {
-        os << "key " << key << ": nested batch size " << inner
+        std::ostringstream os;
+        os << "key " << NestedKey(key) << ": nested batch size " << inner
            << " does not start with the batch size " << b;
         throw BatchSizeError(os.str());
       }
@@ -720,19 +751,18 @@ class TensorDict {
         value.tensor().device() != *device_) {
       value = Entry(value.tensor().to(*device_));
     }
-    check_entry(NestedKey(full), value, batch_size_);
-    if (auto it = index_.find(name); it != index_.end()) {
-      items_[it->second].second = std::move(value);
+    check_entry(full, value, batch_size_);
+    if (auto it = map_.find(name); it != map_.end()) {
+      it->second = std::move(value);
     } else {
-      index_.emplace(std::string(name), items_.size());
-      items_.emplace_back(std::string(name), std::move(value));
+      order_.push_back(&*map_.emplace(std::string(name), std::move(value)).first);
     }
   }
 
   TensorDict& child_for_set(const Key& full, std::size_t i) {
     const std::string_view name = full[i];
-    if (auto it = index_.find(name); it != index_.end()) {
-      Entry& e = items_[it->second].second;
+    if (auto it = map_.find(name); it != map_.end()) {
+      Entry& e = it->second;
       if (!e.is_tensordict()) {
         throw KeyError("set " + detail::key_str(full) + ": '" + std::string(name) + "' holds " +
                        e.kind() + ", not a TensorDict");
@@ -741,15 +771,15 @@ class TensorDict {
       return e.tensordict();
     }
     set_here(full, name, TensorDict(batch_size_, device_));
-    return items_.back().second.tensordict();
+    return order_.back()->second.tensordict();
   }
 
   const Entry* find(const Key& key) const {
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->index_.find(key[i]);
-      if (it == level->index_.end()) return nullptr;
-      const Entry& e = level->items_[it->second].second;
+      auto it = level->map_.find(key[i]);
+      if (it == level->map_.end()) return nullptr;
+      const Entry& e = it->second;
       if (i + 1 == key.size()) return &e;
       if (!e.is_tensordict()) return nullptr;
       level = &e.tensordict();
@@ -758,11 +788,15 @@ class TensorDict {
   }
 
   const Entry* require(const Key& key) const {
+    if (key.size() == 1) {  // the common case, kept short
+      auto it = map_.find(key[0]);
+      if (it != map_.end()) [[likely]] return &it->second;
+    }
     if (key.size() == 0) throw KeyError("empty key");
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->index_.find(key[i]);
-      if (it == level->index_.end()) {
+      auto it = level->map_.find(key[i]);
+      if (it == level->map_.end()) {
         std::ostringstream os;
         os << "key " << NestedKey(key) << " not found";
         if (i > 0) {
@@ -773,13 +807,13 @@ class TensorDict {
           os << "; keys";
         }
         os << ": [";
-        for (std::size_t j = 0; j < level->items_.size(); ++j) {
-          os << (j ? ", '" : "'") << level->items_[j].first << '\'';
+        for (std::size_t j = 0; j < level->order_.size(); ++j) {
+          os << (j ? ", '" : "'") << level->order_[j]->first << '\'';
         }
         os << ']';
         throw KeyError(os.str());
       }
-      const Entry& e = level->items_[it->second].second;
+      const Entry& e = it->second;
       if (i + 1 == key.size()) return &e;
       if (!e.is_tensordict()) {
         throw KeyError("key " + detail::key_str(key) + ": '" + std::string(key[i]) + "' holds " +
@@ -793,14 +827,14 @@ class TensorDict {
   TensorDict& parent_of(const Key& key) {
     TensorDict* level = this;
     for (std::size_t i = 0; i + 1 < key.size(); ++i) {
-      level = &level->items_[level->index_.find(key[i])->second].second.tensordict();
+      level = &level->map_.find(key[i])->second.tensordict();
     }
     return *level;
   }
 
   template <class F>
   void walk(KeysOptions o, const NestedKey& prefix, F&& f) const {
-    for (const auto& [k, v] : items_) {
+    for (const auto& [k, v] : nodes()) {
       NestedKey key = prefix / k;
       if (v.is_tensordict()) {
         if (!o.leaves_only) f(key, v);
@@ -815,13 +849,13 @@ class TensorDict {
   static void check_same_keys(const char* op, const NestedKey& prefix, const TensorDict& a,
                               const TensorDict& b, std::size_t which) {
     std::vector<std::string> missing, extra;
-    for (const auto& [k, v] : a.items_) {
+    for (const auto& [k, v] : a.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!b.index_.contains(std::string_view(k))) missing.push_back(k);
+      if (!b.map_.contains(std::string_view(k))) missing.push_back(k);
     }
-    for (const auto& [k, v] : b.items_) {
+    for (const auto& [k, v] : b.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!a.index_.contains(std::string_view(k))) extra.push_back(k);
+      if (!a.map_.contains(std::string_view(k))) extra.push_back(k);
     }
     if (missing.empty() && extra.empty()) return;
     std::ostringstream os;
@@ -844,8 +878,9 @@ class TensorDict {
     std::size_t which = 1;
     (check_same_keys(op, prefix, *this, others, ++which), ...);
     TensorDict out(batch_size_, device_);
-    out.items_.reserve(items_.size());
-    for (const auto& [k, v] : items_) {
+    out.map_.reserve(map_.size());
+    out.order_.reserve(order_.size());
+    for (const auto& [k, v] : nodes()) {
       NestedKey key = prefix / k;
       if (v.is_tensor()) {
         const at::Tensor& x = v.tensor();
@@ -873,7 +908,7 @@ class TensorDict {
 
   template <class Pred>
   void split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes, TensorDict& no) const {
-    for (const auto& [k, v] : items_) {
+    for (const auto& [k, v] : nodes()) {
       NestedKey key = prefix / k;
       if (v.is_tensordict()) {
         const TensorDict& sub = v.tensordict();
@@ -920,8 +955,9 @@ class TensorDict {
     return out;
   }
 
-  std::vector<Item> items_;
-  std::unordered_map<std::string, std::size_t, Hash, std::equal_to<>> index_;
+  // Entries live in the hash map's nodes, whose addresses never change; `order_` lists them in
+  // insertion order. A lookup is one hash and one node, as in a plain unordered_map.
+  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> map_;
   BatchSize batch_size_;
   std::optional<c10::Device> device_;
   bool locked_ = false;

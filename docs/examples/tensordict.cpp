@@ -1,0 +1,92 @@
+// The examples of docs/tensordict.md, compiled and checked: the TensorDict idioms of "Coming from
+// JAX pytrees", in C++.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+
+namespace td = tensordict;
+using td::NestedKey;
+using td::TensorDict;
+
+namespace {
+struct Linear {
+  torch::Tensor weight, bias;
+  std::string activation;
+};
+}  // namespace
+
+TEST_CASE("TensorDict: values of every leaf (tree_leaves)") {
+  TensorDict state{{"layer", TensorDict{{"weight", torch::ones({2, 2})}, {"bias", torch::zeros({2})}}},
+                   {"step", torch::tensor(3)}};
+  std::vector<std::vector<int64_t>> shapes;
+  for (const td::Entry& v : state.values({.include_nested = true, .leaves_only = true})) {
+    shapes.push_back(v.tensor().sizes().vec());
+  }
+  CHECK(shapes == std::vector<std::vector<int64_t>>{{2, 2}, {2}, {}});
+}
+
+TEST_CASE("TensorDict: partition with split_keys, combine with update") {
+  TensorDict state{{"layer", TensorDict{{"weight", torch::ones({2, 2})}, {"bias", torch::zeros({2})}}},
+                   {"step", torch::tensor(3)}};
+  auto [floats, rest] = state.split_keys(
+      [](const NestedKey& key, const torch::Tensor& value) { return value.is_floating_point(); });
+  auto keys = floats.keys({.include_nested = true, .leaves_only = true});
+  std::sort(keys.begin(), keys.end());
+  CHECK(keys == std::vector<NestedKey>{{"layer", "bias"}, {"layer", "weight"}});
+  CHECK(rest.keys() == std::vector<NestedKey>{"step"});
+  TensorDict combined = floats.apply([](const torch::Tensor& t) { return t - 1; }).update(rest);
+  CHECK(combined.get({"layer", "weight"})[0].equal(torch::zeros({2})));
+  CHECK(combined["step"].item<int64_t>() == 3);
+}
+
+TEST_CASE("TensorDict: select and exclude") {
+  TensorDict state{{"layer", TensorDict{{"weight", torch::ones({2, 2})}, {"bias", torch::zeros({2})}}},
+                   {"step", torch::tensor(3)}};
+  CHECK(state.select({{"layer", "weight"}}).keys({.include_nested = true, .leaves_only = true}) ==
+        std::vector<NestedKey>{{"layer", "weight"}});
+  CHECK(state.exclude({"layer"}).keys() == std::vector<NestedKey>{"step"});
+}
+
+TEST_CASE("TensorDict: replace a nested leaf") {
+  TensorDict state{{"layer", TensorDict{{"weight", torch::ones({2, 2})}, {"bias", torch::zeros({2})}}},
+                   {"step", torch::tensor(3)}};
+  TensorDict new_state = state.replace({{{"layer", "bias"}, torch::ones({2})}});
+  CHECK(new_state[{"layer", "bias"}].equal(torch::ones({2})));
+  CHECK(state[{"layer", "bias"}].equal(torch::zeros({2})));
+  CHECK(new_state[{"layer", "weight"}].is_same(state[{"layer", "weight"}]));
+}
+
+TEST_CASE("TensorDict: key paths") {
+  TensorDict state{{"layer", TensorDict{{"weight", torch::ones({2, 2})}, {"bias", torch::zeros({2})}}},
+                   {"step", torch::tensor(3)}};
+  for (const auto& [path, leaf] : state.named_tensors()) {
+    std::cout << path << ' ' << leaf.sizes() << '\n';  // ('layer', 'weight') [2, 2] ...
+  }
+  CHECK(state.keys({.include_nested = true, .leaves_only = true}) ==
+        std::vector<NestedKey>{{"layer", "weight"}, {"layer", "bias"}, "step"});
+  CHECK(state[{"layer", "weight"}].sizes() == torch::IntArrayRef{2, 2});
+}
+
+TEST_CASE("TensorDict: structs and TensorDicts meet") {
+  Linear params{.weight = torch::randn({2, 3}), .bias = torch::zeros({2}), .activation = "relu"};
+  TensorDict d = td::to_tensordict(params);  // activation becomes a non-tensor entry
+  CHECK(d.get<std::string>("activation") == "relu");
+  Linear back = td::from_tensordict<Linear>(d);
+  CHECK(back.weight.is_same(params.weight));
+  std::cout << td::repr(params) << '\n';  // Linear(fields={weight: Tensor(...), ...}, ...)
+}
+
+TEST_CASE("TensorDict: locking") {
+  TensorDict state{{"step", torch::tensor(3)}};
+  state.lock_();
+  CHECK_THROWS_AS(state.set("lr", torch::tensor(0.1)), td::Error);  // structure is frozen
+  state.set_("step", torch::tensor(4));                            // values are not
+  CHECK(state["step"].item<int64_t>() == 4);
+}
