@@ -168,8 +168,34 @@ struct NonTensorData {
   friend bool operator==(const NonTensorData&, const NonTensorData&) = default;
 };
 
-/// `MetaData("relu")`: a non-tensor value that stays one value when trees are stacked.
-inline NonTensorData MetaData(nlohmann::json value) { return {std::move(value), true}; }
+/// A value that stays one value for a whole stack of trees (Python's `MetaData`): as a struct
+/// field (`MetaData<std::string> activation`) it is a static field that stacking keeps once; as
+/// a TensorDict entry (`{"activation", MetaData("relu")}`) it is non-tensor data marked so.
+template <class V>
+struct MetaData {
+  V value;
+  /// The value, where a `V` is expected.
+  operator const V&() const noexcept { return value; }  // NOLINT: implicit by design
+  friend bool operator==(const MetaData&, const MetaData&) = default;
+  /// Prints the value.
+  friend std::ostream& operator<<(std::ostream& os, const MetaData& m)
+    requires requires { os << m.value; }
+  {
+    return os << m.value;
+  }
+};
+MetaData(const char*) -> MetaData<std::string>;
+template <class V>
+MetaData(V) -> MetaData<V>;
+
+template <class V>
+void to_json(nlohmann::json& j, const MetaData<V>& m) {
+  j = m.value;
+}
+template <class V>
+void from_json(const nlohmann::json& j, MetaData<V>& m) {
+  m.value = j.template get<V>();
+}
 
 /// Per-element non-tensor values of a stack whose elements differ (Python's `NonTensorStack`),
 /// as a JSON array nested once per stacked dim.
@@ -188,6 +214,8 @@ class Entry {
   Entry(TensorDict td);                                              // NOLINT
   Entry(NonTensorData d) : v_(std::move(d)) {}                       // NOLINT
   Entry(NonTensorStack s) : v_(std::move(s)) {}                      // NOLINT
+  template <class V>
+  Entry(const MetaData<V>& m) : v_(NonTensorData{nlohmann::json(m.value), true}) {}  // NOLINT
   Entry(const char* s) : v_(NonTensorData{s}) {}                     // NOLINT
   Entry(std::string s) : v_(NonTensorData{std::move(s)}) {}          // NOLINT
   template <class N>
