@@ -151,6 +151,24 @@ inline std::string dtype_name(c10::ScalarType t) {
     default: return std::string("torch.") + c10::toString(t);
   }
 }
+// A JSON array nested `dims` deep, flattened in row-major order.
+inline void flatten_json(const nlohmann::json& j, std::size_t dims,
+                         std::vector<nlohmann::json>& out) {
+  if (dims == 0) {
+    out.push_back(j);
+    return;
+  }
+  for (const auto& x : j) flatten_json(x, dims - 1, out);
+}
+// The values at `pos` (row-major over `sizes`), as arrays nested once per dim.
+inline nlohmann::json nest_json(const std::vector<nlohmann::json>& flat,
+                                const std::vector<int64_t>& pos, c10::IntArrayRef sizes,
+                                std::size_t d, std::size_t& next) {
+  if (d == sizes.size()) return flat.at(static_cast<std::size_t>(pos.at(next++)));
+  nlohmann::json arr = nlohmann::json::array();
+  for (int64_t i = 0; i < sizes[d]; ++i) arr.push_back(nest_json(flat, pos, sizes, d + 1, next));
+  return arr;
+}
 inline bool starts_with(c10::IntArrayRef shape, const BatchSize& b) {
   if (shape.size() < b.size()) return false;
   for (std::size_t i = 0; i < b.size(); ++i) {
@@ -550,8 +568,8 @@ class TensorDict {
     for (auto& [k, t] : named_tensors()) {
       try {
         t.copy_(out.get(k));
-      } catch (const c10::Error& e) {
-        throw LeafError("apply_: leaf " + detail::key_str(k) + ": " + e.what_without_backtrace());
+      } catch (const std::exception& e) {
+        throw LeafError("apply_: leaf " + detail::key_str(k) + ": " + detail::what_of(e));
       }
     }
     return *this;
@@ -900,12 +918,48 @@ class TensorDict {
     throw SpecMismatchError(os.str());
   }
 
+  // The batch size of a level after its root's batch size changed from `from` to `to`: the
+  // root's dims replaced, the level's own extra dims kept.
+  struct Rebatch {
+    const BatchSize* from = nullptr;
+    const BatchSize* to = nullptr;
+    BatchSize of(const BatchSize& level) const {
+      if (!to) return level;
+      std::vector<int64_t> dims(to->begin(), to->end());
+      for (std::size_t i = from->size(); i < level.size(); ++i) dims.push_back(level[i]);
+      return BatchSize(c10::IntArrayRef(dims));
+    }
+  };
+
+  // Applies a batch operation `f` (a function of one tensor whose leading dims are the batch
+  // dims) to a non-tensor stack, through a tensor of element positions.
+  template <class F>
+  static NonTensorStack rebatch_stack(const NonTensorStack& st, const BatchSize& bs, F& f,
+                                      const NestedKey& key) {
+    std::vector<nlohmann::json> flat;
+    detail::flatten_json(st.values, bs.size(), flat);
+    const auto n = static_cast<int64_t>(flat.size());
+    at::Tensor pos = at::arange(n, at::kLong).view(bs.dims());
+    at::Tensor moved = f(key, pos).contiguous();
+    NonTensorStack out;
+    std::vector<int64_t> p(moved.data_ptr<int64_t>(), moved.data_ptr<int64_t>() + moved.numel());
+    std::size_t next = 0;
+    out.values = detail::nest_json(flat, p, moved.sizes(), 0, next);
+    return out;
+  }
+
   template <class F, class... Others>
   TensorDict map_impl(const char* op, F& f, const NestedKey& prefix,
                       const Others&... others) const {
+    return map_impl(op, f, prefix, Rebatch{}, others...);
+  }
+
+  template <class F, class... Others>
+  TensorDict map_impl(const char* op, F& f, const NestedKey& prefix, const Rebatch& rb,
+                      const Others&... others) const {
     std::size_t which = 1;
     (check_same_keys(op, prefix, *this, others, ++which), ...);
-    TensorDict out(batch_size_, device_);
+    TensorDict out(rb.of(batch_size_), device_);
     out.map_.reserve(map_.size());
     out.order_.reserve(order_.size());
     for (const auto& [k, v] : nodes()) {
@@ -916,23 +970,46 @@ class TensorDict {
         at::Tensor y;
         try {
           y = f(key, x, others.entry(k).tensor()...);
-        } catch (const c10::Error& e) {
-          throw LeafError(std::string(op) + ": leaf " + detail::key_str(key) + ": " +
-                          e.what_without_backtrace());
         } catch (const Error&) {
           throw;
         } catch (const std::exception& e) {
-          throw LeafError(std::string(op) + ": leaf " + detail::key_str(key) + ": " + e.what());
+          throw LeafError(std::string(op) + ": leaf " + detail::key_str(key) + ": " +
+                          detail::what_of(e));
         }
         if (y.defined()) out.set_here(key, k, std::move(y));
       } else if (v.is_tensordict()) {
-        out.set_here(key, k, v.tensordict().map_impl(op, f, key, others.entry(k).tensordict()...));
+        out.set_here(key, k,
+                     v.tensordict().map_impl(op, f, key, rb, others.entry(k).tensordict()...));
+      } else if (v.is_non_tensor_stack() && rb.to) {
+        if constexpr (sizeof...(Others) == 0) {
+          try {
+            out.set_here(key, k, rebatch_stack(v.non_tensor_stack(), batch_size_, f, key));
+          } catch (const Error&) {
+            throw;
+          } catch (const std::exception& e) {
+            throw LeafError(std::string(op) + ": non-tensor stack " + detail::key_str(key) +
+                            ": " + detail::what_of(e));
+          }
+        }
       } else {
         out.set_here(key, k, v);
       }
     }
     return out;
   }
+
+ public:
+  /// The building block of the batch operations: `f(tensor)` on every tensor leaf (and on the
+  /// element positions of every non-tensor stack), and a result whose batch size is
+  /// `batch_size`; nested levels keep their extra batch dims after it. Every result is checked.
+  template <class F>
+  [[nodiscard]] TensorDict apply_batched(const char* op, F&& f, const BatchSize& batch_size) const {
+    auto unnamed = [&](const NestedKey&, const at::Tensor& x) { return f(x); };
+    return map_impl(op, unnamed, NestedKey(std::vector<std::string>{}),
+                    Rebatch{&batch_size_, &batch_size});
+  }
+
+ private:
 
   template <class Pred>
   void split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes, TensorDict& no) const {

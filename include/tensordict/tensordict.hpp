@@ -7,6 +7,7 @@
 ///     auto g = tensordict::grad(loss)(params, x);   // a Linear of gradients
 
 #include "autograd.hpp"
+#include "batch.hpp"
 #include "batch_size.hpp"
 #include "convert.hpp"
 #include "dict.hpp"

@@ -255,11 +255,6 @@ std::string show(const V& v) {
   }
 }
 
-inline std::string what_of(const std::exception& e) {
-  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
-}
-
 // Runs fn() for leaf J of T; any failure is rethrown naming the leaf.
 template <class T, std::size_t J, class Fn>
 decltype(auto) at_leaf(const char* op, Fn&& fn) {

@@ -1,0 +1,756 @@
+#pragma once
+/// \file
+/// Batch dimensions: the leading dims every leaf of a tree shares. Indexing, reshaping,
+/// stacking and friends apply to those dims of every leaf at once, for structs and TensorDicts
+/// alike: each operation computes the new batch size once, then maps one tensor function over
+/// the leaves through `detail::rebatch`, the single implementation both kinds of tree share.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
+
+#include "batch_size.hpp"
+#include "dict.hpp"
+#include "errors.hpp"
+#include "tree.hpp"
+
+namespace tensordict {
+
+/// A tree with batch dims: a reflectable struct or a `TensorDict`.
+template <class T>
+concept batched_tree = tree<T> || std::is_same_v<std::remove_cv_t<T>, TensorDict>;
+
+namespace detail {
+
+template <class T>
+consteval std::size_t root_batch_members() {
+  std::size_t n = 0;
+  for_each_field_index<T>([&](auto i) {
+    if constexpr (field_kind_v<field_type_t<T, i()>> == FieldKind::batch_size) ++n;
+  });
+  return n;
+}
+
+inline std::string dims_str(c10::IntArrayRef d) { return shape_str(d); }
+
+inline BatchSize to_bs(c10::IntArrayRef d) { return BatchSize(d); }
+
+// `bs` followed by `level`'s dims past `from` (a nested level keeps its extra dims).
+inline BatchSize splice(const BatchSize& level, const BatchSize& from, const BatchSize& to) {
+  std::vector<int64_t> dims(to.begin(), to.end());
+  for (std::size_t i = from.size(); i < level.size(); ++i) dims.push_back(level[i]);
+  return BatchSize(c10::IntArrayRef(dims));
+}
+
+// Validates a struct level: its own batch size (if it has one) extends the inherited one, and
+// every present leaf starts with it. `path` is the dotted path of the level.
+template <class T>
+void check_struct(const char* op, const T& t, const BatchSize& inherited, const std::string& path) {
+  const BatchSize* own = nullptr;
+  for_each_field_index<T>([&](auto i) {
+    if constexpr (field_kind_v<field_type_t<T, i()>> == FieldKind::batch_size) {
+      own = &get_field<i()>(t);
+    }
+  });
+  const BatchSize& bs = own ? *own : inherited;
+  if (own && !starts_with(own->dims(), inherited)) {
+    throw BatchSizeError(std::string(op) + ": the batch size " + bs_str(*own) + " of '" +
+                         (path.empty() ? std::string(type_name_v<T>) : path) +
+                         "' does not start with the enclosing batch size " + bs_str(inherited));
+  }
+  auto leaf = [&](const std::string& key, const at::Tensor& x) {
+    if (x.defined() && !starts_with(x.sizes(), bs)) {
+      throw BatchSizeError(std::string(op) + ": leaf '" + key + "' has shape " +
+                           shape_str(x.sizes()) + ", which does not start with the batch size " +
+                           bs_str(bs));
+    }
+  };
+  for_each_field_index<T>([&](auto i) {
+    using M = std::remove_cv_t<field_type_t<T, i()>>;
+    constexpr FieldKind k = field_kind_v<M>;
+    const auto& f = get_field<i()>(t);
+    const std::string key = (path.empty() ? "" : path + ".") + std::string(field_name_v<T, i()>);
+    if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+      leaf(key, leaf_get(f));
+    } else if constexpr (k == FieldKind::leaf_array) {
+      for (std::size_t j = 0; j < f.size(); ++j) leaf(key + "." + std::to_string(j), f[j]);
+    } else if constexpr (k == FieldKind::subtree) {
+      check_struct(op, f, bs, key);
+    }
+  });
+}
+
+inline void check_dict(const char* op, const TensorDict& td, const BatchSize& inherited,
+                       const NestedKey& prefix) {
+  const BatchSize& bs = td.batch_size();
+  if (!starts_with(bs.dims(), inherited)) {
+    std::ostringstream os;
+    os << op << ": the batch size " << bs << " at " << prefix
+       << " does not start with the enclosing batch size " << inherited;
+    throw BatchSizeError(os.str());
+  }
+  for (const auto& [k, v] : td.entries()) {
+    if (v.is_tensor()) {
+      const at::Tensor& x = v.tensor();
+      if (x.defined() && !starts_with(x.sizes(), bs)) {
+        std::ostringstream os;
+        os << op << ": leaf " << (prefix / k) << " has shape " << shape_str(x.sizes())
+           << ", which does not start with the batch size " << bs;
+        throw BatchSizeError(os.str());
+      }
+    } else if (v.is_tensordict()) {
+      check_dict(op, v.tensordict(), bs, prefix / k);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// The batch size of a tree: a struct's `BatchSize` member (`[]` without one), or a
+/// TensorDict's.
+template <batched_tree T>
+[[nodiscard]] BatchSize batch_size(const T& t) {
+  if constexpr (tree<T>) {
+    static_assert(detail::root_batch_members<T>() <= 1,
+                  "tensordict: a struct has at most one BatchSize member");
+    BatchSize out;
+    for_each_field_index<T>([&](auto i) {
+      if constexpr (field_kind_v<field_type_t<T, i()>> == FieldKind::batch_size) {
+        out = get_field<i()>(t);
+      }
+    });
+    return out;
+  } else {
+    return t.batch_size();
+  }
+}
+
+/// Validates that every leaf starts with the batch dims (and nested batch sizes extend the
+/// enclosing one); a `BatchSizeError` names the leaf's path, its shape and the batch size.
+template <batched_tree T>
+void check(const T& t, const char* op = "check") {
+  if constexpr (tree<T>) {
+    detail::check_struct(op, t, BatchSize{}, "");
+  } else {
+    detail::check_dict(op, t, BatchSize{}, NestedKey(std::vector<std::string>{}));
+  }
+}
+
+namespace detail {
+
+// The one implementation of every batch operation on one tree: `f` maps each leaf (whose
+// leading dims are the batch dims) and the result has batch size `to`; nested batch sizes keep
+// their extra dims. The result is validated.
+template <batched_tree T, class F>
+T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
+  if constexpr (tree<T>) {
+    const BatchSize from = batch_size(t);
+    T out = apply_impl<T, false>(op, t, f);
+    auto keep = [](auto, auto&) {};
+    auto set_bs = [&](BatchSize& b) { b = splice(b, from, to); };
+    zip_nonleaf_slots<T, 0>(keep, set_bs, out);
+    check(out, op);
+    return out;
+  } else {
+    return t.apply_batched(op, f, to);
+  }
+}
+
+// A tensor of T's batch shape that costs nothing: an expanded scalar, on which libtorch
+// computes the shape an index or a reshape gives.
+inline at::Tensor batch_probe(const BatchSize& bs) {
+  return at::zeros({}, at::kByte).expand(bs.dims());
+}
+
+template <class Fn>
+auto with_index_error(const char* op, const BatchSize& bs, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw IndexError(std::string(op) + ": batch size " + bs_str(bs) + ": " + what_of(e));
+  }
+}
+
+// A batch dim `d` (negative counts from the end), checked to lie within the `n` batch dims
+// (`n + 1` positions where a dim is inserted).
+inline int64_t batch_dim(const char* op, int64_t d, std::size_t n, const BatchSize& bs,
+                         bool insert = false) {
+  const auto lim = static_cast<int64_t>(n) + (insert ? 1 : 0);
+  const int64_t nd = d < 0 ? d + lim : d;
+  if (nd < 0 || nd >= lim) {
+    throw IndexError(std::string(op) + ": dim " + std::to_string(d) +
+                     " is outside the batch dims (batch size " + bs_str(bs) + ")");
+  }
+  return nd;
+}
+
+// The index with `...` replaced by full slices over the remaining batch dims, so that it never
+// reaches a leaf's own dims; an index that uses more dims than the batch has is an error.
+inline std::vector<at::indexing::TensorIndex> batch_index(
+    const char* op, at::ArrayRef<at::indexing::TensorIndex> idx, const BatchSize& bs) {
+  std::size_t used = 0, ellipses = 0;
+  for (const auto& i : idx) {
+    if (i.is_integer() || i.is_slice()) {
+      ++used;
+    } else if (i.is_tensor()) {
+      const at::Tensor& t = i.tensor();
+      used += (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte)
+                  ? static_cast<std::size_t>(t.dim())
+                  : 1;
+    } else if (i.is_ellipsis()) {
+      ++ellipses;
+    }
+  }
+  if (ellipses > 1) throw IndexError(std::string(op) + ": an index can have only one ellipsis");
+  if (used > bs.size()) {
+    throw IndexError(std::string(op) + ": the index uses " + std::to_string(used) +
+                     " dims, the batch size " + bs_str(bs) + " has " +
+                     std::to_string(bs.size()));
+  }
+  std::vector<at::indexing::TensorIndex> out;
+  for (const auto& i : idx) {
+    if (i.is_ellipsis()) {
+      for (std::size_t k = used; k < bs.size(); ++k) out.emplace_back(at::indexing::Slice());
+    } else {
+      out.push_back(i);
+    }
+  }
+  if (ellipses == 0) {
+    for (std::size_t k = used; k < bs.size(); ++k) out.emplace_back(at::indexing::Slice());
+  }
+  return out;
+}
+
+inline std::vector<int64_t> cat_dims(c10::IntArrayRef a, c10::IntArrayRef b) {
+  std::vector<int64_t> out(a.begin(), a.end());
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+}  // namespace detail
+
+// ---- indexing ---------------------------------------------------------------------------------
+
+/// The sub-batch at `idx`: ints, `Slice`, `None`, `Ellipsis`, long index tensors, bool masks,
+/// and lists of these, as libtorch's `Tensor::index` takes them, applied to the batch dims of
+/// every leaf. `index(s, {Slice(1, 3)})` is Python's `s[1:3]`.
+template <batched_tree T>
+[[nodiscard]] T index(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx) {
+  const BatchSize bs = batch_size(t);
+  auto full = detail::batch_index("index", idx, bs);
+  const BatchSize to = detail::with_index_error("index", bs, [&] {
+    return detail::to_bs(detail::batch_probe(bs).index(full).sizes());
+  });
+  return detail::rebatch("index", t, [&](const at::Tensor& x) { return x.index(full); }, to);
+}
+/// `index(t, {i})`.
+template <batched_tree T>
+[[nodiscard]] T index(const T& t, int64_t i) {
+  return index(t, {at::indexing::TensorIndex(i)});
+}
+
+/// Writes `value`'s leaves into the sub-batch `idx` of `t`'s leaves, in place. `value` must have
+/// the sub-batch's batch size (or one that broadcasts to it) and the same keys and static fields.
+template <batched_tree T>
+void set_at(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx, const T& value) {
+  const BatchSize bs = batch_size(t);
+  auto full = detail::batch_index("set_at", idx, bs);
+  const auto sub = detail::with_index_error("set_at", bs, [&] {
+    return detail::batch_probe(bs).index(full).sizes().vec();
+  });
+  const BatchSize vbs = batch_size(value);
+  if (!at::is_expandable_to(vbs.dims(), sub)) {
+    throw BatchSizeError("set_at: the value's batch size " + detail::bs_str(vbs) +
+                         " does not fit the indexed batch " + detail::shape_str(sub));
+  }
+  if constexpr (tree<T>) {
+    detail::check_statics("set_at", t, value);
+    auto one = [&](auto j, const auto& dst, const auto& src) {
+      const at::Tensor& d = detail::leaf_get(dst);
+      const at::Tensor& s = detail::leaf_get(src);
+      if (d.defined() != s.defined()) detail::throw_absent<T, j()>("set_at", 2);
+      if (d.defined()) {
+        at::Tensor target = d;  // a handle: index_put_ writes the shared storage
+        detail::at_leaf<T, j()>("set_at", [&] { return target.index_put_(full, s); });
+      }
+    };
+    zip_leaves(one, t, value);
+  } else {
+    // Checks the keys first, so that nothing is written when they differ.
+    (void)t.apply([](const at::Tensor& a, const at::Tensor&) { return a; }, value);
+    for (auto [k, x] : t.named_tensors()) {
+      try {
+        x.index_put_(full, value.get(k));
+      } catch (const std::exception& e) {
+        std::ostringstream os;
+        os << "set_at: leaf " << k << ": " << detail::what_of(e);
+        throw LeafError(os.str());
+      }
+    }
+  }
+}
+
+// ---- reshaping --------------------------------------------------------------------------------
+
+/// The batch dims reshaped to `shape` (one `-1` allowed); every leaf keeps its own dims after them.
+template <batched_tree T>
+[[nodiscard]] T reshape(const T& t, c10::IntArrayRef shape) {
+  const BatchSize bs = batch_size(t);
+  const BatchSize to = detail::with_index_error(
+      "reshape", bs, [&] { return detail::to_bs(detail::batch_probe(bs).reshape(shape).sizes()); });
+  const std::size_t n = bs.size();
+  return detail::rebatch("reshape", t, [&](const at::Tensor& x) {
+    return x.reshape(detail::cat_dims(to.dims(), x.sizes().slice(n)));
+  }, to);
+}
+/// `reshape` that must not copy (`Tensor::view`): a leaf that cannot be viewed is an error.
+template <batched_tree T>
+[[nodiscard]] T view(const T& t, c10::IntArrayRef shape) {
+  const BatchSize bs = batch_size(t);
+  const BatchSize to = detail::with_index_error(
+      "view", bs, [&] { return detail::to_bs(detail::batch_probe(bs).reshape(shape).sizes()); });
+  const std::size_t n = bs.size();
+  return detail::rebatch("view", t, [&](const at::Tensor& x) {
+    return x.view(detail::cat_dims(to.dims(), x.sizes().slice(n)));
+  }, to);
+}
+/// Batch dims `start..end` (inclusive) merged into one.
+template <batched_tree T>
+[[nodiscard]] T flatten(const T& t, int64_t start, int64_t end) {
+  const BatchSize bs = batch_size(t);
+  const int64_t s = detail::batch_dim("flatten", start, bs.size(), bs);
+  const int64_t e = detail::batch_dim("flatten", end, bs.size(), bs);
+  const BatchSize to = detail::with_index_error(
+      "flatten", bs, [&] { return detail::to_bs(detail::batch_probe(bs).flatten(s, e).sizes()); });
+  return detail::rebatch("flatten", t, [&](const at::Tensor& x) { return x.flatten(s, e); }, to);
+}
+/// Batch dim `dim` split into `sizes` (one `-1` allowed).
+template <batched_tree T>
+[[nodiscard]] T unflatten(const T& t, int64_t dim, c10::IntArrayRef sizes) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("unflatten", dim, bs.size(), bs);
+  const BatchSize to = detail::with_index_error("unflatten", bs, [&] {
+    return detail::to_bs(detail::batch_probe(bs).unflatten(d, sizes).sizes());
+  });
+  return detail::rebatch("unflatten", t, [&](const at::Tensor& x) { return x.unflatten(d, sizes); }, to);
+}
+/// Every batch dim of size 1 removed.
+template <batched_tree T>
+[[nodiscard]] T squeeze(const T& t) {
+  const BatchSize bs = batch_size(t);
+  std::vector<int64_t> dims, keep;
+  for (std::size_t i = 0; i < bs.size(); ++i) {
+    if (bs[i] == 1) {
+      dims.push_back(static_cast<int64_t>(i));
+    } else {
+      keep.push_back(bs[i]);
+    }
+  }
+  return detail::rebatch("squeeze", t, [&](const at::Tensor& x) {
+    at::Tensor y = x;
+    for (auto it = dims.rbegin(); it != dims.rend(); ++it) y = y.squeeze(*it);
+    return y;
+  }, BatchSize(c10::IntArrayRef(keep)));
+}
+/// Batch dim `dim` removed; it must have size 1.
+template <batched_tree T>
+[[nodiscard]] T squeeze(const T& t, int64_t dim) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("squeeze", dim, bs.size(), bs);
+  if (bs[static_cast<std::size_t>(d)] != 1) {
+    throw BatchSizeError("squeeze: batch dim " + std::to_string(dim) + " has size " +
+                         std::to_string(bs[static_cast<std::size_t>(d)]) + ", not 1 (batch size " +
+                         detail::bs_str(bs) + ")");
+  }
+  std::vector<int64_t> keep(bs.begin(), bs.end());
+  keep.erase(keep.begin() + d);
+  return detail::rebatch("squeeze", t, [&](const at::Tensor& x) { return x.squeeze(d); },
+                         BatchSize(c10::IntArrayRef(keep)));
+}
+/// A batch dim of size 1 inserted at `dim` (`0..batch dims`; negative counts from the end).
+template <batched_tree T>
+[[nodiscard]] T unsqueeze(const T& t, int64_t dim) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("unsqueeze", dim, bs.size(), bs, true);
+  std::vector<int64_t> to(bs.begin(), bs.end());
+  to.insert(to.begin() + d, 1);
+  return detail::rebatch("unsqueeze", t, [&](const at::Tensor& x) { return x.unsqueeze(d); },
+                         BatchSize(c10::IntArrayRef(to)));
+}
+/// The batch dims reordered: `dims` is a permutation of `0..batch dims - 1`.
+template <batched_tree T>
+[[nodiscard]] T permute(const T& t, c10::IntArrayRef dims) {
+  const BatchSize bs = batch_size(t);
+  if (dims.size() != bs.size()) {
+    throw IndexError("permute: " + std::to_string(dims.size()) + " dims given, the batch size " +
+                     detail::bs_str(bs) + " has " + std::to_string(bs.size()));
+  }
+  std::vector<int64_t> p;
+  for (int64_t d : dims) p.push_back(detail::batch_dim("permute", d, bs.size(), bs));
+  const BatchSize to = detail::with_index_error(
+      "permute", bs, [&] { return detail::to_bs(detail::batch_probe(bs).permute(p).sizes()); });
+  return detail::rebatch("permute", t, [&](const at::Tensor& x) {
+    std::vector<int64_t> all = p;
+    for (int64_t i = static_cast<int64_t>(p.size()); i < x.dim(); ++i) all.push_back(i);
+    return x.permute(all);
+  }, to);
+}
+/// Batch dims `dim0` and `dim1` swapped.
+template <batched_tree T>
+[[nodiscard]] T transpose(const T& t, int64_t dim0, int64_t dim1) {
+  const BatchSize bs = batch_size(t);
+  const int64_t a = detail::batch_dim("transpose", dim0, bs.size(), bs);
+  const int64_t b = detail::batch_dim("transpose", dim1, bs.size(), bs);
+  std::vector<int64_t> to(bs.begin(), bs.end());
+  std::swap(to[static_cast<std::size_t>(a)], to[static_cast<std::size_t>(b)]);
+  return detail::rebatch("transpose", t, [&](const at::Tensor& x) { return x.transpose(a, b); },
+                         BatchSize(c10::IntArrayRef(to)));
+}
+/// The batch dims broadcast to `shape` (new leading dims allowed), without copying.
+template <batched_tree T>
+[[nodiscard]] T expand(const T& t, c10::IntArrayRef shape) {
+  const BatchSize bs = batch_size(t);
+  const BatchSize to = detail::with_index_error(
+      "expand", bs, [&] { return detail::to_bs(detail::batch_probe(bs).expand(shape).sizes()); });
+  const std::size_t n = bs.size();
+  return detail::rebatch("expand", t, [&](const at::Tensor& x) {
+    // New leading dims go in front of the leaf's own; the leaf's own dims stay as they are.
+    const std::size_t extra = to.size() - n;
+    at::Tensor y = x;
+    for (std::size_t i = 0; i < extra; ++i) y = y.unsqueeze(0);
+    std::vector<int64_t> target = detail::cat_dims(to.dims(), x.sizes().slice(n));
+    return y.expand(target);
+  }, to);
+}
+
+// ---- combining and splitting ------------------------------------------------------------------
+
+namespace detail {
+
+template <class T>
+void same_batch(const char* op, std::span<const T> ts, int64_t except = -1) {
+  if (ts.empty()) throw Error(std::string(op) + ": no trees given");
+  const BatchSize b0 = batch_size(ts[0]);
+  for (std::size_t i = 1; i < ts.size(); ++i) {
+    const BatchSize bi = batch_size(ts[i]);
+    bool same = bi.size() == b0.size();
+    for (std::size_t d = 0; same && d < b0.size(); ++d) {
+      same = static_cast<int64_t>(d) == except || bi[d] == b0[d];
+    }
+    if (!same) {
+      throw BatchSizeError(std::string(op) + ": tree " + std::to_string(i) + " has batch size " +
+                           bs_str(bi) + ", tree 0 has " + bs_str(b0));
+    }
+  }
+}
+
+// Combines the i-th leaves of all trees with `f(std::vector<Tensor>)`; struct version.
+template <tree T, class F>
+T combine_structs(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
+  for (std::size_t i = 1; i < ts.size(); ++i) {
+    try {
+      check_statics(op, ts[0], ts[i]);
+    } catch (const SpecMismatchError& e) {
+      throw SpecMismatchError(std::string(e.what()) + " (tree #2 is element " + std::to_string(i) +
+                              ")");
+    }
+  }
+  const BatchSize from = batch_size(ts[0]);
+  T out = skeleton_like(ts[0]);
+  auto one = [&](auto j, auto& slot) {
+    std::vector<at::Tensor> xs;
+    xs.reserve(ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      const at::Tensor& x = leaf_get(leaf_slot<j()>(ts[i]));
+      if (x.defined() != leaf_get(leaf_slot<j()>(ts[0])).defined()) {
+        throw SpecMismatchError(std::string(op) + ": leaf '" +
+                                std::string(spec<T>::keys[j()].dotted) +
+                                "' is present in tree 0 and absent in tree " + std::to_string(i) +
+                                " (or the other way round)");
+      }
+      xs.push_back(x);
+    }
+    if (xs[0].defined()) leaf_set(slot, at_leaf<T, j()>(op, [&] { return f(xs); }));
+  };
+  zip_leaf_slots<T, 0>(one, out);
+  auto keep = [](auto, auto&) {};
+  auto set_bs = [&](BatchSize& b) { b = splice(b, from, to); };
+  zip_nonleaf_slots<T, 0>(keep, set_bs, out);
+  check(out, op);
+  return out;
+}
+
+// TensorDict version: keys must agree level by level; non-tensor entries must be equal, or
+// become a NonTensorStack when `stack0` (stacking along dim 0) allows it.
+inline TensorDict combine_dicts(const char* op, std::span<const TensorDict> ts,
+                                const std::function<at::Tensor(std::vector<at::Tensor>&)>& f,
+                                const BatchSize& from, const BatchSize& to, bool stack0,
+                                const NestedKey& prefix) {
+  const TensorDict& t0 = ts[0];
+  TensorDict out(splice(t0.batch_size(), from, to), t0.device());
+  for (std::size_t i = 1; i < ts.size(); ++i) {
+    auto k0 = t0.keys(), ki = ts[i].keys();
+    if (k0 != ki) {
+      std::ostringstream os;
+      os << op << ": tree " << i << " has other keys than tree 0";
+      if (prefix.size()) os << " at " << prefix;
+      os << ": [";
+      for (std::size_t j = 0; j < ki.size(); ++j) os << (j ? ", " : "") << ki[j];
+      os << "] vs [";
+      for (std::size_t j = 0; j < k0.size(); ++j) os << (j ? ", " : "") << k0[j];
+      os << ']';
+      throw SpecMismatchError(os.str());
+    }
+  }
+  for (const auto& [k, v0] : t0.entries()) {
+    const NestedKey key = prefix / k;
+    std::vector<const Entry*> es;
+    for (const auto& t : ts) es.push_back(&t.entry(k));
+    for (std::size_t i = 1; i < es.size(); ++i) {
+      if (es[i]->kind() != v0.kind()) {
+        std::ostringstream os;
+        os << op << ": key " << key << " holds " << v0.kind() << " in tree 0 and "
+           << es[i]->kind() << " in tree " << i;
+        throw SpecMismatchError(os.str());
+      }
+    }
+    if (v0.is_tensor()) {
+      std::vector<at::Tensor> xs;
+      for (const Entry* e : es) xs.push_back(e->tensor());
+      try {
+        out.set(k, f(xs));
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        std::ostringstream os;
+        os << op << ": leaf " << key << ": " << what_of(e);
+        throw LeafError(os.str());
+      }
+    } else if (v0.is_tensordict()) {
+      std::vector<TensorDict> subs;
+      for (const Entry* e : es) subs.push_back(e->tensordict());
+      out.set(k, combine_dicts(op, subs, f, from, to, stack0, key));
+    } else {
+      bool all_equal = true;
+      for (const Entry* e : es) {
+        all_equal = all_equal && (v0.is_non_tensor() ? e->non_tensor() == v0.non_tensor()
+                                                     : e->non_tensor_stack() == v0.non_tensor_stack());
+      }
+      if (all_equal && v0.is_non_tensor()) {
+        out.set(k, v0);
+        continue;
+      }
+      if (v0.is_non_tensor() && v0.non_tensor().metadata) {
+        std::ostringstream os;
+        os << op << ": MetaData at key " << key << " differs between the trees ("
+           << v0.non_tensor().value.dump() << " vs another value); MetaData is one value for "
+           << "the whole stack";
+        throw SpecMismatchError(os.str());
+      }
+      if (!stack0) {
+        std::ostringstream os;
+        os << op << ": non-tensor values at key " << key
+           << " differ between the trees; only stacking along dim 0 keeps them per element";
+        throw SpecMismatchError(os.str());
+      }
+      // Each element's value, repeated over the element's batch dims, one entry per tree.
+      NonTensorStack st;
+      const BatchSize& ebs = t0.batch_size();
+      for (const Entry* e : es) {
+        if (e->is_non_tensor_stack()) {
+          st.values.push_back(e->non_tensor_stack().values);
+        } else {
+          nlohmann::json v = e->non_tensor().value;
+          for (std::size_t d = ebs.size(); d-- > 0;) {
+            nlohmann::json arr = nlohmann::json::array();
+            for (int64_t r = 0; r < ebs[d]; ++r) arr.push_back(v);
+            v = std::move(arr);
+          }
+          st.values.push_back(std::move(v));
+        }
+      }
+      out.set(k, std::move(st));
+    }
+  }
+  check_dict(op, out, BatchSize{}, prefix);
+  return out;
+}
+
+template <batched_tree T, class F>
+T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to, bool stack0) {
+  if constexpr (tree<T>) {
+    return combine_structs(op, ts, f, to);
+  } else {
+    return combine_dicts(op, ts, f, ts[0].batch_size(), to, stack0,
+                         NestedKey(std::vector<std::string>{}));
+  }
+}
+
+}  // namespace detail
+
+/// The trees stacked along a new batch dim `dim` (Python's `torch.stack(trees)`): all must
+/// have the same batch size, keys and static fields (an error names the field and both
+/// values). In a TensorDict, non-tensor values that differ become a `NonTensorStack` (dim 0).
+template <batched_tree T>
+[[nodiscard]] T stack(std::span<const T> ts, int64_t dim = 0) {
+  detail::same_batch("stack", ts);
+  const BatchSize bs = batch_size(ts[0]);
+  const int64_t d = detail::batch_dim("stack", dim, bs.size(), bs, true);
+  std::vector<int64_t> to(bs.begin(), bs.end());
+  to.insert(to.begin() + d, static_cast<int64_t>(ts.size()));
+  return detail::combine<T>("stack", ts, [&](std::vector<at::Tensor>& xs) { return at::stack(xs, d); },
+                            BatchSize(c10::IntArrayRef(to)), d == 0);
+}
+template <batched_tree T>
+[[nodiscard]] T stack(const std::vector<T>& ts, int64_t dim = 0) {
+  return stack(std::span<const T>(ts), dim);
+}
+template <batched_tree T>
+[[nodiscard]] T stack(std::initializer_list<T> ts, int64_t dim = 0) {
+  return stack(std::span<const T>(ts.begin(), ts.size()), dim);
+}
+
+/// The trees concatenated along batch dim `dim`; the other batch dims must agree.
+template <batched_tree T>
+[[nodiscard]] T cat(std::span<const T> ts, int64_t dim = 0) {
+  if (ts.empty()) throw Error("cat: no trees given");
+  const BatchSize bs = batch_size(ts[0]);
+  const int64_t d = detail::batch_dim("cat", dim, bs.size(), bs);
+  detail::same_batch("cat", ts, d);
+  std::vector<int64_t> to(bs.begin(), bs.end());
+  to[static_cast<std::size_t>(d)] = 0;
+  for (const auto& t : ts) to[static_cast<std::size_t>(d)] += batch_size(t)[static_cast<std::size_t>(d)];
+  return detail::combine<T>("cat", ts, [&](std::vector<at::Tensor>& xs) { return at::cat(xs, d); },
+                            BatchSize(c10::IntArrayRef(to)), false);
+}
+template <batched_tree T>
+[[nodiscard]] T cat(const std::vector<T>& ts, int64_t dim = 0) {
+  return cat(std::span<const T>(ts), dim);
+}
+template <batched_tree T>
+[[nodiscard]] T cat(std::initializer_list<T> ts, int64_t dim = 0) {
+  return cat(std::span<const T>(ts.begin(), ts.size()), dim);
+}
+
+/// The trees along batch dim `dim`, as `Tensor::unbind` gives them.
+template <batched_tree T>
+[[nodiscard]] std::vector<T> unbind(const T& t, int64_t dim = 0) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("unbind", dim, bs.size(), bs);
+  std::vector<int64_t> to(bs.begin(), bs.end());
+  to.erase(to.begin() + d);
+  const BatchSize tb(c10::IntArrayRef{to});
+  std::vector<T> out;
+  for (int64_t i = 0; i < bs[static_cast<std::size_t>(d)]; ++i) {
+    out.push_back(detail::rebatch("unbind", t, [&](const at::Tensor& x) { return x.select(d, i); }, tb));
+  }
+  return out;
+}
+
+/// Consecutive parts of batch dim `dim` of the given sizes (they must sum to the dim's size).
+template <batched_tree T>
+[[nodiscard]] std::vector<T> split(const T& t, c10::IntArrayRef sizes, int64_t dim = 0) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("split", dim, bs.size(), bs);
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  if (total != bs[static_cast<std::size_t>(d)]) {
+    throw BatchSizeError("split: sizes sum to " + std::to_string(total) + ", batch dim " +
+                         std::to_string(dim) + " has size " +
+                         std::to_string(bs[static_cast<std::size_t>(d)]));
+  }
+  std::vector<T> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    std::vector<int64_t> to(bs.begin(), bs.end());
+    to[static_cast<std::size_t>(d)] = s;
+    out.push_back(detail::rebatch("split", t, [&](const at::Tensor& x) { return x.narrow(d, start, s); },
+                                  BatchSize(c10::IntArrayRef(to))));
+    start += s;
+  }
+  return out;
+}
+/// Parts of `split_size` along batch dim `dim` (the last may be smaller), as `Tensor::split`.
+template <batched_tree T>
+[[nodiscard]] std::vector<T> split(const T& t, int64_t split_size, int64_t dim = 0) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("split", dim, bs.size(), bs);
+  if (split_size <= 0) throw Error("split: split_size must be positive");
+  std::vector<int64_t> sizes;
+  for (int64_t left = bs[static_cast<std::size_t>(d)]; left > 0; left -= split_size) {
+    sizes.push_back(std::min(split_size, left));
+  }
+  return split(t, c10::IntArrayRef(sizes), d);
+}
+/// `chunks` parts along batch dim `dim`, as `Tensor::chunk` gives them.
+template <batched_tree T>
+[[nodiscard]] std::vector<T> chunk(const T& t, int64_t chunks, int64_t dim = 0) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("chunk", dim, bs.size(), bs);
+  if (chunks <= 0) throw Error("chunk: chunks must be positive");
+  const int64_t n = bs[static_cast<std::size_t>(d)];
+  return split(t, std::max<int64_t>(1, (n + chunks - 1) / chunks), d);
+}
+
+namespace detail {
+// `mask` (batch-shaped) with singleton dims appended to reach `x`'s rank.
+inline at::Tensor batch_mask(const at::Tensor& mask, const at::Tensor& x) {
+  std::vector<int64_t> s = mask.sizes().vec();
+  while (static_cast<int64_t>(s.size()) < x.dim()) s.push_back(1);
+  return mask.reshape(s);
+}
+inline void check_mask(const char* op, const at::Tensor& mask, const BatchSize& bs) {
+  if (!starts_with(bs.dims(), BatchSize(mask.sizes())) || mask.dim() > static_cast<int64_t>(bs.size())) {
+    throw BatchSizeError(std::string(op) + ": the condition's shape " + shape_str(mask.sizes()) +
+                         " is not the batch size " + bs_str(bs) + " or a prefix of it");
+  }
+}
+}  // namespace detail
+
+/// Leaf by leaf, `a` where `cond` is true and `b` elsewhere; `cond` has the batch shape (or a
+/// prefix of it) and `a`, `b` the same keys and static fields.
+template <batched_tree T>
+[[nodiscard]] T where(const at::Tensor& cond, const T& a, const T& b) {
+  detail::check_mask("where", cond, batch_size(a));
+  auto f = [&](const at::Tensor& x, const at::Tensor& y) {
+    return at::where(detail::batch_mask(cond, x), x, y);
+  };
+  if constexpr (tree<T>) {
+    return detail::apply_impl<T, false>("where", a, f, b);
+  } else {
+    return a.apply(f, b);
+  }
+}
+/// Every leaf with `value` where `mask` (batch-shaped, or a prefix) is true.
+template <batched_tree T>
+[[nodiscard]] T masked_fill(const T& t, const at::Tensor& mask, const at::Scalar& value) {
+  const BatchSize bs = batch_size(t);
+  detail::check_mask("masked_fill", mask, bs);
+  return detail::rebatch("masked_fill", t, [&](const at::Tensor& x) {
+    return x.masked_fill(detail::batch_mask(mask, x), value);
+  }, bs);
+}
+
+// ---- memory -----------------------------------------------------------------------------------
+
+/// Every leaf in page-locked memory, for faster host-to-device copies.
+template <batched_tree T>
+[[nodiscard]] T pin_memory(const T& t) {
+  return detail::rebatch("pin_memory", t, [](const at::Tensor& x) { return x.pin_memory(); },
+                         batch_size(t));
+}
+/// Every leaf contiguous.
+template <batched_tree T>
+[[nodiscard]] T contiguous(const T& t) {
+  return detail::rebatch("contiguous", t, [](const at::Tensor& x) { return x.contiguous(); },
+                         batch_size(t));
+}
+
+}  // namespace tensordict

@@ -1,0 +1,259 @@
+// Batch dimensions: structs and TensorDicts through the same operations.
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include "types.hpp"
+
+namespace td = tensordict;
+using namespace torch::indexing;
+using td::BatchSize;
+using td::TensorDict;
+
+namespace {
+
+struct State {
+  torch::Tensor pos, vel;
+  td::BatchSize batch_size;
+};
+
+struct Episode {
+  State state;
+  torch::Tensor reward;
+  std::optional<torch::Tensor> mask;
+  std::string policy;
+  td::MetaData<std::string> activation;
+  td::BatchSize batch_size;
+};
+
+State make_state() {
+  return State{.pos = torch::arange(12.).view({4, 3}), .vel = torch::ones({4, 3}), .batch_size = {4}};
+}
+
+Episode make_episode(const std::string& policy = "greedy") {
+  return Episode{.state = make_state(),
+                 .reward = torch::arange(4.),
+                 .mask = std::nullopt,
+                 .policy = policy,
+                 .activation = {"relu"},
+                 .batch_size = {4}};
+}
+
+TensorDict make_dict() {
+  return TensorDict({{"pos", torch::arange(12.).view({4, 3})},
+                     {"next", TensorDict{{"obs", torch::zeros({4, 2, 5})}}},
+                     {"name", "walker"}},
+                    BatchSize{4});
+}
+
+}  // namespace
+
+TEST_CASE("batch: the seed's examples") {
+  State s{.pos = torch::zeros({4, 3}), .vel = torch::ones({4, 3}), .batch_size = {4}};
+  CHECK(td::batch_size(s) == BatchSize{4});
+  CHECK(td::index(s, {Slice(1, 3)}).pos.sizes() == torch::IntArrayRef{2, 3});
+  CHECK(td::reshape(s, {2, 2}).batch_size == BatchSize{2, 2});
+  CHECK(td::stack({s, s}).batch_size == BatchSize{2, 4});
+}
+
+TEST_CASE("batch: check names the leaf, its shape and the batch size") {
+  State s = make_state();
+  td::check(s);
+  s.vel = torch::ones({3, 3});
+  CHECK_THROWS_WITH_AS(td::check(s),
+                       "check: leaf 'vel' has shape [3, 3], which does not start with the batch size [4]",
+                       td::BatchSizeError);
+  Episode e = make_episode();
+  e.state.batch_size = BatchSize{5};
+  CHECK_THROWS_WITH_AS(td::check(e),
+                       "check: the batch size [5] of 'state' does not start with the enclosing batch size [4]",
+                       td::BatchSizeError);
+  e = make_episode();
+  e.state.pos = torch::zeros({2});
+  CHECK_THROWS_WITH_AS(td::check(e), doctest::Contains("leaf 'state.pos' has shape [2]"),
+                       td::BatchSizeError);
+  TensorDict d = make_dict();
+  td::check(d);
+  CHECK(td::batch_size(d) == BatchSize{4});
+}
+
+TEST_CASE("batch: indexing with every kind of index, on structs and TensorDicts") {
+  Episode e = make_episode();
+  TensorDict d = make_dict();
+
+  CHECK(td::index(e, 1).batch_size == BatchSize{});
+  CHECK(td::index(e, 1).state.pos.equal(torch::tensor({3., 4., 5.})));
+  CHECK(td::index(e, 1).state.batch_size == BatchSize{});
+  CHECK(td::index(e, 1).policy == "greedy");  // static fields kept
+  CHECK(td::index(d, -1)["pos"].equal(torch::tensor({9., 10., 11.})));
+  CHECK(td::index(d, -1).get<TensorDict>("next").batch_size() == BatchSize{});
+
+  auto sl = td::index(e, {Slice(None, None, 2)});
+  CHECK(sl.batch_size == BatchSize{2});
+  CHECK(sl.reward.equal(torch::tensor({0., 2.})));
+
+  auto none = td::index(e, {None, Slice()});
+  CHECK(none.batch_size == BatchSize{1, 4});
+  CHECK(none.state.pos.sizes() == torch::IntArrayRef{1, 4, 3});
+
+  auto ell = td::index(d, {Ellipsis, 2});  // the ellipsis stops at the batch dims
+  CHECK(ell.batch_size() == BatchSize{});
+  CHECK(ell["pos"].sizes() == torch::IntArrayRef{3});
+  CHECK(ell.get({"next", "obs"}).sizes() == torch::IntArrayRef{2, 5});
+
+  auto picked = td::index(e, {torch::tensor({3, 0, 0})});
+  CHECK(picked.batch_size == BatchSize{3});
+  CHECK(picked.reward.equal(torch::tensor({3., 0., 0.})));
+
+  auto masked = td::index(d, {torch::tensor({true, false, true, false})});
+  CHECK(masked.batch_size() == BatchSize{2});
+  CHECK(masked.get({"next", "obs"}).sizes() == torch::IntArrayRef{2, 2, 5});
+  CHECK(masked.get<std::string>("name") == "walker");
+
+  TensorDict grid({{"x", torch::arange(24.).view({2, 3, 4})}}, BatchSize{2, 3});
+  auto tup = td::index(grid, {1, Slice(0, 2)});
+  CHECK(tup.batch_size() == BatchSize{2});
+  CHECK(tup["x"].equal(torch::arange(24.).view({2, 3, 4}).index({1, Slice(0, 2)})));
+
+  CHECK_THROWS_WITH_AS(td::index(e, {0, 1}),
+                       "index: the index uses 2 dims, the batch size [4] has 1", td::IndexError);
+  CHECK_THROWS_WITH_AS(td::index(e, 7), doctest::Contains("index: batch size [4]: index 7 is out of bounds"),
+                       td::IndexError);
+}
+
+TEST_CASE("batch: set_at writes a sub-batch in place") {
+  State s = make_state();
+  State patch{.pos = torch::full({2, 3}, -1.), .vel = torch::zeros({2, 3}), .batch_size = {2}};
+  td::set_at(s, {Slice(1, 3)}, patch);
+  CHECK(s.pos[1].equal(torch::full({3}, -1.)));
+  CHECK(s.pos[0].equal(torch::tensor({0., 1., 2.})));
+  CHECK_THROWS_WITH_AS(td::set_at(s, {Slice(0, 3)}, patch),
+                       "set_at: the value's batch size [2] does not fit the indexed batch [3]",
+                       td::BatchSizeError);
+  Episode e = make_episode(), other = make_episode("random");
+  CHECK_THROWS_AS(td::set_at(e, {Slice()}, other), td::SpecMismatchError);
+
+  TensorDict d = make_dict();
+  TensorDict v = td::index(d, {Slice(0, 1)}).apply([](const torch::Tensor& x) { return x + 100; });
+  td::set_at(d, {Slice(3, 4)}, v);
+  CHECK(d["pos"][3].equal(torch::tensor({100., 101., 102.})));
+  CHECK(d.get({"next", "obs"})[3].equal(torch::full({2, 5}, 100.)));
+}
+
+TEST_CASE("batch: reshape, view, flatten, unflatten, squeeze, unsqueeze, permute, transpose, expand") {
+  Episode e = make_episode();
+  auto r = td::reshape(e, {2, 2});
+  CHECK(r.batch_size == BatchSize{2, 2});
+  CHECK(r.state.batch_size == BatchSize{2, 2});
+  CHECK(r.state.pos.sizes() == torch::IntArrayRef{2, 2, 3});
+  CHECK(td::reshape(e, {-1, 1}).batch_size == BatchSize{4, 1});
+  CHECK(td::view(e, {2, 2}).reward.sizes() == torch::IntArrayRef{2, 2});
+  CHECK_THROWS_AS(td::reshape(e, {3, 2}), td::IndexError);
+
+  TensorDict d = td::reshape(make_dict(), {2, 2});
+  CHECK(d.get({"next", "obs"}).sizes() == torch::IntArrayRef{2, 2, 2, 5});
+  CHECK(td::flatten(d, 0, 1).batch_size() == BatchSize{4});
+  CHECK(td::flatten(d, 0, 1)["pos"].equal(make_dict()["pos"]));
+  CHECK(td::unflatten(make_dict(), 0, {2, -1}).batch_size() == BatchSize{2, 2});
+  CHECK_THROWS_WITH_AS(td::flatten(d, 0, 2), "flatten: dim 2 is outside the batch dims (batch size [2, 2])",
+                       td::IndexError);
+
+  auto u = td::unsqueeze(e, 1);
+  CHECK(u.batch_size == BatchSize{4, 1});
+  CHECK(u.state.pos.sizes() == torch::IntArrayRef{4, 1, 3});  // not after the leaf's own dims
+  CHECK(td::unsqueeze(e, -1).batch_size == BatchSize{4, 1});
+  CHECK(td::squeeze(u).batch_size == BatchSize{4});
+  CHECK(td::squeeze(u, 1).state.pos.sizes() == torch::IntArrayRef{4, 3});
+  CHECK_THROWS_WITH_AS(td::squeeze(u, 0), "squeeze: batch dim 0 has size 4, not 1 (batch size [4, 1])",
+                       td::BatchSizeError);
+  TensorDict one({{"x", torch::zeros({1, 1})}}, BatchSize{1});
+  CHECK(td::squeeze(one)["x"].sizes() == torch::IntArrayRef{1});  // the leaf's own dim stays
+
+  TensorDict g({{"x", torch::zeros({2, 3, 5})}}, BatchSize{2, 3});
+  CHECK(td::permute(g, {1, 0})["x"].sizes() == torch::IntArrayRef{3, 2, 5});
+  CHECK(td::transpose(g, 0, 1).batch_size() == BatchSize{3, 2});
+  CHECK_THROWS_AS(td::permute(g, {0}), td::IndexError);
+  CHECK_THROWS_AS(td::transpose(g, 0, 2), td::IndexError);
+
+  auto x = td::expand(e, {3, 4});
+  CHECK(x.batch_size == BatchSize{3, 4});
+  CHECK(x.state.pos.sizes() == torch::IntArrayRef{3, 4, 3});
+  CHECK(x.state.pos[2].equal(e.state.pos));
+}
+
+TEST_CASE("batch: stack, cat, unbind, split, chunk") {
+  Episode a = make_episode(), b = make_episode();
+  auto st = td::stack({a, b});
+  CHECK(st.batch_size == BatchSize{2, 4});
+  CHECK(st.state.batch_size == BatchSize{2, 4});
+  CHECK(st.activation.value == "relu");
+  CHECK(td::stack({a, b}, 1).reward.sizes() == torch::IntArrayRef{4, 2});
+  CHECK_THROWS_WITH_AS(td::stack({a, make_episode("random")}),
+                       "stack: static field 'policy' of {anonymous}::Episode differs: "
+                       "'greedy' in tree #1, 'random' in tree #2 (tree #2 is element 1)",
+                       td::SpecMismatchError);
+  Episode c = make_episode();
+  c.mask = torch::ones({4});
+  CHECK_THROWS_AS(td::stack({a, c}), td::SpecMismatchError);
+  CHECK_THROWS_AS(td::stack({a, td::index(a, {Slice(0, 2)})}), td::BatchSizeError);
+
+  auto ct = td::cat({a, td::index(b, {Slice(0, 2)})});
+  CHECK(ct.batch_size == BatchSize{6});
+  CHECK(ct.state.pos.sizes() == torch::IntArrayRef{6, 3});
+
+  auto parts = td::unbind(st);
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[1].batch_size == BatchSize{4});
+  CHECK(parts[1].state.pos.equal(b.state.pos));
+  auto sp = td::split(a, 3);
+  REQUIRE(sp.size() == 2);
+  CHECK(sp[1].batch_size == BatchSize{1});
+  CHECK(td::split(a, {1, 3})[1].reward.equal(torch::tensor({1., 2., 3.})));
+  CHECK_THROWS_AS(td::split(a, {1, 2}), td::BatchSizeError);
+  CHECK(td::chunk(a, 2).size() == 2);
+  CHECK(td::chunk(a, 3).size() == 2);  // as Tensor::chunk: parts of ceil(4 / 3)
+
+  // TensorDicts: equal non-tensor values stay one, differing ones become a per-element stack.
+  TensorDict d1 = make_dict(), d2 = make_dict();
+  d2.set("name", "runner");
+  TensorDict s = td::stack({d1, d1});
+  CHECK(s.batch_size() == BatchSize{2, 4});
+  CHECK(s.get<std::string>("name") == "walker");
+  TensorDict mixed = td::stack({d1, d2});
+  REQUIRE(mixed.entry("name").is_non_tensor_stack());
+  CHECK(mixed.get<td::NonTensorStack>("name").values[1][0] == "runner");
+  auto back = td::unbind(mixed);
+  CHECK(back[1].get<td::NonTensorStack>("name").values.size() == 4);
+  CHECK(td::index(mixed, {1, 2}).get<td::NonTensorStack>("name").values == "runner");
+  CHECK(td::index(mixed, {Slice(), 0}).get<td::NonTensorStack>("name").values ==
+        nlohmann::json::array({"walker", "runner"}));
+  TensorDict m1{{"act", td::MetaData("relu")}}, m2{{"act", td::MetaData("tanh")}};
+  CHECK(td::stack({m1, m1}).get<td::NonTensorData>("act").metadata);
+  CHECK_THROWS_WITH_AS(td::stack({m1, m2}), doctest::Contains("stack: MetaData at key 'act' differs"),
+                       td::SpecMismatchError);
+  TensorDict other = make_dict();
+  other.erase("next");
+  CHECK_THROWS_WITH_AS(td::stack({d1, other}),
+                       "stack: tree 1 has other keys than tree 0: ['pos', 'name'] vs ['pos', 'next', 'name']",
+                       td::SpecMismatchError);
+  CHECK(td::cat({d1, d1}).batch_size() == BatchSize{8});
+  CHECK_THROWS_AS(td::cat({d1, d2}), td::SpecMismatchError);
+  CHECK(td::split(d1, 2)[1]["pos"].equal(d1["pos"].narrow(0, 2, 2)));
+}
+
+TEST_CASE("batch: where, masked_fill, contiguous") {
+  State a = make_state(), b = make_state();
+  b.pos = b.pos * 0 - 1;
+  torch::Tensor cond = torch::tensor({true, false, true, false});
+  State w = td::where(cond, a, b);
+  CHECK(w.pos[0].equal(a.pos[0]));
+  CHECK(w.pos[1].equal(torch::full({3}, -1.)));
+  State m = td::masked_fill(a, cond, 0.);
+  CHECK(m.pos[0].equal(torch::zeros({3})));
+  CHECK(m.pos[1].equal(a.pos[1]));
+  CHECK_THROWS_AS(td::masked_fill(a, torch::tensor({true, false}), 0.), td::BatchSizeError);
+  TensorDict d = make_dict();
+  TensorDict dw = td::where(cond, d, td::masked_fill(d, ~cond, 5.));
+  CHECK(dw.get({"next", "obs"})[1].equal(torch::full({2, 5}, 5.)));
+  CHECK(td::contiguous(td::transpose(TensorDict({{"x", torch::zeros({2, 3})}}, BatchSize{2, 3}), 0, 1))["x"]
+            .is_contiguous());
+}
