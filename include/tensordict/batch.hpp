@@ -754,3 +754,154 @@ template <batched_tree T>
 }
 
 }  // namespace tensordict
+
+namespace tensordict {
+
+// ---- consolidation ----------------------------------------------------------------------------
+
+/// One storage for every leaf: the leaves become views into a single byte buffer (dtypes may
+/// differ), so that `to(device)` of the result is one transfer. Values are copied exactly;
+/// the new leaves do not require grad. All leaves must be on one device.
+template <batched_tree T>
+[[nodiscard]] T consolidate(const T& t) {
+  if constexpr (tree<T>) {
+    const auto ls = leaves(t);
+    return TreeSpec<T>(t).unflatten(detail::consolidate_leaves({ls.begin(), ls.end()}));
+  } else {
+    std::vector<at::Tensor> ts;
+    for (const auto& [k, x] : t.named_tensors()) {
+      if (x.defined()) ts.push_back(x);
+    }
+    const auto views = detail::consolidate_leaves(ts);
+    std::size_t i = 0;
+    return t.apply([&](const at::Tensor&) { return views[i++]; });
+  }
+}
+
+/// Whether every present leaf is a view of one storage (as `consolidate` leaves a tree).
+template <batched_tree T>
+[[nodiscard]] bool is_consolidated(const T& t) {
+  std::vector<at::Tensor> ts;
+  if constexpr (tree<T>) {
+    for (const auto& x : leaves(t)) ts.push_back(x);
+  } else {
+    for (const auto& [k, x] : t.named_tensors()) ts.push_back(x);
+  }
+  const c10::StorageImpl* s = nullptr;
+  for (const auto& x : ts) {
+    if (!x.defined()) continue;
+    if (!x.has_storage()) return false;
+    if (s && x.storage().unsafeGetStorageImpl() != s) return false;
+    s = x.storage().unsafeGetStorageImpl();
+  }
+  return true;
+}
+
+// ---- lazy stacks ------------------------------------------------------------------------------
+
+/// A padded read of a lazy stack: `values` is `[n, max sizes...]`, `mask` is true where an
+/// element has data.
+struct Padded {
+  at::Tensor values;
+  at::Tensor mask;
+};
+
+namespace detail {
+inline Padded pad_tensors(const std::string& key, const std::vector<at::Tensor>& xs,
+                          const at::Scalar& pad) {
+  if (xs.empty()) throw Error("lazy stack: no elements");
+  std::vector<int64_t> maxes = xs[0].sizes().vec();
+  for (std::size_t i = 1; i < xs.size(); ++i) {
+    if (xs[i].dim() != xs[0].dim() || xs[i].scalar_type() != xs[0].scalar_type()) {
+      throw SpecMismatchError("lazy stack: key " + key + " is " + dtype_name(xs[i].scalar_type()) +
+                              ' ' + shape_str(xs[i].sizes()) + " in element " + std::to_string(i) +
+                              " and " + dtype_name(xs[0].scalar_type()) + ' ' +
+                              shape_str(xs[0].sizes()) + " in element 0");
+    }
+    for (std::size_t d = 0; d < maxes.size(); ++d) maxes[d] = std::max(maxes[d], xs[i].size(static_cast<int64_t>(d)));
+  }
+  std::vector<int64_t> shape{static_cast<int64_t>(xs.size())};
+  shape.insert(shape.end(), maxes.begin(), maxes.end());
+  Padded out{at::full(shape, pad, xs[0].options()),
+             at::zeros(shape, xs[0].options().dtype(at::kBool))};
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    std::vector<at::indexing::TensorIndex> idx{static_cast<int64_t>(i)};
+    for (int64_t d = 0; d < xs[i].dim(); ++d) idx.emplace_back(at::indexing::Slice(0, xs[i].size(d)));
+    out.values.index_put_(idx, xs[i]);
+    out.mask.index_put_(idx, true);
+  }
+  return out;
+}
+}  // namespace detail
+
+/// Trees whose leaves may differ in shape (sequences of different lengths), kept as they are.
+/// Element access gives back the original element; `padded` reads one key as a padded tensor
+/// with a mask; `densify` stacks elements of equal shapes into an ordinary tree.
+template <batched_tree T>
+class LazyStack {
+ public:
+  /// The stack of `elements` (at least one).
+  explicit LazyStack(std::vector<T> elements) : elements_(std::move(elements)) {
+    if (elements_.empty()) throw Error("lazy_stack: no elements");
+  }
+  /// Number of elements.
+  std::size_t size() const noexcept { return elements_.size(); }
+  /// Element `i`, as it was given.
+  const T& operator[](std::size_t i) const { return elements_.at(i); }
+  const std::vector<T>& elements() const noexcept { return elements_; }
+
+  /// Key `key` of every element, padded with `pad` to `[n, max sizes...]`, and its mask.
+  Padded padded(const Key& key, const at::Scalar& pad = 0) const
+    requires std::is_same_v<T, TensorDict>
+  {
+    std::vector<at::Tensor> xs;
+    for (const auto& e : elements_) xs.push_back(e.get(key));
+    return detail::pad_tensors(detail::key_str(key), xs, pad);
+  }
+  /// `padded` for a struct's compile-time key: `padded<"x">()`.
+  template <fixed_string K>
+    requires tree<T>
+  Padded padded(const at::Scalar& pad = 0) const {
+    std::vector<at::Tensor> xs;
+    for (const auto& e : elements_) xs.push_back(detail::leaf_get(get<K>(e)));
+    return detail::pad_tensors("'" + std::string(K.view()) + "'", xs, pad);
+  }
+
+  /// Whether every element has the same leaf shapes (and so can be densified).
+  bool is_dense() const {
+    auto shapes = [](const T& e) {
+      std::vector<std::vector<int64_t>> out;
+      if constexpr (tree<T>) {
+        for (const auto& x : leaves(e)) out.push_back(x.defined() ? x.sizes().vec() : std::vector<int64_t>{-1});
+      } else {
+        for (const auto& [k, x] : e.named_tensors()) out.push_back(x.sizes().vec());
+      }
+      return out;
+    };
+    const auto s0 = shapes(elements_[0]);
+    for (std::size_t i = 1; i < elements_.size(); ++i) {
+      if (shapes(elements_[i]) != s0) return false;
+    }
+    return true;
+  }
+  /// The elements stacked into one tree (`stack`), which needs equal shapes: a ragged leaf is
+  /// an error naming its key and both shapes.
+  T densify(int64_t dim = 0) const {
+    try {
+      return stack(std::span<const T>(elements_), dim);
+    } catch (const LeafError& e) {
+      throw SpecMismatchError(std::string("densify: elements differ in shape: ") + e.what());
+    }
+  }
+
+ private:
+  std::vector<T> elements_;
+};
+
+/// A lazy stack of `elements` (Python's `lazy_stack`).
+template <batched_tree T>
+[[nodiscard]] LazyStack<T> lazy_stack(std::vector<T> elements) {
+  return LazyStack<T>(std::move(elements));
+}
+
+}  // namespace tensordict

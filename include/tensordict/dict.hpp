@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "batch_size.hpp"
+#include "consolidate.hpp"
 #include "errors.hpp"
 
 namespace tensordict {
@@ -671,14 +672,25 @@ class TensorDict {
     return apply([](const at::Tensor& t) { return t.detach(); });
   }
   /// Every tensor moved to `device`; the result has that device.
+  /// A consolidated tree (every tensor a view of one storage) moves in one transfer.
   [[nodiscard]] TensorDict to(c10::Device device) const {
-    TensorDict out = apply([&](const at::Tensor& t) { return t.to(device); });
+    std::vector<at::Tensor> ts;
+    for (const auto& [k, t] : named_tensors()) {
+      if (t.defined()) ts.push_back(t);
+    }
+    TensorDict out;
+    if (auto moved = detail::move_consolidated(ts, device)) {
+      std::size_t i = 0;
+      out = apply([&](const at::Tensor&) { return (*moved)[i++]; });
+    } else {
+      out = apply([&](const at::Tensor& t) { return t.to(device); });
+    }
     out.set_device_recursive(device);
     return out;
   }
-  /// Every floating-point tensor cast to `dtype` (integer and bool leaves keep theirs).
+  /// Every tensor cast to `dtype`, as `to(tree, dtype)` does for structs.
   [[nodiscard]] TensorDict to(c10::ScalarType dtype) const {
-    return apply([&](const at::Tensor& t) { return t.is_floating_point() ? t.to(dtype) : t; });
+    return apply([&](const at::Tensor& t) { return t.to(dtype); });
   }
 
   /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested

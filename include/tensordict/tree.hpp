@@ -21,6 +21,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include "consolidate.hpp"
 #include "errors.hpp"
 #include "spec.hpp"
 
@@ -919,9 +920,14 @@ template <tree T>
   return std::move(t);
 }
 
-/// Every leaf moved to `device`.
+/// Every leaf moved to `device`. A consolidated tree (every leaf a view of one storage, see
+/// `consolidate`) moves in one transfer and stays consolidated.
 template <tree T>
 [[nodiscard]] T to(const T& t, at::Device device, bool non_blocking = false) {
+  const auto ls = leaves(t);
+  if (auto moved = detail::move_consolidated(std::vector<at::Tensor>(ls.begin(), ls.end()), device)) {
+    return TreeSpec<T>(t).unflatten(*moved);
+  }
   return apply(t, [&](const at::Tensor& x) { return x.to(device, non_blocking); });
 }
 /// Every leaf converted to `dtype`.

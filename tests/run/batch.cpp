@@ -1,4 +1,8 @@
 // Batch dimensions: structs and TensorDicts through the same operations.
+#include <atomic>
+#include <string_view>
+
+#include <ATen/record_function.h>
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
@@ -256,4 +260,103 @@ TEST_CASE("batch: where, masked_fill, contiguous") {
   CHECK(dw.get({"next", "obs"})[1].equal(torch::full({2, 5}, 5.)));
   CHECK(td::contiguous(td::transpose(TensorDict({{"x", torch::zeros({2, 3})}}, BatchSize{2, 3}), 0, 1))["x"]
             .is_contiguous());
+}
+
+namespace {
+// Counts host/device transfers (`aten::_to_copy`) while alive.
+struct CopyCounter {
+  static inline std::atomic<int> count{0};
+  at::CallbackHandle handle;
+  CopyCounter() {
+    count = 0;
+    handle = at::addGlobalCallback(
+        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          if (std::string_view(fn.name()) == "aten::_to_copy") ++count;
+          return nullptr;
+        }).needsInputs(false));
+  }
+  ~CopyCounter() { at::removeCallback(handle); }
+};
+
+struct Mixed {
+  torch::Tensor f, i, b, d;
+  std::optional<torch::Tensor> absent;
+};
+}  // namespace
+
+TEST_CASE("consolidate: one storage, exact values, one transfer") {
+  Mixed m{.f = torch::randn({3, 5}), .i = torch::arange(7), .b = torch::tensor({true, false, true}),
+          .d = torch::randn({2}, torch::kDouble)};
+  CHECK_FALSE(td::is_consolidated(m));
+  Mixed c = td::consolidate(m);
+  CHECK(td::is_consolidated(c));
+  CHECK(c.f.equal(m.f));
+  CHECK(c.i.equal(m.i));
+  CHECK(c.b.equal(m.b));
+  CHECK(c.d.equal(m.d));
+  CHECK_FALSE(c.absent.has_value());
+  c.i.add_(1);  // views: writing one leaf leaves the others alone
+  CHECK(c.f.equal(m.f));
+  CHECK(c.i.equal(m.i + 1));
+
+  // The meta device stands in for an accelerator: it counts transfers without one.
+  {
+    CopyCounter counter;
+    Mixed moved = td::to(m, torch::Device(torch::kMeta));
+    CHECK(CopyCounter::count == 4);
+  }
+  {
+    CopyCounter counter;
+    Mixed moved = td::to(c, torch::Device(torch::kMeta));
+    CHECK(CopyCounter::count == 1);
+    CHECK(moved.f.device().is_meta());
+    CHECK(moved.f.sizes() == torch::IntArrayRef{3, 5});
+    CHECK((moved.d.scalar_type() == torch::kDouble));
+    CHECK(td::is_consolidated(moved));
+  }
+
+  TensorDict d = td::consolidate(make_dict());
+  CHECK(td::is_consolidated(d));
+  CHECK(d["pos"].equal(make_dict()["pos"]));
+  {
+    CopyCounter counter;
+    TensorDict moved = d.to(torch::Device(torch::kMeta));
+    CHECK(CopyCounter::count == 1);
+    CHECK(moved.get({"next", "obs"}).device().is_meta());
+    CHECK(moved.get<std::string>("name") == "walker");
+  }
+  if (torch::cuda::is_available()) {  // the exact round trip through a real device
+    Mixed back = td::to(td::to(c, torch::Device(torch::kCUDA)), torch::Device(torch::kCPU));
+    CHECK(back.f.equal(c.f));
+    CHECK(back.i.equal(c.i));
+    CHECK(back.b.equal(c.b));
+    CHECK(back.d.equal(c.d));
+  }
+}
+
+TEST_CASE("lazy_stack: ragged elements, padded reads, densify") {
+  auto ragged = td::lazy_stack(std::vector<TensorDict>{TensorDict{{"x", torch::zeros({3, 2})}},
+                                                       TensorDict{{"x", torch::ones({5, 2})}}});
+  CHECK(ragged[1]["x"].sizes() == torch::IntArrayRef{5, 2});
+  td::Padded p = ragged.padded("x", -1);
+  CHECK(p.values.sizes() == torch::IntArrayRef{2, 5, 2});
+  CHECK(p.values[0][4].equal(torch::full({2}, -1.)));
+  CHECK(p.values[1][4].equal(torch::ones({2})));
+  CHECK(p.mask.sizes() == torch::IntArrayRef{2, 5, 2});
+  CHECK(p.mask.sum().item<int64_t>() == (3 + 5) * 2);
+  CHECK_FALSE(ragged.is_dense());
+  CHECK_THROWS_AS(ragged.densify(), td::SpecMismatchError);
+
+  State a = make_state(), b = make_state();
+  auto even = td::lazy_stack(std::vector<State>{a, b});
+  CHECK(even.is_dense());
+  CHECK(even.densify().batch_size == BatchSize{2, 4});
+  CHECK(even.padded<"pos">().values.sizes() == torch::IntArrayRef{2, 4, 3});
+
+  auto bad = td::lazy_stack(std::vector<TensorDict>{TensorDict{{"x", torch::zeros({3})}},
+                                                    TensorDict{{"x", torch::zeros({3, 1})}}});
+  CHECK_THROWS_WITH_AS(bad.padded("x"),
+                       "lazy stack: key 'x' is torch.float32 [3, 1] in element 1 and torch.float32 "
+                       "[3] in element 0",
+                       td::SpecMismatchError);
 }

@@ -240,7 +240,7 @@ TEST_CASE("TensorDict: flatten_keys, unflatten_keys, clone, to, detach, is_empty
 
   TensorDict d = state.to(torch::kDouble);
   CHECK((d.get({"layer", "weight"}).scalar_type() == torch::kDouble));
-  CHECK((d["step"].scalar_type() == torch::kLong));
+  CHECK((d["step"].scalar_type() == torch::kDouble));
   TensorDict on_cpu = state.to(torch::Device("cpu"));
   REQUIRE(on_cpu.device().has_value());
   CHECK(on_cpu.device()->is_cpu());
