@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/InferSize.h>
 #include <ATen/TensorIndexing.h>
 
 #include "batch_size.hpp"
@@ -228,6 +229,53 @@ inline std::vector<at::indexing::TensorIndex> batch_index(
   return out;
 }
 
+// An index component as an integer: int64_t in libtorch 1.x, SymInt in 2.x.
+template <class V>
+int64_t as_int(const V& v) {
+  if constexpr (std::is_integral_v<V>) {
+    return v;
+  } else {
+    return v.expect_int();
+  }
+}
+
+// The batch size after indexing with `full` (from batch_index). Ints, slices and None are
+// computed directly, as Python computes them; index tensors go through a probe tensor.
+inline BatchSize indexed_batch(const char* op, const std::vector<at::indexing::TensorIndex>& full,
+                               const BatchSize& bs) {
+  std::vector<int64_t> out;
+  std::size_t d = 0;
+  for (const auto& i : full) {
+    if (i.is_tensor() || i.is_boolean()) {
+      return with_index_error(op, bs, [&] { return to_bs(batch_probe(bs).index(full).sizes()); });
+    }
+    if (i.is_none()) {
+      out.push_back(1);
+    } else if (i.is_integer()) {
+      const int64_t n = bs[d++], k = as_int(i.integer());
+      if (k < -n || k >= n) {
+        throw IndexError(std::string(op) + ": index " + std::to_string(k) +
+                         " is out of bounds for batch dim " + std::to_string(d - 1) +
+                         " of size " + std::to_string(n) + " (batch size " + bs_str(bs) + ")");
+      }
+    } else if (i.is_slice()) {
+      const int64_t n = bs[d++];
+      const auto& sl = i.slice();
+      const int64_t step = as_int(sl.step());
+      if (step <= 0) throw IndexError(std::string(op) + ": slice steps must be positive");
+      auto clamp = [&](int64_t v) {
+        if (v < 0) v += n;
+        return std::clamp<int64_t>(v, 0, n);
+      };
+      const int64_t start = clamp(as_int(sl.start()));
+      const int64_t stop = clamp(as_int(sl.stop()));
+      out.push_back(stop > start ? (stop - start + step - 1) / step : 0);
+    }
+  }
+  for (; d < bs.size(); ++d) out.push_back(bs[d]);
+  return BatchSize(c10::IntArrayRef(out));
+}
+
 inline std::vector<int64_t> cat_dims(c10::IntArrayRef a, c10::IntArrayRef b) {
   std::vector<int64_t> out(a.begin(), a.end());
   out.insert(out.end(), b.begin(), b.end());
@@ -245,9 +293,7 @@ template <batched_tree T>
 [[nodiscard]] T index(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx) {
   const BatchSize bs = batch_size(t);
   auto full = detail::batch_index("index", idx, bs);
-  const BatchSize to = detail::with_index_error("index", bs, [&] {
-    return detail::to_bs(detail::batch_probe(bs).index(full).sizes());
-  });
+  const BatchSize to = detail::indexed_batch("index", full, bs);
   return detail::rebatch("index", t, [&](const at::Tensor& x) { return x.index(full); }, to);
 }
 /// `index(t, {i})`.
@@ -304,7 +350,7 @@ template <batched_tree T>
 [[nodiscard]] T reshape(const T& t, c10::IntArrayRef shape) {
   const BatchSize bs = batch_size(t);
   const BatchSize to = detail::with_index_error(
-      "reshape", bs, [&] { return detail::to_bs(detail::batch_probe(bs).reshape(shape).sizes()); });
+      "reshape", bs, [&] { return detail::to_bs(at::infer_size(shape, c10::multiply_integers(bs.dims()))); });
   const std::size_t n = bs.size();
   return detail::rebatch("reshape", t, [&](const at::Tensor& x) {
     return x.reshape(detail::cat_dims(to.dims(), x.sizes().slice(n)));
@@ -315,7 +361,7 @@ template <batched_tree T>
 [[nodiscard]] T view(const T& t, c10::IntArrayRef shape) {
   const BatchSize bs = batch_size(t);
   const BatchSize to = detail::with_index_error(
-      "view", bs, [&] { return detail::to_bs(detail::batch_probe(bs).reshape(shape).sizes()); });
+      "view", bs, [&] { return detail::to_bs(at::infer_size(shape, c10::multiply_integers(bs.dims()))); });
   const std::size_t n = bs.size();
   return detail::rebatch("view", t, [&](const at::Tensor& x) {
     return x.view(detail::cat_dims(to.dims(), x.sizes().slice(n)));

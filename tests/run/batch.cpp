@@ -120,8 +120,16 @@ TEST_CASE("batch: indexing with every kind of index, on structs and TensorDicts"
 
   CHECK_THROWS_WITH_AS(td::index(e, {0, 1}),
                        "index: the index uses 2 dims, the batch size [4] has 1", td::IndexError);
-  CHECK_THROWS_WITH_AS(td::index(e, 7), doctest::Contains("index: batch size [4]: index 7 is out of bounds"),
+  CHECK_THROWS_WITH_AS(td::index(e, 7),
+                       "index: index 7 is out of bounds for batch dim 0 of size 4 (batch size [4])",
                        td::IndexError);
+  CHECK_THROWS_WITH_AS(td::index(e, {torch::tensor({9})}),
+                       doctest::Contains("index: batch size [4]: index 9 is out of bounds"),
+                       td::IndexError);
+  // Slices clamp as in Python; negative bounds count from the end.
+  CHECK(td::index(e, {Slice(-3, 100)}).batch_size == BatchSize{3});
+  CHECK(td::index(e, {Slice(3, 1)}).batch_size == BatchSize{0});
+  CHECK(td::index(e, {Slice(-3, 100)}).reward.equal(torch::tensor({1., 2., 3.})));
 }
 
 TEST_CASE("batch: set_at writes a sub-batch in place") {
