@@ -252,6 +252,16 @@ TEST_CASE("batch: stack, cat, unbind, split, chunk") {
   CHECK(td::split(d1, 2)[1]["pos"].equal(d1["pos"].narrow(0, 2, 2)));
 }
 
+TEST_CASE("batch: pin_memory pins every leaf, or names the leaf it could not pin") {
+  State s = make_state();
+  if (torch::cuda::is_available()) {
+    CHECK(td::pin_memory(s).pos.is_pinned());
+  } else {  // a CPU-only libtorch has no pinned allocator
+    CHECK_THROWS_WITH_AS(td::pin_memory(s), doctest::Contains("pin_memory: at leaf 'pos'"),
+                         td::LeafError);
+  }
+}
+
 TEST_CASE("batch: where, masked_fill, contiguous") {
   State a = make_state(), b = make_state();
   b.pos = b.pos * 0 - 1;

@@ -1,0 +1,66 @@
+// The examples of docs/batch.md, compiled and checked: "What tensordict adds" of "Coming from
+// JAX pytrees" (batch size, indexing, reshape, stack, lazy stacks), in C++.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+
+namespace td = tensordict;
+using namespace torch::indexing;
+
+namespace {
+// [state]
+struct State {
+  torch::Tensor pos, vel;
+  td::BatchSize batch_size;  // the leading dims every leaf shares
+};
+// [state]
+
+struct Linear {
+  torch::Tensor weight, bias;
+  td::MetaData<std::string> activation;  // one value for a whole stack
+};
+}  // namespace
+
+TEST_CASE("batch: a struct with a batch size") {
+  State s{.pos = torch::zeros({4, 3}), .vel = torch::ones({4, 3}), .batch_size = {4}};
+  td::check(s);  // every leaf starts with [4]
+  CHECK(td::batch_size(s) == td::BatchSize{4});
+  CHECK(td::index(s, {Slice(1, 3)}).pos.sizes() == torch::IntArrayRef{2, 3});  // s[1:3]
+  CHECK(td::reshape(s, {2, 2}).batch_size == td::BatchSize{2, 2});
+  CHECK(td::stack({s, s}).batch_size == td::BatchSize{2, 4});
+}
+
+TEST_CASE("batch: MetaData stays one value for a stack") {
+  Linear layer{.weight = torch::randn({2, 3}), .bias = torch::zeros({2}), .activation = {"relu"}};
+  CHECK(td::stack({layer, layer}).activation.value == "relu");
+}
+
+TEST_CASE("batch: the same operations on a TensorDict") {
+  td::TensorDict d({{"obs", torch::zeros({4, 84})}, {"reward", torch::zeros({4})}}, td::BatchSize{4});
+  td::TensorDict firsts = td::index(d, {Slice(None, 2)});
+  CHECK(firsts.batch_size() == td::BatchSize{2});
+  auto parts = td::split(d, 2);  // two TensorDicts of batch size [2]
+  CHECK(td::cat(parts).batch_size() == td::BatchSize{4});
+}
+
+TEST_CASE("batch: lazy stacks of ragged data") {
+  auto ragged = td::lazy_stack(std::vector<td::TensorDict>{td::TensorDict{{"x", torch::zeros({3, 2})}},
+                                                           td::TensorDict{{"x", torch::zeros({5, 2})}}});
+  CHECK(ragged[1]["x"].sizes() == torch::IntArrayRef{5, 2});
+  td::Padded x = ragged.padded("x", /*pad=*/0);
+  CHECK(x.values.sizes() == torch::IntArrayRef{2, 5, 2});
+  CHECK(x.mask[0][3].any().item<bool>() == false);  // element 0 has 3 rows
+}
+
+TEST_CASE("batch: consolidate for one transfer") {
+  State s{.pos = torch::zeros({4, 3}), .vel = torch::ones({4, 3}), .batch_size = {4}};
+  State packed = td::consolidate(s);  // one storage, leaves are views into it
+  CHECK(td::is_consolidated(packed));
+  State moved = td::to(packed, torch::Device(torch::kMeta));  // one transfer, not one per leaf
+  CHECK(td::is_consolidated(moved));
+}
