@@ -231,12 +231,12 @@ class Entry {
  public:
   Entry(at::Tensor t) : v_(std::move(t)) {}                          // NOLINT: implicit by design
   Entry(TensorDict td);                                              // NOLINT
-  Entry(NonTensorData d) : v_(std::move(d)) {}                       // NOLINT
-  Entry(NonTensorStack s) : v_(std::move(s)) {}                      // NOLINT
+  Entry(NonTensorData d) : v_(std::make_unique<NonTensorData>(std::move(d))) {}     // NOLINT
+  Entry(NonTensorStack s) : v_(std::make_unique<NonTensorStack>(std::move(s))) {}   // NOLINT
   template <class V>
-  Entry(const MetaData<V>& m) : v_(NonTensorData{nlohmann::json(m.value), true}) {}  // NOLINT
-  Entry(const char* s) : v_(NonTensorData{s}) {}                     // NOLINT
-  Entry(std::string s) : v_(NonTensorData{std::move(s)}) {}          // NOLINT
+  Entry(const MetaData<V>& m) : Entry(NonTensorData{nlohmann::json(m.value), true}) {}  // NOLINT
+  Entry(const char* s) : Entry(NonTensorData{s}) {}                  // NOLINT
+  Entry(std::string s) : Entry(NonTensorData{std::move(s)}) {}       // NOLINT
   template <class N>
     requires std::is_arithmetic_v<N>
   Entry(N n);                                                        // NOLINT
@@ -262,13 +262,15 @@ class Entry {
   at::Tensor& tensor() { return std::get<0>(check(0)); }
   const TensorDict& tensordict() const { return *std::get<1>(check(1)); }
   TensorDict& tensordict() { return *std::get<1>(check(1)); }
-  const NonTensorData& non_tensor() const { return std::get<2>(check(2)); }
-  NonTensorData& non_tensor() { return std::get<2>(check(2)); }
-  const NonTensorStack& non_tensor_stack() const { return std::get<3>(check(3)); }
+  const NonTensorData& non_tensor() const { return *std::get<2>(check(2)); }
+  NonTensorData& non_tensor() { return *std::get<2>(check(2)); }
+  const NonTensorStack& non_tensor_stack() const { return *std::get<3>(check(3)); }
 
  private:
-  using Variant =
-      std::variant<at::Tensor, std::unique_ptr<TensorDict>, NonTensorData, NonTensorStack>;
+  // Every alternative is one pointer wide, so entries stay small in the hash map's nodes: the
+  // rare non-tensor kinds live behind a pointer.
+  using Variant = std::variant<at::Tensor, std::unique_ptr<TensorDict>, std::unique_ptr<NonTensorData>,
+                               std::unique_ptr<NonTensorStack>>;
   const Variant& check(std::size_t i) const {
     if (v_.index() != i) {
       static constexpr const char* names[] = {"a tensor", "a TensorDict", "non-tensor data",
@@ -297,15 +299,42 @@ struct KeysOptions {
 /// Copies share tensors and copy structure: changing the keys of a copy leaves the original as
 /// it is (Python's `td.copy()`).
 class TensorDict {
-  using Node = std::pair<const std::string, Entry>;
+  // A key with its hash, computed once: lookups compare hashes before strings (libstdc++'s
+  // heterogeneous lookup would otherwise compare every string in the bucket chain).
+  struct HashedKey {
+    std::string name;
+    std::size_t hash;
+  };
+  struct KeyView {
+    std::string_view name;
+    std::size_t hash;
+  };
+  static std::size_t hash_of(std::string_view s) noexcept { return std::hash<std::string_view>{}(s); }
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(const HashedKey& k) const noexcept { return k.hash; }
+    std::size_t operator()(const KeyView& k) const noexcept { return k.hash; }
+  };
+  struct Eq {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const noexcept {
+      return a.hash == b.hash && a.name == b.name;
+    }
+  };
+  using Map = std::unordered_map<HashedKey, Entry, Hash, Eq>;
+  using Node = Map::value_type;
   std::vector<Node*> order_;  // entries in insertion order; they live in map_ (below)
 
   // The entries in order, as references (declared first: later members use the type).
   auto nodes() const noexcept {
-    return order_ | std::views::transform([](const Node* n) -> const Node& { return *n; });
+    return order_ | std::views::transform([](const Node* n) {
+             return std::pair<const std::string&, const Entry&>(n->first.name, n->second);
+           });
   }
   auto nodes() noexcept {
-    return order_ | std::views::transform([](Node* n) -> Node& { return *n; });
+    return order_ | std::views::transform(
+               [](Node* n) { return std::pair<const std::string&, Entry&>(n->first.name, n->second); });
   }
 
  public:
@@ -491,7 +520,7 @@ class TensorDict {
     require(key);
     TensorDict& level = parent_of(key);
     const std::string_view name = key[key.size() - 1];
-    auto it = level.map_.find(name);
+    auto it = level.map_.find(KeyView{name, hash_of(name)});
     level.order_.erase(std::find(level.order_.begin(), level.order_.end(), &*it));
     Entry out = std::move(it->second);
     level.map_.erase(it);
@@ -511,8 +540,10 @@ class TensorDict {
       require(old_key);
       TensorDict& level = parent_of(old_key);
       // The node keeps its address, so its place in the order stays.
-      auto node = level.map_.extract(level.map_.find(old_key[old_key.size() - 1]));
-      node.key() = std::string(new_key[new_key.size() - 1]);
+      const std::string_view old_name = old_key[old_key.size() - 1];
+      auto node = level.map_.extract(level.map_.find(KeyView{old_name, hash_of(old_name)}));
+      const std::string_view new_name = new_key[new_key.size() - 1];
+      node.key() = HashedKey{std::string(new_name), hash_of(new_name)};
       level.map_.insert(std::move(node));
     } else {
       Entry e = pop(old_key);
@@ -527,7 +558,7 @@ class TensorDict {
   /// `rename_key`, `update` and new `setdefault` keys throw; `set_` (in place) still works.
   TensorDict& lock_() {
     locked_ = true;
-    for (auto& [k, v] : nodes()) {
+    for (auto&& [k, v] : nodes()) {
       if (v.is_tensordict()) v.tensordict().lock_();
     }
     return *this;
@@ -535,7 +566,7 @@ class TensorDict {
   /// Unlocks this level and every nested one.
   TensorDict& unlock_() {
     locked_ = false;
-    for (auto& [k, v] : nodes()) {
+    for (auto&& [k, v] : nodes()) {
       if (v.is_tensordict()) v.tensordict().unlock_();
     }
     return *this;
@@ -730,12 +761,7 @@ class TensorDict {
  private:
   friend class Entry;
 
-  struct Hash {
-    using is_transparent = void;
-    // Not noexcept on purpose: libstdc++ then caches each key's hash in its node, as it does
-    // for std::hash<std::string>, so a lookup does not rehash the keys it walks past.
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
+
 
   static void print_tensor(std::ostream& os, const at::Tensor& t) {
     if (!t.defined()) {
@@ -747,7 +773,7 @@ class TensorDict {
   }
 
   void extend_batch_size(const NestedKey& prefix, const BatchSize& b) {
-    for (auto& [k, v] : nodes()) {
+    for (auto&& [k, v] : nodes()) {
       if (v.is_tensordict()) {
         TensorDict& sub = v.tensordict();
         if (!detail::starts_with(sub.batch_size_.dims(), b) &&
@@ -762,7 +788,7 @@ class TensorDict {
 
   void set_device_recursive(c10::Device d) {
     device_ = d;
-    for (auto& [k, v] : nodes()) {
+    for (auto&& [k, v] : nodes()) {
       if (v.is_tensordict()) v.tensordict().set_device_recursive(d);
     }
   }
@@ -810,16 +836,16 @@ class TensorDict {
       value = Entry(value.tensor().to(*device_));
     }
     check_entry(full, value, batch_size_);
-    if (auto it = map_.find(name); it != map_.end()) {
+    if (auto it = map_.find(KeyView{name, hash_of(name)}); it != map_.end()) {
       it->second = std::move(value);
     } else {
-      order_.push_back(&*map_.emplace(std::string(name), std::move(value)).first);
+      order_.push_back(&*map_.emplace(HashedKey{std::string(name), hash_of(name)}, std::move(value)).first);
     }
   }
 
   TensorDict& child_for_set(const Key& full, std::size_t i) {
     const std::string_view name = full[i];
-    if (auto it = map_.find(name); it != map_.end()) {
+    if (auto it = map_.find(KeyView{name, hash_of(name)}); it != map_.end()) {
       Entry& e = it->second;
       if (!e.is_tensordict()) {
         throw KeyError("set " + detail::key_str(full) + ": '" + std::string(name) + "' holds " +
@@ -835,7 +861,7 @@ class TensorDict {
   const Entry* find(const Key& key) const {
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(key[i]);
+      auto it = level->map_.find(KeyView{key[i], hash_of(key[i])});
       if (it == level->map_.end()) return nullptr;
       const Entry& e = it->second;
       if (i + 1 == key.size()) return &e;
@@ -847,13 +873,13 @@ class TensorDict {
 
   const Entry* require(const Key& key) const {
     if (key.size() == 1) {  // the common case, kept short
-      auto it = map_.find(key[0]);
+      auto it = map_.find(KeyView{key[0], hash_of(key[0])});
       if (it != map_.end()) [[likely]] return &it->second;
     }
     if (key.size() == 0) throw KeyError("empty key");
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(key[i]);
+      auto it = level->map_.find(KeyView{key[i], hash_of(key[i])});
       if (it == level->map_.end()) {
         std::ostringstream os;
         os << "key " << NestedKey(key) << " not found";
@@ -866,7 +892,7 @@ class TensorDict {
         }
         os << ": [";
         for (std::size_t j = 0; j < level->order_.size(); ++j) {
-          os << (j ? ", '" : "'") << level->order_[j]->first << '\'';
+          os << (j ? ", '" : "'") << level->order_[j]->first.name << '\'';
         }
         os << ']';
         throw KeyError(os.str());
@@ -885,7 +911,7 @@ class TensorDict {
   TensorDict& parent_of(const Key& key) {
     TensorDict* level = this;
     for (std::size_t i = 0; i + 1 < key.size(); ++i) {
-      level = &level->map_.find(key[i])->second.tensordict();
+      level = &level->map_.find(KeyView{key[i], hash_of(key[i])})->second.tensordict();
     }
     return *level;
   }
@@ -909,11 +935,11 @@ class TensorDict {
     std::vector<std::string> missing, extra;
     for (const auto& [k, v] : a.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!b.map_.contains(std::string_view(k))) missing.push_back(k);
+      if (!b.map_.contains(KeyView{k, hash_of(k)})) missing.push_back(k);
     }
     for (const auto& [k, v] : b.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!a.map_.contains(std::string_view(k))) extra.push_back(k);
+      if (!a.map_.contains(KeyView{k, hash_of(k)})) extra.push_back(k);
     }
     if (missing.empty() && extra.empty()) return;
     std::ostringstream os;
@@ -1074,7 +1100,7 @@ class TensorDict {
 
   // Entries live in the hash map's nodes, whose addresses never change; `order_` lists them in
   // insertion order. A lookup is one hash and one node, as in a plain unordered_map.
-  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> map_;
+  Map map_;
   BatchSize batch_size_;
   std::optional<c10::Device> device_;
   bool locked_ = false;
@@ -1088,8 +1114,8 @@ inline Entry::Entry(const Entry& o) : v_(std::in_place_index<0>) {
   switch (o.v_.index()) {
     case 0: v_ = std::get<0>(o.v_); break;
     case 1: v_ = std::make_unique<TensorDict>(*std::get<1>(o.v_)); break;
-    case 2: v_ = std::get<2>(o.v_); break;
-    default: v_ = std::get<3>(o.v_); break;
+    case 2: v_ = std::make_unique<NonTensorData>(*std::get<2>(o.v_)); break;
+    default: v_ = std::make_unique<NonTensorStack>(*std::get<3>(o.v_)); break;
   }
 }
 inline Entry& Entry::operator=(Entry&&) noexcept = default;
