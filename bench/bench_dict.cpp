@@ -26,7 +26,7 @@ void BM_get_tensordict(benchmark::State& state) {
   for (const auto& k : keys) d.set(k, torch::zeros({1}));
   std::size_t i = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(&d.get(keys[i]));
+    benchmark::DoNotOptimize(d.get(keys[i]).unsafeGetTensorImpl());  // read the tensor handle
     if (++i == keys.size()) i = 0;
   }
 }
@@ -36,7 +36,7 @@ void BM_get_unordered_map(benchmark::State& state) {
   for (const auto& k : keys) m.emplace(k, torch::zeros({1}));
   std::size_t i = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(&m.at(keys[i]));
+    benchmark::DoNotOptimize(m.at(keys[i]).unsafeGetTensorImpl());  // read the tensor handle
     if (++i == keys.size()) i = 0;
   }
 }

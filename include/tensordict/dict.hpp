@@ -301,13 +301,15 @@ struct KeysOptions {
 class TensorDict {
   // A key with its hash, computed once: lookups compare hashes before strings (libstdc++'s
   // heterogeneous lookup would otherwise compare every string in the bucket chain).
+  // The hash comes first: a lookup walking a bucket reads each node's link and hash, which
+  // then share a cache line.
   struct HashedKey {
-    std::string name;
     std::size_t hash;
+    std::string name;
   };
   struct KeyView {
-    std::string_view name;
     std::size_t hash;
+    std::string_view name;
   };
   static std::size_t hash_of(std::string_view s) noexcept { return std::hash<std::string_view>{}(s); }
   struct Hash {
@@ -403,7 +405,7 @@ class TensorDict {
 
   /// The entry at `key`; a missing key throws `KeyError` naming the key and the keys at the
   /// level where the walk stopped.
-  const Entry& entry(const Key& key) const { return *require(key); }
+  [[gnu::always_inline]] const Entry& entry(const Key& key) const { return *require(key); }
   Entry& entry(const Key& key) { return *const_cast<Entry*>(std::as_const(*this).require(key)); }
 
   /// The tensor at `key` (`get<TensorDict>`, `get<NonTensorData>`, `get<std::string>` and other
@@ -520,7 +522,7 @@ class TensorDict {
     require(key);
     TensorDict& level = parent_of(key);
     const std::string_view name = key[key.size() - 1];
-    auto it = level.map_.find(KeyView{name, hash_of(name)});
+    auto it = level.map_.find(KeyView{hash_of(name), name});
     level.order_.erase(std::find(level.order_.begin(), level.order_.end(), &*it));
     Entry out = std::move(it->second);
     level.map_.erase(it);
@@ -541,9 +543,9 @@ class TensorDict {
       TensorDict& level = parent_of(old_key);
       // The node keeps its address, so its place in the order stays.
       const std::string_view old_name = old_key[old_key.size() - 1];
-      auto node = level.map_.extract(level.map_.find(KeyView{old_name, hash_of(old_name)}));
+      auto node = level.map_.extract(level.map_.find(KeyView{hash_of(old_name), old_name}));
       const std::string_view new_name = new_key[new_key.size() - 1];
-      node.key() = HashedKey{std::string(new_name), hash_of(new_name)};
+      node.key() = HashedKey{hash_of(new_name), std::string(new_name)};
       level.map_.insert(std::move(node));
     } else {
       Entry e = pop(old_key);
@@ -836,16 +838,16 @@ class TensorDict {
       value = Entry(value.tensor().to(*device_));
     }
     check_entry(full, value, batch_size_);
-    if (auto it = map_.find(KeyView{name, hash_of(name)}); it != map_.end()) {
+    if (auto it = map_.find(KeyView{hash_of(name), name}); it != map_.end()) {
       it->second = std::move(value);
     } else {
-      order_.push_back(&*map_.emplace(HashedKey{std::string(name), hash_of(name)}, std::move(value)).first);
+      order_.push_back(&*map_.emplace(HashedKey{hash_of(name), std::string(name)}, std::move(value)).first);
     }
   }
 
   TensorDict& child_for_set(const Key& full, std::size_t i) {
     const std::string_view name = full[i];
-    if (auto it = map_.find(KeyView{name, hash_of(name)}); it != map_.end()) {
+    if (auto it = map_.find(KeyView{hash_of(name), name}); it != map_.end()) {
       Entry& e = it->second;
       if (!e.is_tensordict()) {
         throw KeyError("set " + detail::key_str(full) + ": '" + std::string(name) + "' holds " +
@@ -861,7 +863,7 @@ class TensorDict {
   const Entry* find(const Key& key) const {
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(KeyView{key[i], hash_of(key[i])});
+      auto it = level->map_.find(KeyView{hash_of(key[i]), key[i]});
       if (it == level->map_.end()) return nullptr;
       const Entry& e = it->second;
       if (i + 1 == key.size()) return &e;
@@ -871,15 +873,20 @@ class TensorDict {
     return nullptr;
   }
 
-  const Entry* require(const Key& key) const {
-    if (key.size() == 1) {  // the common case, kept short
-      auto it = map_.find(KeyView{key[0], hash_of(key[0])});
+  // The common case (a flat key that exists) is inlined into callers; the rest is not.
+  [[gnu::always_inline]] const Entry* require(const Key& key) const {
+    if (key.size() == 1) {
+      const std::string_view name = key[0];
+      auto it = map_.find(KeyView{hash_of(name), name});
       if (it != map_.end()) [[likely]] return &it->second;
     }
+    return require_slow(key);
+  }
+  [[gnu::noinline]] const Entry* require_slow(const Key& key) const {
     if (key.size() == 0) throw KeyError("empty key");
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(KeyView{key[i], hash_of(key[i])});
+      auto it = level->map_.find(KeyView{hash_of(key[i]), key[i]});
       if (it == level->map_.end()) {
         std::ostringstream os;
         os << "key " << NestedKey(key) << " not found";
@@ -911,7 +918,7 @@ class TensorDict {
   TensorDict& parent_of(const Key& key) {
     TensorDict* level = this;
     for (std::size_t i = 0; i + 1 < key.size(); ++i) {
-      level = &level->map_.find(KeyView{key[i], hash_of(key[i])})->second.tensordict();
+      level = &level->map_.find(KeyView{hash_of(key[i]), key[i]})->second.tensordict();
     }
     return *level;
   }
@@ -935,11 +942,11 @@ class TensorDict {
     std::vector<std::string> missing, extra;
     for (const auto& [k, v] : a.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!b.map_.contains(KeyView{k, hash_of(k)})) missing.push_back(k);
+      if (!b.map_.contains(KeyView{hash_of(k), k})) missing.push_back(k);
     }
     for (const auto& [k, v] : b.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!a.map_.contains(KeyView{k, hash_of(k)})) extra.push_back(k);
+      if (!a.map_.contains(KeyView{hash_of(k), k})) extra.push_back(k);
     }
     if (missing.empty() && extra.empty()) return;
     std::ostringstream os;
