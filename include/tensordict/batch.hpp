@@ -768,11 +768,15 @@ template <batched_tree T>
   auto f = [&](const at::Tensor& x, const at::Tensor& y) {
     return at::where(detail::batch_mask(cond, x), x, y);
   };
-  if constexpr (tree<T>) {
-    return detail::apply_impl<T, false>("where", a, f, b);
-  } else {
-    return a.apply(f, b);
-  }
+  T out = [&] {
+    if constexpr (tree<T>) {
+      return detail::apply_impl<T, false>("where", a, f, b);
+    } else {
+      return a.apply(f, b);
+    }
+  }();
+  check(out, "where");
+  return out;
 }
 /// Every leaf with `value` where `mask` (batch-shaped, or a prefix) is true.
 template <batched_tree T>

@@ -378,3 +378,37 @@ TEST_CASE("lazy_stack: ragged elements, padded reads, densify") {
                        "[3] in element 0",
                        td::SpecMismatchError);
 }
+
+TEST_CASE("batch: error paths name the operation, the dim or the leaf") {
+  Episode e = make_episode();
+  TensorDict d = make_dict();
+  // view of a leaf that cannot be viewed: the error names the leaf.
+  TensorDict t({{"x", torch::zeros({3, 4}).t()}}, BatchSize{4, 3});
+  CHECK_THROWS_WITH_AS(td::view(t, {12}), doctest::Contains("view: leaf 'x'"), td::LeafError);
+  CHECK_THROWS_WITH_AS(td::unflatten(e, 0, {3, -1}), doctest::Contains("unflatten: batch size [4]"),
+                       td::IndexError);
+  CHECK_THROWS_WITH_AS(td::unflatten(e, 1, {2, 2}),
+                       "unflatten: dim 1 is outside the batch dims (batch size [4])", td::IndexError);
+  CHECK_THROWS_WITH_AS(td::expand(e, {3, 5}), doctest::Contains("expand: batch size [4]"),
+                       td::IndexError);
+  CHECK_THROWS_WITH_AS(td::unsqueeze(e, 3),
+                       "unsqueeze: dim 3 is outside the batch dims (batch size [4])", td::IndexError);
+  CHECK_THROWS_WITH_AS(td::unbind(e, 1), "unbind: dim 1 is outside the batch dims (batch size [4])",
+                       td::IndexError);
+  CHECK_THROWS_WITH_AS(td::index(e, {Ellipsis, Ellipsis}), "index: an index can have only one ellipsis",
+                       td::IndexError);
+  CHECK_THROWS_WITH_AS(td::stack(std::vector<Episode>{}), "stack: no trees given", td::Error);
+  TensorDict g1({{"x", torch::zeros({2, 3})}}, BatchSize{2, 3}), g2({{"x", torch::zeros({2, 4})}}, BatchSize{2, 4});
+  CHECK(td::cat({g1, g2}, 1).batch_size() == BatchSize{2, 7});
+  CHECK_THROWS_WITH_AS(td::cat({g1, g2}, 0), "cat: tree 1 has batch size [2, 4], tree 0 has [2, 3]",
+                       td::BatchSizeError);
+  CHECK_THROWS_WITH_AS(td::where(torch::tensor({true, false, true, false}), e, make_episode("random")),
+                       doctest::Contains("where: static field 'policy'"), td::SpecMismatchError);
+  CHECK_THROWS_AS(td::where(torch::tensor({true}), d, d), td::BatchSizeError);
+  CHECK_THROWS_WITH_AS(td::split(e, 0), "split: split_size must be positive", td::Error);
+  CHECK_THROWS_WITH_AS(td::chunk(e, 0), "chunk: chunks must be positive", td::Error);
+  TensorDict other = make_dict();
+  other.erase("pos");
+  CHECK_THROWS_AS(td::set_at(d, {0}, td::index(other, 0)), td::SpecMismatchError);
+  CHECK(d["pos"][0].equal(torch::tensor({0., 1., 2.})));  // nothing written
+}
