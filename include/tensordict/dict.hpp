@@ -26,6 +26,7 @@
 
 #include "batch_size.hpp"
 #include "consolidate.hpp"
+#include "detail/what.hpp"
 #include "errors.hpp"
 
 namespace tensordict {

@@ -3,11 +3,8 @@
 /// The error vocabulary of tensordict: one exception type per kind of failure, all deriving from
 /// `tensordict::Error`, so callers can catch broadly or precisely.
 
-#include <exception>
 #include <stdexcept>
 #include <string>
-
-#include <c10/util/Exception.h>
 
 namespace tensordict {
 
@@ -38,19 +35,14 @@ struct BatchSizeError : Error {
 struct IndexError : Error {
   using Error::Error;
 };
+/// A saved tree that cannot be loaded: a missing or malformed `meta.json`, an unknown dtype, a
+/// short or missing data file, a path that leaves the folder (the message names the file).
+struct FormatError : Error {
+  using Error::Error;
+};
 /// A user function or a tensor operation failed on one leaf; the message names the leaf's key
 /// path and carries the original message.
 struct LeafError : Error {
   using Error::Error;
 };
-
-namespace detail {
-// A failure's message, without libtorch's backtrace. libtorch's exceptions are caught as
-// std::exception: across its shared libraries a `catch (const c10::Error&)` can miss them.
-inline std::string what_of(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
-}
-}  // namespace detail
-
 }  // namespace tensordict

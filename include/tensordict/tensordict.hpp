@@ -12,6 +12,7 @@
 #include "convert.hpp"
 #include "dict.hpp"
 #include "errors.hpp"
+#include "io.hpp"
 #include "reflect.hpp"
 #include "spec.hpp"
 #include "tree.hpp"

@@ -22,6 +22,7 @@
 #include <c10/util/Exception.h>
 
 #include "consolidate.hpp"
+#include "detail/what.hpp"
 #include "errors.hpp"
 #include "spec.hpp"
 

@@ -1,0 +1,373 @@
+#pragma once
+/// \file
+/// Save and load in Python tensordict's memmap format: `memmap(tree, dir)`, `load_memmap(dir)`
+/// (a TensorDict, no skeleton needed), `load_memmap<T>(dir)`, `load_memmap(dir, out)`,
+/// `load_memmap_(tree, dir)`, and `from_schema`. Loaded leaves are memory-mapped files, so
+/// loading costs the metadata, not the data. Saves are atomic: a save is written beside the
+/// target and swapped in whole, so an interrupted save leaves the previous one intact.
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "batch.hpp"
+#include "convert.hpp"
+#include "dict.hpp"
+#include "errors.hpp"
+#include "io/format.hpp"
+
+namespace tensordict {
+
+/// Options of `memmap`.
+struct MemmapOptions {
+  /// Replace an existing save at the target folder (otherwise that is an error).
+  bool overwrite = false;
+  /// The Python module named in a struct's `_type` (`<class '__main__.Linear'>`): Python
+  /// tensordict finds the tensorclass to rebuild by that string.
+  std::string python_module = "__main__";
+};
+
+namespace detail {
+
+namespace fs = std::filesystem;
+
+inline std::string scalar_type_name(at::ScalarType t) { return dtype_name(t); }
+
+inline at::ScalarType scalar_type_of(const std::string& name, const std::string& file) {
+  static const std::pair<std::string_view, at::ScalarType> table[] = {
+      {"torch.bool", at::kBool},          {"torch.uint8", at::kByte},
+      {"torch.int8", at::kChar},          {"torch.int16", at::kShort},
+      {"torch.int32", at::kInt},          {"torch.int64", at::kLong},
+      {"torch.float16", at::kHalf},       {"torch.bfloat16", at::kBFloat16},
+      {"torch.float32", at::kFloat},      {"torch.float64", at::kDouble},
+      {"torch.complex64", at::kComplexFloat}, {"torch.complex128", at::kComplexDouble}};
+  for (const auto& [n, t] : table) {
+    if (n == name) return t;
+  }
+  throw FormatError(file + ": dtype '" + name + "' is not supported by this libtorch");
+}
+
+// Writes `n` bytes (or, without data, a file of `n` zero bytes that takes no space until
+// written) and flushes it to disk: a save is durable before it replaces the previous one.
+inline void write_file(const fs::path& p, const void* data, std::size_t n) {
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("memmap: cannot create " + p.string());
+  if (!data) {
+    const bool ok = ::ftruncate(fd, static_cast<off_t>(n)) == 0;
+    ::close(fd);
+    if (!ok) throw Error("memmap: cannot size " + p.string());
+    return;
+  }
+  const char* c = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, c, n);
+    if (w <= 0) {
+      ::close(fd);
+      throw Error("memmap: cannot write " + p.string());
+    }
+    c += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced) throw Error("memmap: cannot flush " + p.string());
+}
+
+inline void write_json(const fs::path& p, const nlohmann::ordered_json& j) {
+  const std::string s = j.dump();
+  write_file(p, s.data(), s.size());
+}
+
+inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (int64_t d : s) a.push_back(d);
+  return a;
+}
+
+inline std::string device_name(const std::optional<c10::Device>&) { return "cpu"; }
+
+// Writes one TensorDict level into `dir` (which exists). With `zeros`, tensor files are
+// created at their size without writing data (from_schema on disk).
+inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false) {
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : td.entries()) {
+    const std::string name = format::encode_key(k);
+    if (v.is_tensor()) {
+      const at::Tensor& t = v.tensor();
+      if (!t.defined()) continue;
+      const at::Tensor c = zeros ? t : t.detach().to(at::kCPU).contiguous();
+      if (c.numel() > 0) {
+        write_file(dir / (name + ".memmap"), zeros ? nullptr : c.data_ptr(),
+                   static_cast<std::size_t>(c.numel()) * c.element_size());
+      }
+      meta[k] = {{"device", "cpu"},
+                 {"shape", shape_json(c.sizes())},
+                 {"dtype", scalar_type_name(c.scalar_type())},
+                 {"is_nested", false}};
+    } else if (v.is_tensordict()) {
+      fs::create_directory(dir / name);
+      save_level(v.tensordict(), dir / name, zeros);
+      meta[k] = {{"type", "TensorDict"}};
+    } else if (v.is_non_tensor()) {
+      fs::create_directory(dir / name);
+      const NonTensorData& d = v.non_tensor();
+      nlohmann::ordered_json m = {{"_type", std::string(format::non_tensor_type)},
+                                  {"data", d.value},
+                                  {"_metadata", d.metadata ? nlohmann::ordered_json(true) : nullptr}};
+      write_json(dir / name / "meta.json", m);
+      meta[k] = {{"type", "NonTensorData"}};
+    } else {
+      fs::create_directory(dir / name);
+      nlohmann::ordered_json m = {{"_type", std::string(format::non_tensor_stack_type)},
+                                  {"stack_dim", 0},
+                                  {"device", nullptr},
+                                  {"data", v.non_tensor_stack().values}};
+      write_json(dir / name / "meta.json", m);
+      meta[k] = {{"type", "NonTensorStack"}};
+    }
+  }
+  meta["shape"] = shape_json(td.batch_size().dims());
+  meta["device"] = "cpu";
+  meta["_type"] = std::string(format::tensordict_type);
+  write_json(dir / "meta.json", meta);
+}
+
+// A struct level: a tensorclass folder, static fields in its meta.json, tensors in _tensordict/.
+template <tree T>
+void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
+  std::string cls(type_name_v<T>);
+  for (std::size_t p; (p = cls.find("::")) != std::string::npos;) cls.replace(p, 2, ".");
+  nlohmann::ordered_json meta = {{"_type", "<class '" + o.python_module + "." + cls + "'>"}};
+  TensorDict tensors(batch_size(s));
+  for_each_field_index<T>([&](auto i) {
+    using M = std::remove_cv_t<field_type_t<T, i()>>;
+    constexpr FieldKind k = field_kind_v<M>;
+    const auto& f = get_field<i()>(s);
+    const std::string name(field_name_v<T, i()>);
+    if constexpr (k == FieldKind::static_field) {
+      meta[name] = static_json<true>(f);
+    } else if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+      if (leaf_get(f).defined()) tensors.set(name, leaf_get(f));
+    } else if constexpr (k == FieldKind::leaf_array || k == FieldKind::subtree) {
+      TensorDict one = to_tensordict(s);
+      tensors.set(name, one.entry(name));
+    }
+  });
+  fs::create_directory(dir / "_tensordict");
+  save_level(tensors, dir / "_tensordict");
+  write_json(dir / "meta.json", meta);
+}
+
+inline fs::path sibling(const fs::path& dir, const char* what) {
+  static std::atomic<unsigned> counter{0};
+  const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+  return dir.parent_path() / ("." + dir.filename().string() + "." + what + "-" +
+                              std::to_string(::getpid()) + "-" + std::to_string(stamp) + "-" +
+                              std::to_string(counter++));
+}
+
+// Runs `write(tmp)` into a fresh sibling folder, then swaps it in place of `dir` in one step.
+template <class W>
+void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
+  const fs::path dir = fs::absolute(target).lexically_normal();
+  std::error_code ec;
+  const bool exists = fs::exists(dir, ec);
+  if (exists && !o.overwrite) {
+    throw Error("memmap: " + dir.string() +
+                " already exists; pass MemmapOptions{.overwrite = true} to replace it");
+  }
+  if (exists && !fs::is_directory(dir, ec)) {
+    throw Error("memmap: " + dir.string() + " exists and is not a folder");
+  }
+  fs::create_directories(dir.parent_path());
+  const fs::path tmp = sibling(dir, "tmp");
+  fs::create_directory(tmp);
+  try {
+    write(tmp);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  if (!exists) {
+    fs::rename(tmp, dir);
+    return;
+  }
+  // Both folders exist: exchange them atomically, then drop the old one.
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+    fs::remove_all(tmp, ec);
+    throw Error("memmap: cannot replace " + dir.string() + " atomically");
+  }
+  fs::remove_all(tmp, ec);
+}
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw FormatError(p.string() + ": cannot be read");
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+inline at::Tensor map_leaf(const fs::path& root, const fs::path& dir, const std::string& key,
+                           const format::Leaf& leaf) {
+  const at::ScalarType st = scalar_type_of(leaf.dtype, (dir / "meta.json").string());
+  if (leaf.numel == 0) return at::empty(leaf.shape, at::TensorOptions().dtype(st));
+  const fs::path file =
+      format::checked_path(root, dir, format::encode_key(key) + ".memmap", false, leaf.nbytes);
+  // Shared: the tensor is the file's pages, read on demand (loading costs O(metadata)).
+  return at::from_file(file.string(), true, leaf.numel, at::TensorOptions().dtype(st)).view(leaf.shape);
+}
+
+TensorDict load_level(const fs::path& root, const fs::path& dir);
+
+// A nested collection's folder, loaded as a TensorDict entry.
+inline Entry load_entry(const fs::path& root, const fs::path& dir) {
+  const fs::path meta_file = format::checked_path(root, dir, "meta.json", false);
+  const format::Level level = format::parse_level(read_text(meta_file), meta_file.string());
+  switch (level.kind) {
+    case format::LevelKind::non_tensor:
+      return NonTensorData{level.data, level.metadata};
+    case format::LevelKind::non_tensor_stack:
+      return NonTensorStack{level.data};
+    default:
+      return load_level(root, dir);
+  }
+}
+
+inline TensorDict load_level(const fs::path& root, const fs::path& dir) {
+  const fs::path meta_file = format::checked_path(root, dir, "meta.json", false);
+  const format::Level level = format::parse_level(read_text(meta_file), meta_file.string());
+  switch (level.kind) {
+    case format::LevelKind::tensordict: {
+      TensorDict out(BatchSize(c10::IntArrayRef(level.batch_size)));
+      for (const auto& [key, v] : level.entries) {
+        try {
+          if (const auto* leaf = std::get_if<format::Leaf>(&v)) {
+            out.set(key, map_leaf(root, dir, key, *leaf));
+          } else {
+            const fs::path sub = format::checked_path(root, dir, format::encode_key(key), true);
+            out.set(key, load_entry(root, sub));
+          }
+        } catch (const BatchSizeError& e) {
+          throw FormatError(meta_file.string() + ": " + e.what());
+        }
+      }
+      return out;
+    }
+    case format::LevelKind::tensorclass: {
+      const fs::path sub = format::checked_path(root, dir, "_tensordict", true);
+      TensorDict out = load_level(root, sub);
+      for (auto it = level.fields.begin(); it != level.fields.end(); ++it) {
+        if (it.value().is_object() && it.value().contains("_type")) continue;  // not a plain value
+        out.set(it.key(), NonTensorData{it.value()});
+      }
+      return out;
+    }
+    case format::LevelKind::lazy_stack: {
+      std::vector<TensorDict> elems;
+      for (std::size_t i = 0;; ++i) {
+        std::error_code ec;
+        if (!fs::exists(dir / std::to_string(i), ec)) break;
+        elems.push_back(load_level(root, format::checked_path(root, dir, std::to_string(i), true)));
+      }
+      if (elems.empty()) throw FormatError(meta_file.string() + ": a lazy stack without elements");
+      auto lazy = lazy_stack(std::move(elems));
+      if (!lazy.is_dense()) {
+        throw FormatError(meta_file.string() +
+                          ": a lazy stack of ragged elements; load it with load_lazy_stack");
+      }
+      return lazy.densify(level.stack_dim);
+    }
+    default:
+      throw FormatError(meta_file.string() + ": a non-tensor entry is not a tree");
+  }
+}
+
+}  // namespace detail
+
+/// Saves `td` into folder `dir` in Python tensordict's memmap format (atomically).
+inline void memmap(const TensorDict& td, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
+  detail::atomic_save(dir, o, [&](const std::filesystem::path& tmp) { detail::save_level(td, tmp); });
+}
+/// Saves a struct as a tensorclass: static fields in its `meta.json`, tensors in `_tensordict/`.
+template <tree T>
+void memmap(const T& s, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
+  detail::atomic_save(dir, o, [&](const std::filesystem::path& tmp) { detail::save_struct(s, tmp, o); });
+}
+
+/// Loads the tree saved in `dir` as a TensorDict, whatever saved it (a struct's static fields
+/// become non-tensor entries). Leaves are memory-mapped; nothing is read but the metadata.
+[[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& dir) {
+  const auto root = std::filesystem::absolute(dir).lexically_normal();
+  return detail::load_level(root, root);
+}
+/// Loads a lazy stack (elements may differ in shape) saved in `dir`.
+[[nodiscard]] inline LazyStack<TensorDict> load_lazy_stack(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  const auto root = fs::absolute(dir).lexically_normal();
+  std::vector<TensorDict> elems;
+  for (std::size_t i = 0;; ++i) {
+    std::error_code ec;
+    if (!fs::exists(root / std::to_string(i), ec)) break;
+    elems.push_back(detail::load_level(root, format::checked_path(root, root, std::to_string(i), true)));
+  }
+  return LazyStack<TensorDict>(std::move(elems));
+}
+/// Loads a struct saved in `dir` (by `memmap` of a T, or by Python as the same tensorclass).
+template <tree T>
+  requires std::is_default_constructible_v<T>
+[[nodiscard]] T load_memmap(const std::filesystem::path& dir) {
+  return from_tensordict<T>(load_memmap(dir));
+}
+/// Loads `dir` into `out`'s structure, checking every leaf's dtype and shape against `out`'s,
+/// and returns `out` (whose leaves are replaced by the loaded tensors).
+template <tree T>
+T& load_memmap(const std::filesystem::path& dir, T& out) {
+  out = from_tensordict(load_memmap(dir), out);
+  return out;
+}
+/// `load_memmap(dir, tree)`, as a method-like call: loads into `tree` and returns it.
+template <tree T>
+T& load_memmap_(T& tree, const std::filesystem::path& dir) {
+  return load_memmap(dir, tree);
+}
+
+/// A shape and a dtype for `from_schema`: `{{84, 84, 3}, torch::kUInt8}`.
+struct LeafSchema {
+  std::vector<int64_t> shape;
+  at::ScalarType dtype = at::kFloat;
+};
+
+/// A TensorDict of zeros with the given leaves (each shape after the batch dims). With `dir`,
+/// the leaves are files in that folder (written in the memmap format, then memory-mapped), so
+/// a buffer larger than memory can be filled in place.
+[[nodiscard]] inline TensorDict from_schema(std::initializer_list<std::pair<Key, LeafSchema>> schema,
+                                            BatchSize batch_size,
+                                            const std::optional<std::filesystem::path>& dir = std::nullopt) {
+  TensorDict out(batch_size);
+  for (const auto& [key, leaf] : schema) {
+    std::vector<int64_t> shape(batch_size.begin(), batch_size.end());
+    shape.insert(shape.end(), leaf.shape.begin(), leaf.shape.end());
+    // On disk, an expanded scalar stands for the leaf: no memory is used for it.
+    out.set(key, dir ? at::zeros({}, at::TensorOptions().dtype(leaf.dtype)).expand(shape)
+                     : at::zeros(shape, at::TensorOptions().dtype(leaf.dtype)));
+  }
+  if (!dir) return out;
+  detail::atomic_save(*dir, {}, [&](const std::filesystem::path& tmp) { detail::save_level(out, tmp, true); });
+  return load_memmap(*dir);
+}
+
+}  // namespace tensordict

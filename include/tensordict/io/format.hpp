@@ -1,0 +1,270 @@
+#pragma once
+/// \file
+/// Python tensordict's memmap directory format, read and checked without libtorch: file-name
+/// encoding of keys, dtypes, and the parsing and validation of one level's `meta.json`. Kept
+/// free of libtorch headers so that the parser can be fuzzed and sanitised on its own.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../errors.hpp"
+
+namespace tensordict::format {
+
+/// A dtype as `meta.json` spells it, and its element size in bytes.
+struct DType {
+  std::string_view name;
+  int64_t itemsize;
+};
+
+/// Every dtype the format may name.
+inline constexpr DType dtypes[] = {
+    {"torch.bool", 1},      {"torch.uint8", 1},      {"torch.int8", 1},
+    {"torch.int16", 2},     {"torch.int32", 4},      {"torch.int64", 8},
+    {"torch.float16", 2},   {"torch.bfloat16", 2},   {"torch.float32", 4},
+    {"torch.float64", 8},   {"torch.complex64", 8},  {"torch.complex128", 16},
+    {"torch.uint16", 2},    {"torch.uint32", 4},     {"torch.uint64", 8},
+};
+
+/// The dtype named `name`, or null.
+inline const DType* find_dtype(std::string_view name) noexcept {
+  for (const auto& d : dtypes) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+/// A key as a file name, as Python writes it: ``/ < > : " | ? * \``, `%`, control characters
+/// and DEL become `%XX`; the empty key is `%`; `.` and `..` become `%2E` repeated.
+inline std::string encode_key(std::string_view key) {
+  if (key.empty()) return "%";
+  if (key == "." || key == "..") {
+    std::string out;
+    for (std::size_t i = 0; i < key.size(); ++i) out += "%2E";
+    return out;
+  }
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : key) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 32 || u == 127 || std::string_view("/<>:\"|?*\\%").find(c) != std::string_view::npos) {
+      out += '%';
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// A nested collection's `type` or a level's `_type`, as Python writes it.
+inline constexpr std::string_view tensordict_type = "<class 'tensordict._td.TensorDict'>";
+inline constexpr std::string_view non_tensor_type = "<class 'tensordict.tensorclass.NonTensorData'>";
+inline constexpr std::string_view non_tensor_stack_type =
+    "<class 'tensordict.tensorclass.NonTensorStack'>";
+inline constexpr std::string_view lazy_stack_type = "<class 'tensordict._lazy.LazyStackedTensorDict'>";
+
+/// A tensor entry of a level.
+struct Leaf {
+  std::string dtype;
+  int64_t itemsize = 0;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  int64_t nbytes = 0;  ///< numel × itemsize, checked for overflow
+};
+
+/// What one level's folder holds.
+enum class LevelKind { tensordict, tensorclass, non_tensor, non_tensor_stack, lazy_stack };
+
+/// One level's `meta.json`, validated.
+struct Level {
+  LevelKind kind = LevelKind::tensordict;
+  std::string type;  ///< the `_type` string
+  /// TensorDict level: entries in order; a `Leaf` or a nested collection (its type name).
+  std::vector<std::pair<std::string, std::variant<Leaf, std::string>>> entries;
+  std::vector<int64_t> batch_size;
+  std::optional<std::string> device;
+  /// NonTensorData: the value and whether it is MetaData; NonTensorStack: the values.
+  nlohmann::json data;
+  bool metadata = false;
+  /// Lazy stack and NonTensorStack: the stack dim.
+  int64_t stack_dim = 0;
+  /// Tensorclass: its non-tensor fields (everything but `_type`).
+  nlohmann::json fields = nlohmann::json::object();
+};
+
+namespace detail {
+
+[[noreturn]] inline void fail(const std::string& file, const std::string& what) {
+  throw FormatError(file + ": " + what);
+}
+
+inline std::vector<int64_t> read_shape(const nlohmann::json& j, const std::string& file,
+                                       const std::string& where) {
+  if (!j.is_array()) fail(file, where + ": \"shape\" is not a list");
+  std::vector<int64_t> out;
+  for (const auto& d : j) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+      fail(file, where + ": \"shape\" holds " + d.dump() + ", not a size");
+    }
+    out.push_back(d.get<int64_t>());
+  }
+  return out;
+}
+
+// numel × itemsize, or an error when it does not fit in 63 bits.
+inline std::pair<int64_t, int64_t> sizes_of(const std::vector<int64_t>& shape, int64_t itemsize,
+                                            const std::string& file, const std::string& key) {
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(numel, d, &numel)) {
+      fail(file, "key '" + key + "': the shape's element count overflows");
+    }
+  }
+  int64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, itemsize, &nbytes)) {
+    fail(file, "key '" + key + "': the shape's byte size overflows");
+  }
+  return {numel, nbytes};
+}
+
+inline bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+}  // namespace detail
+
+/// Parses and validates one level's `meta.json` text; `file` names it in errors.
+inline Level parse_level(std::string_view text, const std::string& file) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    detail::fail(file, std::string("malformed JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) detail::fail(file, "not a JSON object");
+  if (!j.contains("_type") || !j["_type"].is_string()) detail::fail(file, "no \"_type\" string");
+  Level out;
+  out.type = j["_type"].get<std::string>();
+  const std::string_view t = out.type;
+  if (detail::ends_with(t, "NonTensorData'>") || detail::ends_with(t, "MetaData'>")) {
+    out.kind = LevelKind::non_tensor;
+    if (!j.contains("data")) {
+      detail::fail(file, "non-tensor data without a \"data\" value (a pickle-only entry, which "
+                         "cannot be loaded without Python)");
+    }
+    out.data = j["data"];
+    out.metadata = detail::ends_with(t, "MetaData'>") ||
+                   (j.contains("_metadata") && j["_metadata"].is_boolean() && j["_metadata"].get<bool>());
+    return out;
+  }
+  if (detail::ends_with(t, "NonTensorStack'>")) {
+    out.kind = LevelKind::non_tensor_stack;
+    if (!j.contains("data") || !j["data"].is_array()) {
+      detail::fail(file, "a non-tensor stack without a \"data\" list (a pickle-only entry, "
+                         "which cannot be loaded without Python)");
+    }
+    out.data = j["data"];
+    if (j.contains("stack_dim")) {
+      if (!j["stack_dim"].is_number_integer()) detail::fail(file, "\"stack_dim\" is not an integer");
+      out.stack_dim = j["stack_dim"].get<int64_t>();
+    }
+    return out;
+  }
+  if (detail::ends_with(t, "LazyStackedTensorDict'>")) {
+    out.kind = LevelKind::lazy_stack;
+    if (j.contains("stack_dim")) {
+      if (!j["stack_dim"].is_number_integer()) detail::fail(file, "\"stack_dim\" is not an integer");
+      out.stack_dim = j["stack_dim"].get<int64_t>();
+    }
+    return out;
+  }
+  if (!detail::ends_with(t, "TensorDict'>")) {
+    if (t.substr(0, 8) != "<class '" || !detail::ends_with(t, "'>")) {
+      detail::fail(file, "unknown \"_type\" " + j["_type"].dump());
+    }
+    out.kind = LevelKind::tensorclass;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() != "_type") out.fields[it.key()] = it.value();
+    }
+    return out;
+  }
+  out.kind = LevelKind::tensordict;
+  if (!j.contains("shape")) detail::fail(file, "no \"shape\" (the batch size)");
+  out.batch_size = detail::read_shape(j["shape"], file, "the level");
+  if (j.contains("device") && j["device"].is_string()) out.device = j["device"].get<std::string>();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "shape" || key == "device" || key == "_type") continue;
+    const auto& v = it.value();
+    if (!v.is_object()) detail::fail(file, "key '" + key + "': the entry is not an object");
+    if (v.contains("dtype")) {
+      if (!v["dtype"].is_string()) detail::fail(file, "key '" + key + "': \"dtype\" is not a string");
+      Leaf leaf;
+      leaf.dtype = v["dtype"].get<std::string>();
+      const DType* d = find_dtype(leaf.dtype);
+      if (!d) detail::fail(file, "key '" + key + "': unknown dtype '" + leaf.dtype + "'");
+      leaf.itemsize = d->itemsize;
+      if (!v.contains("shape")) detail::fail(file, "key '" + key + "': no \"shape\"");
+      leaf.shape = detail::read_shape(v["shape"], file, "key '" + key + "'");
+      if (v.contains("is_nested") && v["is_nested"].is_boolean() && v["is_nested"].get<bool>()) {
+        detail::fail(file, "key '" + key + "': nested (jagged) tensors are not supported");
+      }
+      std::tie(leaf.numel, leaf.nbytes) = detail::sizes_of(leaf.shape, leaf.itemsize, file, key);
+      out.entries.emplace_back(key, std::move(leaf));
+    } else if (v.contains("type") && v["type"].is_string()) {
+      out.entries.emplace_back(key, v["type"].get<std::string>());
+    } else {
+      detail::fail(file, "key '" + key + "': neither a tensor (\"dtype\") nor a collection (\"type\")");
+    }
+  }
+  return out;
+}
+
+/// `root / name` after checking that it stays inside `root`: a symbolic link must resolve
+/// inside it, and the result must exist with the expected kind (a folder or a regular file of
+/// at least `min_bytes`).
+inline std::filesystem::path checked_path(const std::filesystem::path& root,
+                                          const std::filesystem::path& dir, const std::string& name,
+                                          bool folder, int64_t min_bytes = 0) {
+  namespace fs = std::filesystem;
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    throw FormatError((dir / name).string() + ": a name that is not a plain file name");
+  }
+  const fs::path p = dir / name;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(p, ec);
+  if (ec || !fs::exists(st)) throw FormatError(p.string() + ": missing");
+  if (fs::is_symlink(st)) {
+    const fs::path target = fs::weakly_canonical(p, ec);
+    const fs::path base = fs::weakly_canonical(root, ec);
+    auto rel = target.lexically_relative(base);
+    if (ec || rel.empty() || *rel.begin() == "..") {
+      throw FormatError(p.string() + ": a symbolic link that points outside " + root.string());
+    }
+  }
+  if (folder) {
+    if (!fs::is_directory(p, ec)) throw FormatError(p.string() + ": not a folder");
+  } else {
+    if (!fs::is_regular_file(p, ec)) throw FormatError(p.string() + ": not a regular file");
+    const auto size = static_cast<int64_t>(fs::file_size(p, ec));
+    if (ec) throw FormatError(p.string() + ": cannot read its size");
+    if (size < min_bytes) {
+      throw FormatError(p.string() + ": " + std::to_string(size) + " bytes, expected at least " +
+                        std::to_string(min_bytes) + " (shape × itemsize)");
+    }
+  }
+  return p;
+}
+
+}  // namespace tensordict::format

@@ -1,0 +1,313 @@
+// Save and load in Python tensordict's memmap format; safety against bad files.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include "types.hpp"
+
+namespace td = tensordict;
+namespace fs = std::filesystem;
+using td::BatchSize;
+using td::TensorDict;
+
+namespace {
+
+// A fresh folder under the system's temporary folder, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("tdcpp-io-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static inline int counter = 0;
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+TensorDict sample() {
+  TensorDict d({{"obs", torch::arange(12, torch::kFloat).view({4, 3})},
+                {"action", torch::tensor({1, 0, 1, 1}, torch::kLong)},
+                {"done", torch::tensor({false, false, true, false})},
+                {"next", TensorDict{{"reward", torch::randn({4}, torch::kDouble)}}},
+                {"empty", torch::zeros({4, 0})},
+                {"name", "walker"}},
+               BatchSize{4});
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("memmap / load_memmap: a TensorDict round trip, in Python's layout") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "save";
+  TensorDict d = sample();
+  td::memmap(d, dir);
+  CHECK(fs::exists(dir / "meta.json"));
+  CHECK(fs::file_size(dir / "obs.memmap") == 12 * 4);
+  CHECK_FALSE(fs::exists(dir / "empty.memmap"));  // zero elements: no file, as in Python
+  CHECK(fs::exists(dir / "next" / "meta.json"));
+  auto meta = nlohmann::json::parse(read(dir / "meta.json"));
+  CHECK(meta["obs"]["dtype"] == "torch.float32");
+  CHECK(meta["obs"]["shape"] == nlohmann::json::array({4, 3}));
+  CHECK(meta["next"]["type"] == "TensorDict");
+  CHECK(meta["shape"] == nlohmann::json::array({4}));
+  CHECK(meta["_type"] == "<class 'tensordict._td.TensorDict'>");
+  CHECK(nlohmann::json::parse(read(dir / "name" / "meta.json"))["data"] == "walker");
+
+  TensorDict back = td::load_memmap(dir);
+  CHECK(back.batch_size() == BatchSize{4});
+  CHECK(back.keys() == d.keys());
+  CHECK(back["obs"].equal(d["obs"]));
+  CHECK(back["action"].equal(d["action"]));
+  CHECK(back["done"].equal(d["done"]));
+  CHECK(back.get({"next", "reward"}).equal(d.get({"next", "reward"})));
+  CHECK(back["empty"].sizes() == torch::IntArrayRef{4, 0});
+  CHECK(back.get<std::string>("name") == "walker");
+}
+
+TEST_CASE("load_memmap: leaves are memory-mapped files, not copies") {
+  TempDir tmp;
+  td::memmap(sample(), tmp.path / "s");
+  TensorDict a = td::load_memmap(tmp.path / "s");
+  TensorDict b = td::load_memmap(tmp.path / "s");
+  a.get("obs").add_(100);  // shared mappings: the file itself changes
+  CHECK(b["obs"][0][0].item<float>() == 100.f);
+}
+
+TEST_CASE("memmap of a struct: a tensorclass folder; load_memmap<T>, load_memmap(dir, out), load_memmap_") {
+  TempDir tmp;
+  t::Linear params{.weight = torch::randn({2, 3}), .bias = torch::zeros({2}), .activation = "relu"};
+  td::memmap(params, tmp.path / "p");
+  auto meta = nlohmann::json::parse(read(tmp.path / "p" / "meta.json"));
+  CHECK(meta["_type"] == "<class '__main__.t.Linear'>");
+  CHECK(meta["activation"] == "relu");
+  CHECK(fs::exists(tmp.path / "p" / "_tensordict" / "weight.memmap"));
+
+  TensorDict loaded = td::load_memmap(tmp.path / "p");  // no skeleton needed
+  CHECK(loaded.get<std::string>("activation") == "relu");
+  t::Linear back = td::load_memmap<t::Linear>(tmp.path / "p");
+  CHECK(back.activation == "relu");
+  CHECK(back.weight.equal(params.weight));
+
+  t::Linear skeleton = td::apply(params, [](const torch::Tensor& x) { return torch::zeros_like(x); });
+  t::Linear& same = td::load_memmap(tmp.path / "p", skeleton);
+  CHECK(&same == &skeleton);
+  CHECK(skeleton.weight.equal(params.weight));
+  t::Linear other = td::apply(params, [](const torch::Tensor& x) { return torch::zeros_like(x); });
+  CHECK(&td::load_memmap_(other, tmp.path / "p") == &other);
+  CHECK(other.bias.equal(params.bias));
+
+  t::Linear wrong{.weight = torch::zeros({3, 3}), .bias = torch::zeros({2}), .activation = "relu"};
+  CHECK_THROWS_WITH_AS(td::load_memmap(tmp.path / "p", wrong),
+                       doctest::Contains("key 'weight' is torch.float32 [2, 3], expected torch.float32 [3, 3]"),
+                       td::SpecMismatchError);
+
+  t::Model m{.layer = params, .heads = {torch::ones({1}), torch::zeros({1})}, .steps = 5};
+  td::memmap(m, tmp.path / "m");
+  t::Model mb = td::load_memmap<t::Model>(tmp.path / "m");
+  CHECK(mb.steps == 5);
+  CHECK(mb.layer.activation == "relu");
+  CHECK(mb.heads[0].equal(torch::ones({1})));
+}
+
+TEST_CASE("from_schema: zeros in memory or on disk") {
+  TensorDict buffer = td::from_schema({{"obs", {{84, 84, 3}, torch::kUInt8}}, {"reward", {{}, torch::kFloat32}}},
+                                      BatchSize{1000});
+  CHECK(buffer["obs"].sizes() == torch::IntArrayRef{1000, 84, 84, 3});
+  CHECK(buffer["reward"].sizes() == torch::IntArrayRef{1000});
+  CHECK((buffer["obs"].scalar_type() == torch::kUInt8));
+
+  TempDir tmp;
+  TensorDict disk = td::from_schema({{"obs", {{84, 84, 3}, torch::kUInt8}}, {"reward", {{}, torch::kFloat32}}},
+                                    BatchSize{1000}, tmp.path / "buf");
+  CHECK(disk["obs"].sizes() == torch::IntArrayRef{1000, 84, 84, 3});
+  CHECK(fs::file_size(tmp.path / "buf" / "obs.memmap") == 1000 * 84 * 84 * 3);
+  disk.get("reward").index_put_({7}, 2.5);
+  CHECK(td::load_memmap(tmp.path / "buf")["reward"][7].item<float>() == 2.5f);
+}
+
+TEST_CASE("memmap: saving over an existing save is explicit, and atomic") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "s";
+  td::memmap(TensorDict{{"x", torch::ones({2})}}, dir);
+  CHECK_THROWS_WITH_AS(td::memmap(TensorDict{{"x", torch::zeros({2})}}, dir),
+                       doctest::Contains("already exists; pass MemmapOptions{.overwrite = true}"),
+                       td::Error);
+  CHECK(td::load_memmap(dir)["x"].equal(torch::ones({2})));
+  td::memmap(TensorDict{{"y", torch::zeros({3})}}, dir, {.overwrite = true});
+  TensorDict now = td::load_memmap(dir);
+  CHECK(now.keys() == std::vector<td::NestedKey>{"y"});
+  // No temporary folders are left beside the save.
+  std::size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path)) entries += e.path().filename() != "s";
+  CHECK(entries == 0);
+}
+
+TEST_CASE("memmap: a save killed midway leaves the previous save intact") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "s";
+  td::memmap(TensorDict{{"x", torch::arange(5, torch::kFloat)}}, dir);
+  // A child process overwrites the save with a large tree and is killed while writing.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    TensorDict big;
+    for (int i = 0; i < 64; ++i) big.set("leaf" + std::to_string(i), torch::ones({1 << 20}));
+    td::memmap(big, dir, {.overwrite = true});
+    ::_exit(0);
+  }
+  // Wait until the child has started writing its temporary folder, then kill it.
+  for (int i = 0; i < 2000; ++i) {
+    bool writing = false;
+    for (const auto& e : fs::directory_iterator(tmp.path)) {
+      writing = writing || e.path().filename().string().find(".s.tmp-") == 0;
+    }
+    if (writing) break;
+    ::usleep(1000);
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  TensorDict still = td::load_memmap(dir);
+  CHECK(still.keys() == std::vector<td::NestedKey>{"x"});
+  CHECK(still["x"].equal(torch::arange(5, torch::kFloat)));
+}
+
+TEST_CASE("memmap: keys needing file-name encoding, and keys that look like paths") {
+  TempDir tmp;
+  TensorDict d{{"a/b", torch::ones({1})}, {"../x", torch::zeros({1})}, {"..", torch::ones({2})},
+               {"", torch::ones({3})}, {"50%", torch::ones({4})}, {"c:d", torch::ones({5})}};
+  td::memmap(d, tmp.path / "s");
+  CHECK(fs::exists(tmp.path / "s" / "a%2Fb.memmap"));
+  CHECK(fs::exists(tmp.path / "s" / "..%2Fx.memmap"));
+  CHECK(fs::exists(tmp.path / "s" / "%2E%2E.memmap"));
+  CHECK(fs::exists(tmp.path / "s" / "%.memmap"));
+  CHECK(fs::exists(tmp.path / "s" / "50%25.memmap"));
+  CHECK_FALSE(fs::exists(tmp.path / "x.memmap"));  // nothing written outside the folder
+  TensorDict back = td::load_memmap(tmp.path / "s");
+  CHECK(back.keys() == d.keys());
+  CHECK(back["c:d"].sizes() == torch::IntArrayRef{5});
+}
+
+TEST_CASE("load_memmap: hostile or damaged saves are rejected with the file and the reason") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "s";
+  auto fresh = [&] {
+    fs::remove_all(dir);
+    td::memmap(TensorDict({{"x", torch::ones({4, 2})}}, BatchSize{4}), dir);
+  };
+  const std::string meta = (dir / "meta.json").string();
+
+  fresh();
+  fs::remove(dir / "meta.json");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), (meta + ": missing").c_str(), td::FormatError);
+
+  fresh();
+  write(dir / "meta.json", "{\"x\": {\"dtype\": ");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains((meta + ": malformed JSON").c_str()), td::FormatError);
+
+  fresh();
+  write(dir / "meta.json", "[1, 2]");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), (meta + ": not a JSON object").c_str(), td::FormatError);
+
+  fresh();
+  auto j = nlohmann::json::parse(read(dir / "meta.json"));
+  j["x"]["dtype"] = "torch.float128";
+  write(dir / "meta.json", j.dump());
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), (meta + ": key 'x': unknown dtype 'torch.float128'").c_str(),
+                       td::FormatError);
+
+  fresh();
+  fs::resize_file(dir / "x.memmap", 20);
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir),
+                       ((dir / "x.memmap").string() + ": 20 bytes, expected at least 32 (shape × itemsize)").c_str(),
+                       td::FormatError);
+
+  fresh();
+  fs::remove(dir / "x.memmap");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), ((dir / "x.memmap").string() + ": missing").c_str(),
+                       td::FormatError);
+
+  fresh();
+  j = nlohmann::json::parse(read(dir / "meta.json"));
+  j["x"]["shape"] = {4611686018427387904LL, 4};
+  write(dir / "meta.json", j.dump());
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("key 'x': the shape's"), td::FormatError);
+
+  fresh();
+  j = nlohmann::json::parse(read(dir / "meta.json"));
+  j["x"]["shape"] = {-1, 2};
+  write(dir / "meta.json", j.dump());
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("\"shape\" holds -1, not a size"),
+                       td::FormatError);
+
+  // A leaf file that is a symbolic link to a file outside the save.
+  fresh();
+  write(tmp.path / "outside.bin", std::string(64, 'x'));
+  fs::remove(dir / "x.memmap");
+  fs::create_symlink(tmp.path / "outside.bin", dir / "x.memmap");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a symbolic link that points outside"),
+                       td::FormatError);
+
+  // A nested level that is a symbolic link to a folder outside the save.
+  fresh();
+  td::memmap(TensorDict{{"y", torch::ones({1})}}, tmp.path / "other");
+  j = nlohmann::json::parse(read(dir / "meta.json"));
+  j["sub"] = {{"type", "TensorDict"}};
+  write(dir / "meta.json", j.dump());
+  fs::create_directory_symlink(tmp.path / "other", dir / "sub");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a symbolic link that points outside"),
+                       td::FormatError);
+
+  // A non-tensor entry whose value only a pickle file holds.
+  fresh();
+  fs::create_directory(dir / "cfg");
+  write(dir / "cfg" / "meta.json", "{\"_type\": \"<class 'tensordict.tensorclass.NonTensorData'>\"}");
+  j = nlohmann::json::parse(read(dir / "meta.json"));
+  j["cfg"] = {{"type", "NonTensorData"}};
+  write(dir / "meta.json", j.dump());
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a pickle-only entry"), td::FormatError);
+
+  // A leaf whose shape does not start with the batch size.
+  fresh();
+  j = nlohmann::json::parse(read(dir / "meta.json"));
+  j["x"]["shape"] = {2, 4};
+  write(dir / "meta.json", j.dump());
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("key 'x': shape [2, 4] does not start"),
+                       td::FormatError);
+
+  // Failed loads never touch the save.
+  fresh();
+  CHECK(td::load_memmap(dir)["x"].equal(torch::ones({4, 2})));
+}
+
+TEST_CASE("format: key encoding and meta.json parsing without libtorch") {
+  CHECK(td::format::encode_key("a/b") == "a%2Fb");
+  CHECK(td::format::encode_key(".") == "%2E");
+  CHECK(td::format::encode_key("..") == "%2E%2E");
+  CHECK(td::format::encode_key("") == "%");
+  CHECK(td::format::encode_key(std::string("a\0b", 3)) == "a%00b");
+  CHECK(td::format::encode_key("plain_key.1") == "plain_key.1");
+  auto level = td::format::parse_level(
+      R"({"x":{"device":"cpu","shape":[],"dtype":"torch.float32","is_nested":false},"nested":{"type":"TensorDict"},"shape":[],"device":"cpu","_type":"<class 'tensordict._td.TensorDict'>"})",
+      "meta.json");
+  REQUIRE(level.entries.size() == 2);
+  CHECK(std::get<td::format::Leaf>(level.entries[0].second).nbytes == 4);
+  CHECK(std::get<std::string>(level.entries[1].second) == "TensorDict");
+  CHECK_THROWS_AS(td::format::parse_level(R"({"shape": []})", "m"), td::FormatError);
+  CHECK_THROWS_AS(td::format::parse_level(R"({"_type": "nonsense", "shape": []})", "m"), td::FormatError);
+}
