@@ -35,8 +35,9 @@ namespace tensordict {
 struct MemmapOptions {
   /// Replace an existing save at the target folder (otherwise that is an error).
   bool overwrite = false;
-  /// The Python module named in a struct's `_type` (`<class '__main__.Linear'>`): Python
-  /// tensordict finds the tensorclass to rebuild by that string.
+  /// The Python module named in a struct's `_type` (`<class '__main__.Linear'>`, with the
+  /// struct's name without its C++ namespaces): Python tensordict finds the tensorclass to
+  /// rebuild by that string, so a Python user defines `Linear` in that module.
   std::string python_module = "__main__";
 };
 
@@ -124,14 +125,18 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
     } else if (v.is_non_tensor()) {
       fs::create_directory(dir / name);
       const NonTensorData& d = v.non_tensor();
-      nlohmann::ordered_json m = {{"_type", std::string(format::non_tensor_type)},
-                                  {"data", d.value},
-                                  {"_metadata", d.metadata ? nlohmann::ordered_json(true) : nullptr}};
+      nlohmann::ordered_json m = {
+          {"_type", std::string(d.metadata ? format::metadata_type : format::non_tensor_type)},
+          {"data", d.value},
+          {"_metadata", nullptr},
+          {"_is_non_tensor", true}};
       write_json(dir / name / "meta.json", m);
-      meta[k] = {{"type", "NonTensorData"}};
+      meta[k] = {{"type", d.metadata ? "MetaData" : "NonTensorData"}};
     } else {
       fs::create_directory(dir / name);
       nlohmann::ordered_json m = {{"_type", std::string(format::non_tensor_stack_type)},
+                                  {"_format_version", format::format_version},
+                                  {"_class", "tensordict:NonTensorStack"},
                                   {"stack_dim", 0},
                                   {"device", nullptr},
                                   {"data", v.non_tensor_stack().values}};
@@ -142,32 +147,22 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
   meta["shape"] = shape_json(td.batch_size().dims());
   meta["device"] = "cpu";
   meta["_type"] = std::string(format::tensordict_type);
+  meta["_format_version"] = format::format_version;
+  meta["_class"] = "tensordict:TensorDict";
   write_json(dir / "meta.json", meta);
 }
 
-// A struct level: a tensorclass folder, static fields in its meta.json, tensors in _tensordict/.
+// A struct level, as Python saves a tensorclass: a folder whose meta.json names the class, and
+// `_tensordict/` holding the fields (static fields as non-tensor entries).
 template <tree T>
 void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
+  // Python names a class `module.QualName`; a C++ namespace has no Python counterpart, so the
+  // struct's unqualified name goes after the chosen module.
   std::string cls(type_name_v<T>);
-  for (std::size_t p; (p = cls.find("::")) != std::string::npos;) cls.replace(p, 2, ".");
+  if (const auto p = cls.rfind("::"); p != std::string::npos) cls = cls.substr(p + 2);
   nlohmann::ordered_json meta = {{"_type", "<class '" + o.python_module + "." + cls + "'>"}};
-  TensorDict tensors(batch_size(s));
-  for_each_field_index<T>([&](auto i) {
-    using M = std::remove_cv_t<field_type_t<T, i()>>;
-    constexpr FieldKind k = field_kind_v<M>;
-    const auto& f = get_field<i()>(s);
-    const std::string name(field_name_v<T, i()>);
-    if constexpr (k == FieldKind::static_field) {
-      meta[name] = static_json<true>(f);
-    } else if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
-      if (leaf_get(f).defined()) tensors.set(name, leaf_get(f));
-    } else if constexpr (k == FieldKind::leaf_array || k == FieldKind::subtree) {
-      TensorDict one = to_tensordict(s);
-      tensors.set(name, one.entry(name));
-    }
-  });
   fs::create_directory(dir / "_tensordict");
-  save_level(tensors, dir / "_tensordict");
+  save_level(to_tensordict(s), dir / "_tensordict");
   write_json(dir / "meta.json", meta);
 }
 

@@ -92,9 +92,11 @@ TEST_CASE("memmap of a struct: a tensorclass folder; load_memmap<T>, load_memmap
   t::Linear params{.weight = torch::randn({2, 3}), .bias = torch::zeros({2}), .activation = "relu"};
   td::memmap(params, tmp.path / "p");
   auto meta = nlohmann::json::parse(read(tmp.path / "p" / "meta.json"));
-  CHECK(meta["_type"] == "<class '__main__.t.Linear'>");
-  CHECK(meta["activation"] == "relu");
+  CHECK(meta["_type"] == "<class '__main__.Linear'>");  // namespaces dropped
   CHECK(fs::exists(tmp.path / "p" / "_tensordict" / "weight.memmap"));
+  // Static fields are non-tensor entries of _tensordict/, as Python saves a tensorclass's.
+  CHECK(nlohmann::json::parse(read(tmp.path / "p" / "_tensordict" / "activation" / "meta.json"))["data"] ==
+        "relu");
 
   TensorDict loaded = td::load_memmap(tmp.path / "p");  // no skeleton needed
   CHECK(loaded.get<std::string>("activation") == "relu");
@@ -310,4 +312,110 @@ TEST_CASE("format: key encoding and meta.json parsing without libtorch") {
   CHECK(std::get<std::string>(level.entries[1].second) == "TensorDict");
   CHECK_THROWS_AS(td::format::parse_level(R"({"shape": []})", "m"), td::FormatError);
   CHECK_THROWS_AS(td::format::parse_level(R"({"_type": "nonsense", "shape": []})", "m"), td::FormatError);
+}
+
+TEST_CASE("interop: saves written by Python tensordict load with every value") {
+  const fs::path data = fs::path(TENSORDICT_TEST_DATA) / "python";
+  TensorDict d = td::load_memmap(data / "dict");
+  CHECK(d.batch_size() == BatchSize{2});
+  const std::pair<const char*, torch::ScalarType> dtypes[] = {
+      {"bool", torch::kBool},       {"uint8", torch::kByte},         {"int8", torch::kChar},
+      {"int16", torch::kShort},     {"int32", torch::kInt},          {"int64", torch::kLong},
+      {"float16", torch::kHalf},    {"bfloat16", torch::kBFloat16},  {"float32", torch::kFloat},
+      {"float64", torch::kDouble},  {"complex64", torch::kComplexFloat},
+      {"complex128", torch::kComplexDouble}};
+  const torch::Tensor base = torch::arange(6).view({2, 3});
+  for (const auto& [name, dtype] : dtypes) {
+    CAPTURE(name);
+    const torch::Tensor got = d[std::string("d_") + name];
+    CHECK((got.scalar_type() == dtype));
+    torch::Tensor want;
+    if (dtype == torch::kBool) {
+      want = base.remainder(2) == 1;
+    } else if (dtype == torch::kComplexFloat || dtype == torch::kComplexDouble) {
+      want = torch::complex(base.to(torch::kDouble), base.to(torch::kDouble)).to(dtype);
+    } else {
+      want = base.to(dtype);
+    }
+    CHECK(got.equal(want));
+  }
+  CHECK(d["scalar"].equal(torch::full({2}, 1.5)));
+  CHECK(d["empty"].sizes() == torch::IntArrayRef{2, 0});
+  CHECK(d.get({"nested", "deeper", "v"}).equal(torch::arange(4).view({2, 2})));
+  CHECK(d.get<std::string>("name") == "walker");
+  CHECK(d.get<td::NonTensorData>("meta").metadata);
+  CHECK(d.get<std::string>("meta") == "relu");
+  for (const char* key : {"a/b", "..", "", "50%", "c:d"}) {
+    CAPTURE(key);
+    CHECK(d[key].equal(torch::arange(2, torch::kFloat)));
+  }
+
+  CHECK(td::load_memmap(data / "scalar")["x"].item<float>() == 1.5f);
+
+  TensorDict st = td::load_memmap(data / "stack");
+  CHECK(st.batch_size() == BatchSize{2});
+  CHECK(st.get<td::NonTensorStack>("name").values == nlohmann::json::array({"a", "b"}));
+  CHECK(td::unbind(st)[1].get<td::NonTensorStack>("name").values == "b");
+
+  auto lazy = td::load_lazy_stack(data / "lazy");
+  REQUIRE(lazy.size() == 2);
+  CHECK(lazy[1]["x"].equal(torch::arange(10, torch::kFloat).view({5, 2})));
+  CHECK(lazy.padded("x").values.sizes() == torch::IntArrayRef{2, 5, 2});
+  CHECK_THROWS_WITH_AS(td::load_memmap(data / "lazy"), doctest::Contains("load it with load_lazy_stack"),
+                       td::FormatError);
+
+  t::Linear lin = td::load_memmap<t::Linear>(data / "tensorclass");
+  CHECK(lin.weight.equal(torch::arange(6, torch::kFloat).view({2, 3})));
+  CHECK(lin.bias.equal(torch::ones({2})));
+  CHECK(lin.activation == "relu");
+}
+
+namespace {
+struct Policy {
+  torch::Tensor weight, bias;
+  std::string activation;
+  int64_t layers = 0;
+  td::BatchSize batch_size;
+};
+}  // namespace
+
+// Writes the saves that scripts/check_python_interop.py loads with Python tensordict (into
+// $TENSORDICT_INTEROP_OUT when set; the CTest test interop.python_loads_cpp sets it).
+TEST_CASE("interop: the saves Python checks") {
+  TempDir tmp;
+  const char* env = std::getenv("TENSORDICT_INTEROP_OUT");
+  const fs::path out = env ? fs::path(env) : tmp.path;
+  const torch::Tensor base = torch::arange(6).view({2, 3});
+  TensorDict d(BatchSize{2});
+  const std::pair<const char*, torch::ScalarType> dtypes[] = {
+      {"bool", torch::kBool},   {"uint8", torch::kByte},     {"int8", torch::kChar},
+      {"int16", torch::kShort}, {"int32", torch::kInt},      {"int64", torch::kLong},
+      {"float16", torch::kHalf}, {"bfloat16", torch::kBFloat16}, {"float32", torch::kFloat},
+      {"float64", torch::kDouble}, {"complex64", torch::kComplexFloat},
+      {"complex128", torch::kComplexDouble}};
+  for (const auto& [name, dtype] : dtypes) {
+    torch::Tensor v = dtype == torch::kBool ? base.remainder(2) == 1
+                      : (dtype == torch::kComplexFloat || dtype == torch::kComplexDouble)
+                          ? torch::complex(base.to(torch::kDouble), base.to(torch::kDouble)).to(dtype)
+                          : base.to(dtype);
+    d.set(std::string("d_") + name, v);
+  }
+  d.set("empty", torch::zeros({2, 0}));
+  d.set({"nested", "deeper", "v"}, torch::arange(4).view({2, 2}));
+  d.set("name", "walker");
+  d.set("meta", td::MetaData("relu"));
+  for (const char* key : {"a/b", "..", "", "50%", "c:d"}) d.set(key, torch::arange(2, torch::kFloat).expand({2, 2}));
+  td::memmap(d, out / "dict", {.overwrite = true});
+  td::memmap(td::stack({TensorDict{{"name", "a"}, {"x", torch::ones({2})}},
+                        TensorDict{{"name", "b"}, {"x", torch::zeros({2})}}}),
+             out / "stack", {.overwrite = true});
+  Policy p{.weight = torch::arange(6, torch::kFloat).view({2, 3}), .bias = torch::ones({2}),
+           .activation = "relu", .layers = 3, .batch_size = {2}};
+  td::memmap(p, out / "tensorclass", {.overwrite = true});
+
+  // The C++ side reads them back too.
+  CHECK(td::load_memmap(out / "dict").keys() == d.keys());
+  Policy back = td::load_memmap<Policy>(out / "tensorclass");
+  CHECK(back.layers == 3);
+  CHECK(back.batch_size == BatchSize{2});
 }

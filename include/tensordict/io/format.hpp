@@ -69,6 +69,7 @@ inline std::string encode_key(std::string_view key) {
 /// A nested collection's `type` or a level's `_type`, as Python writes it.
 inline constexpr std::string_view tensordict_type = "<class 'tensordict._td.TensorDict'>";
 inline constexpr std::string_view non_tensor_type = "<class 'tensordict.tensorclass.NonTensorData'>";
+inline constexpr std::string_view metadata_type = "<class 'tensordict.tensorclass.MetaData'>";
 inline constexpr std::string_view non_tensor_stack_type =
     "<class 'tensordict.tensorclass.NonTensorStack'>";
 inline constexpr std::string_view lazy_stack_type = "<class 'tensordict._lazy.LazyStackedTensorDict'>";
@@ -143,6 +144,15 @@ inline bool ends_with(std::string_view s, std::string_view tail) {
 
 }  // namespace detail
 
+/// Keys of a TensorDict level's `meta.json` that describe the level, not an entry.
+inline bool is_level_key(std::string_view key) {
+  return key == "shape" || key == "device" || key == "_type" || key == "_format_version" ||
+         key == "_class" || key == "names";
+}
+
+/// The format version this library writes, as Python tensordict 0.15 does.
+inline constexpr int format_version = 1;
+
 /// Parses and validates one level's `meta.json` text; `file` names it in errors.
 inline Level parse_level(std::string_view text, const std::string& file) {
   nlohmann::ordered_json j;
@@ -204,7 +214,7 @@ inline Level parse_level(std::string_view text, const std::string& file) {
   if (j.contains("device") && j["device"].is_string()) out.device = j["device"].get<std::string>();
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
-    if (key == "shape" || key == "device" || key == "_type") continue;
+    if (is_level_key(key)) continue;
     const auto& v = it.value();
     if (!v.is_object()) detail::fail(file, "key '" + key + "': the entry is not an object");
     if (v.contains("dtype")) {

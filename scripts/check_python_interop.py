@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Loads the saves that the C++ test "interop: the saves Python checks" wrote (folder given as the
+argument) with Python tensordict, and checks every value. Exit 77 when Python tensordict is not
+installed (CTest then reports the test as skipped)."""
+import sys
+
+try:
+    import torch
+    from tensordict import TensorClass, load_memmap
+except ImportError:
+    print("Python tensordict is not installed: skipped")
+    sys.exit(77)
+
+root = sys.argv[1]
+failures = []
+
+
+def check(what, ok):
+    if not ok:
+        failures.append(what)
+
+
+class Policy(TensorClass):  # the C++ struct `Policy`, saved with the default module __main__
+    weight: torch.Tensor
+    bias: torch.Tensor
+    activation: str
+    layers: int
+
+
+d = load_memmap(f"{root}/dict")
+check("batch size", d.batch_size == torch.Size([2]))
+base = torch.arange(6).reshape(2, 3)
+for name in ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+             "float64", "complex64", "complex128"]:
+    dtype = getattr(torch, name)
+    want = (base % 2 == 1) if name == "bool" else ((base + 1j * base).to(dtype) if name.startswith("complex") else base.to(dtype))
+    got = d[f"d_{name}"]
+    check(f"d_{name} dtype", got.dtype == dtype)
+    check(f"d_{name} values", torch.equal(got, want))
+check("empty", d["empty"].shape == torch.Size([2, 0]))
+check("nested", torch.equal(d["nested", "deeper", "v"], torch.arange(4).reshape(2, 2)))
+check("name", d["name"] == "walker")
+check("meta", d["meta"] == "relu")
+for key in ["a/b", "..", "", "50%", "c:d"]:
+    check(f"key {key!r}", torch.equal(d[key], torch.arange(2, dtype=torch.float32).expand(2, 2)))
+
+s = load_memmap(f"{root}/stack")
+check("stack batch size", s.batch_size == torch.Size([2]))
+check("stack strings", list(s["name"]) == ["a", "b"])
+check("stack x", torch.equal(s["x"], torch.stack([torch.ones(2), torch.zeros(2)])))
+
+p = load_memmap(f"{root}/tensorclass")
+check("tensorclass type", type(p).__name__ == "Policy")
+check("tensorclass weight", torch.equal(p.weight, torch.arange(6, dtype=torch.float32).reshape(2, 3)))
+check("tensorclass activation", p.activation == "relu")
+check("tensorclass layers", p.layers == 3)
+check("tensorclass batch size", p.batch_size == torch.Size([2]))
+
+for f in failures:
+    print("FAILED:", f)
+print(f"{len(failures)} failed" if failures else "all values match")
+sys.exit(1 if failures else 0)

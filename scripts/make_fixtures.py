@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Writes the interop fixtures under tests/data/python/ with Python tensordict: saves that the
+C++ tests load and check value by value. Values are deterministic (arange-based), so the C++
+side recomputes what it expects. Run: python3 scripts/make_fixtures.py [out_dir]"""
+import pathlib
+import shutil
+import sys
+
+import torch
+from tensordict import MetaData, TensorClass, TensorDict, lazy_stack
+
+out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent / "tests/data/python")
+shutil.rmtree(out, ignore_errors=True)
+out.mkdir(parents=True)
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+          "float64", "complex64", "complex128"]
+
+
+def value(dtype):
+    base = torch.arange(6).reshape(2, 3)
+    if dtype == "bool":
+        return base % 2 == 1
+    if dtype.startswith("complex"):
+        return (base + 1j * base).to(getattr(torch, dtype))
+    return base.to(getattr(torch, dtype))
+
+
+# Every dtype, a scalar, an empty leaf, nesting, strings, MetaData, keys needing encoding.
+td = TensorDict({f"d_{d}": value(d) for d in DTYPES}, batch_size=[2])
+td["scalar"] = torch.full((2,), 1.5)
+td["empty"] = torch.zeros(2, 0)
+td["nested", "deeper", "v"] = torch.arange(4, dtype=torch.int64).reshape(2, 2)
+td["name"] = "walker"
+td["meta"] = MetaData("relu")
+for key in ["a/b", "..", "", "50%", "c:d"]:
+    td[key] = torch.arange(2, dtype=torch.float32)
+td.memmap(out / "dict")
+
+# A batch-free TensorDict whose root holds only a scalar.
+TensorDict({"x": torch.tensor(1.5)}, []).memmap(out / "scalar")
+
+# Differing strings stacked: a NonTensorStack.
+torch.stack([TensorDict(name="a", x=torch.ones(2)), TensorDict(name="b", x=torch.zeros(2))]).memmap(out / "stack")
+
+# A lazy stack of ragged elements.
+lazy_stack([TensorDict(x=torch.arange(n * 2, dtype=torch.float32).reshape(n, 2)) for n in (3, 5)]).memmap(out / "lazy")
+
+
+class Linear(TensorClass):
+    weight: torch.Tensor
+    bias: torch.Tensor
+    activation: str
+
+
+Linear(weight=torch.arange(6, dtype=torch.float32).reshape(2, 3), bias=torch.ones(2),
+       activation="relu").memmap(out / "tensorclass")
+print("fixtures written to", out)
