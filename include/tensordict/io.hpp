@@ -39,6 +39,10 @@ struct MemmapOptions {
   /// struct's name without its C++ namespaces): Python tensordict finds the tensorclass to
   /// rebuild by that string, so a Python user defines `Linear` in that module.
   std::string python_module = "__main__";
+  /// Flush every file to disk before the save replaces the previous one, so that a crash of
+  /// the machine cannot leave a half-written save in place. Python tensordict does not flush;
+  /// without it a save costs what Python's does (see docs/benchmarks.md).
+  bool sync = true;
 };
 
 namespace detail {
@@ -63,7 +67,7 @@ inline at::ScalarType scalar_type_of(const std::string& name, const std::string&
 
 // Writes `n` bytes (or, without data, a file of `n` zero bytes that takes no space until
 // written) and flushes it to disk: a save is durable before it replaces the previous one.
-inline void write_file(const fs::path& p, const void* data, std::size_t n) {
+inline void write_file(const fs::path& p, const void* data, std::size_t n, bool sync = true) {
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("memmap: cannot create " + p.string());
   if (!data) {
@@ -82,14 +86,14 @@ inline void write_file(const fs::path& p, const void* data, std::size_t n) {
     c += w;
     n -= static_cast<std::size_t>(w);
   }
-  const bool synced = ::fsync(fd) == 0;
+  const bool synced = !sync || ::fsync(fd) == 0;
   ::close(fd);
   if (!synced) throw Error("memmap: cannot flush " + p.string());
 }
 
-inline void write_json(const fs::path& p, const nlohmann::ordered_json& j) {
+inline void write_json(const fs::path& p, const nlohmann::ordered_json& j, bool sync = true) {
   const std::string s = j.dump();
-  write_file(p, s.data(), s.size());
+  write_file(p, s.data(), s.size(), sync);
 }
 
 inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
@@ -102,7 +106,8 @@ inline std::string device_name(const std::optional<c10::Device>&) { return "cpu"
 
 // Writes one TensorDict level into `dir` (which exists). With `zeros`, tensor files are
 // created at their size without writing data (from_schema on disk).
-inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false) {
+inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false,
+                       bool sync = true) {
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
   for (const auto& [k, v] : td.entries()) {
     const std::string name = format::encode_key(k);
@@ -112,7 +117,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
       const at::Tensor c = zeros ? t : t.detach().to(at::kCPU).contiguous();
       if (c.numel() > 0) {
         write_file(dir / (name + ".memmap"), zeros ? nullptr : c.data_ptr(),
-                   static_cast<std::size_t>(c.numel()) * c.element_size());
+                   static_cast<std::size_t>(c.numel()) * c.element_size(), sync);
       }
       meta[k] = {{"device", "cpu"},
                  {"shape", shape_json(c.sizes())},
@@ -120,7 +125,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
                  {"is_nested", false}};
     } else if (v.is_tensordict()) {
       fs::create_directory(dir / name);
-      save_level(v.tensordict(), dir / name, zeros);
+      save_level(v.tensordict(), dir / name, zeros, sync);
       meta[k] = {{"type", "TensorDict"}};
     } else if (v.is_non_tensor()) {
       fs::create_directory(dir / name);
@@ -130,7 +135,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
           {"data", d.value},
           {"_metadata", nullptr},
           {"_is_non_tensor", true}};
-      write_json(dir / name / "meta.json", m);
+      write_json(dir / name / "meta.json", m, sync);
       meta[k] = {{"type", d.metadata ? "MetaData" : "NonTensorData"}};
     } else {
       fs::create_directory(dir / name);
@@ -140,7 +145,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
                                   {"stack_dim", 0},
                                   {"device", nullptr},
                                   {"data", v.non_tensor_stack().values}};
-      write_json(dir / name / "meta.json", m);
+      write_json(dir / name / "meta.json", m, sync);
       meta[k] = {{"type", "NonTensorStack"}};
     }
   }
@@ -149,7 +154,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
   meta["_type"] = std::string(format::tensordict_type);
   meta["_format_version"] = format::format_version;
   meta["_class"] = "tensordict:TensorDict";
-  write_json(dir / "meta.json", meta);
+  write_json(dir / "meta.json", meta, sync);
 }
 
 // A struct level, as Python saves a tensorclass: a folder whose meta.json names the class, and
@@ -162,8 +167,8 @@ void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
   if (const auto p = cls.rfind("::"); p != std::string::npos) cls = cls.substr(p + 2);
   nlohmann::ordered_json meta = {{"_type", "<class '" + o.python_module + "." + cls + "'>"}};
   fs::create_directory(dir / "_tensordict");
-  save_level(to_tensordict(s), dir / "_tensordict");
-  write_json(dir / "meta.json", meta);
+  save_level(to_tensordict(s), dir / "_tensordict", false, o.sync);
+  write_json(dir / "meta.json", meta, o.sync);
 }
 
 inline fs::path sibling(const fs::path& dir, const char* what) {
@@ -295,7 +300,9 @@ inline TensorDict load_level(const fs::path& root, const fs::path& dir) {
 
 /// Saves `td` into folder `dir` in Python tensordict's memmap format (atomically).
 inline void memmap(const TensorDict& td, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
-  detail::atomic_save(dir, o, [&](const std::filesystem::path& tmp) { detail::save_level(td, tmp); });
+  detail::atomic_save(dir, o, [&](const std::filesystem::path& tmp) {
+    detail::save_level(td, tmp, false, o.sync);
+  });
 }
 /// Saves a struct as a tensorclass: static fields in its `meta.json`, tensors in `_tensordict/`.
 template <tree T>

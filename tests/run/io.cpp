@@ -315,7 +315,8 @@ TEST_CASE("format: key encoding and meta.json parsing without libtorch") {
 }
 
 TEST_CASE("interop: saves written by Python tensordict load with every value") {
-  const fs::path data = fs::path(TENSORDICT_TEST_DATA) / "python";
+  // tests/data/python, beside this file's folder (written by scripts/make_fixtures.py).
+  const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";
   TensorDict d = td::load_memmap(data / "dict");
   CHECK(d.batch_size() == BatchSize{2});
   const std::pair<const char*, torch::ScalarType> dtypes[] = {

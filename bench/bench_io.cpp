@@ -1,0 +1,82 @@
+// Save and load of 1 GiB in 64 leaves: `memmap` against writing the same bytes raw (one file
+// per leaf, flushed to disk, as `memmap` flushes), and `load_memmap` (metadata only: the leaves
+// are mapped), and `memmap` without flushing, as Python saves. Prints medians as JSON, for bench/compare_python_io.py, which runs Python
+// tensordict on the same data in the same run. Usage: bench_io DIR [REPS]
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+
+namespace td = tensordict;
+namespace fs = std::filesystem;
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+template <class F>
+double time_ms(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+void raw_write(const fs::path& dir, const std::vector<torch::Tensor>& leaves) {
+  fs::create_directories(dir);
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const auto p = dir / ("leaf" + std::to_string(i));
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const char* c = static_cast<const char*>(leaves[i].data_ptr());
+    std::size_t n = leaves[i].numel() * leaves[i].element_size();
+    while (n > 0) {
+      const ssize_t w = ::write(fd, c, n);
+      if (w <= 0) std::abort();
+      c += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: bench_io DIR [REPS]\n";
+    return 2;
+  }
+  const fs::path root = argv[1];
+  const int reps = argc > 2 ? std::stoi(argv[2]) : 5;
+  td::TensorDict d;
+  std::vector<torch::Tensor> leaves;
+  for (int i = 0; i < 64; ++i) {
+    leaves.push_back(torch::randn({1 << 22}));  // 16 MiB each: 1 GiB in all
+    d.set("leaf" + std::to_string(i), leaves.back());
+  }
+  std::vector<double> save, save_nosync, raw, load, read_row;
+  for (int r = 0; r < reps; ++r) {
+    fs::remove_all(root / "raw");
+    raw.push_back(time_ms([&] { raw_write(root / "raw", leaves); }));
+    fs::remove_all(root / "raw");
+    save_nosync.push_back(time_ms([&] { td::memmap(d, root / "td", {.overwrite = true, .sync = false}); }));
+    save.push_back(time_ms([&] { td::memmap(d, root / "td", {.overwrite = true}); }));
+    td::TensorDict loaded;
+    load.push_back(time_ms([&] { loaded = td::load_memmap(root / "td"); }));
+    read_row.push_back(time_ms([&] { (void)loaded["leaf7"][12345].item<float>(); }));
+  }
+  fs::remove_all(root / "td");
+  std::cout << "{\"bytes\": " << (64LL << 24) << ", \"reps\": " << reps
+            << ", \"cpp_save_ms\": " << median(save) << ", \"cpp_save_nosync_ms\": " << median(save_nosync)
+            << ", \"raw_write_ms\": " << median(raw)
+            << ", \"cpp_load_ms\": " << median(load) << ", \"cpp_read_one_value_ms\": " << median(read_row)
+            << "}" << std::endl;
+}
