@@ -345,27 +345,30 @@ void set_at(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx, const T& va
 
 // ---- reshaping --------------------------------------------------------------------------------
 
+namespace detail {
+// reshape and view: the new batch size from `shape`, each leaf keeping its own dims after it.
+template <batched_tree T>
+T reshape_batch(const char* op, const T& t, c10::IntArrayRef shape, bool copy_allowed) {
+  const BatchSize bs = batch_size(t);
+  const BatchSize to = with_index_error(
+      op, bs, [&] { return to_bs(at::infer_size(shape, c10::multiply_integers(bs.dims()))); });
+  const std::size_t n = bs.size();
+  return rebatch(op, t, [&](const at::Tensor& x) {
+    const auto target = cat_dims(to.dims(), x.sizes().slice(n));
+    return copy_allowed ? x.reshape(target) : x.view(target);
+  }, to);
+}
+}  // namespace detail
+
 /// The batch dims reshaped to `shape` (one `-1` allowed); every leaf keeps its own dims after them.
 template <batched_tree T>
 [[nodiscard]] T reshape(const T& t, c10::IntArrayRef shape) {
-  const BatchSize bs = batch_size(t);
-  const BatchSize to = detail::with_index_error(
-      "reshape", bs, [&] { return detail::to_bs(at::infer_size(shape, c10::multiply_integers(bs.dims()))); });
-  const std::size_t n = bs.size();
-  return detail::rebatch("reshape", t, [&](const at::Tensor& x) {
-    return x.reshape(detail::cat_dims(to.dims(), x.sizes().slice(n)));
-  }, to);
+  return detail::reshape_batch("reshape", t, shape, true);
 }
 /// `reshape` that must not copy (`Tensor::view`): a leaf that cannot be viewed is an error.
 template <batched_tree T>
 [[nodiscard]] T view(const T& t, c10::IntArrayRef shape) {
-  const BatchSize bs = batch_size(t);
-  const BatchSize to = detail::with_index_error(
-      "view", bs, [&] { return detail::to_bs(at::infer_size(shape, c10::multiply_integers(bs.dims()))); });
-  const std::size_t n = bs.size();
-  return detail::rebatch("view", t, [&](const at::Tensor& x) {
-    return x.view(detail::cat_dims(to.dims(), x.sizes().slice(n)));
-  }, to);
+  return detail::reshape_batch("view", t, shape, false);
 }
 /// Batch dims `start..end` (inclusive) merged into one.
 template <batched_tree T>

@@ -314,31 +314,35 @@ TEST_CASE("format: key encoding and meta.json parsing without libtorch") {
   CHECK_THROWS_AS(td::format::parse_level(R"({"_type": "nonsense", "shape": []})", "m"), td::FormatError);
 }
 
+namespace {
+// The dtypes of the interop saves, and the value each leaf holds (as scripts/make_fixtures.py
+// and scripts/check_python_interop.py compute it): arange(6) as [2, 3].
+const std::pair<const char*, torch::ScalarType> interop_dtypes[] = {
+    {"bool", torch::kBool},       {"uint8", torch::kByte},         {"int8", torch::kChar},
+    {"int16", torch::kShort},     {"int32", torch::kInt},          {"int64", torch::kLong},
+    {"float16", torch::kHalf},    {"bfloat16", torch::kBFloat16},  {"float32", torch::kFloat},
+    {"float64", torch::kDouble},  {"complex64", torch::kComplexFloat},
+    {"complex128", torch::kComplexDouble}};
+torch::Tensor interop_value(torch::ScalarType dtype) {
+  const torch::Tensor base = torch::arange(6).view({2, 3});
+  if (dtype == torch::kBool) return base.remainder(2) == 1;
+  if (dtype == torch::kComplexFloat || dtype == torch::kComplexDouble) {
+    return torch::complex(base.to(torch::kDouble), base.to(torch::kDouble)).to(dtype);
+  }
+  return base.to(dtype);
+}
+}  // namespace
+
 TEST_CASE("interop: saves written by Python tensordict load with every value") {
   // tests/data/python, beside this file's folder (written by scripts/make_fixtures.py).
   const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";
   TensorDict d = td::load_memmap(data / "dict");
   CHECK(d.batch_size() == BatchSize{2});
-  const std::pair<const char*, torch::ScalarType> dtypes[] = {
-      {"bool", torch::kBool},       {"uint8", torch::kByte},         {"int8", torch::kChar},
-      {"int16", torch::kShort},     {"int32", torch::kInt},          {"int64", torch::kLong},
-      {"float16", torch::kHalf},    {"bfloat16", torch::kBFloat16},  {"float32", torch::kFloat},
-      {"float64", torch::kDouble},  {"complex64", torch::kComplexFloat},
-      {"complex128", torch::kComplexDouble}};
-  const torch::Tensor base = torch::arange(6).view({2, 3});
-  for (const auto& [name, dtype] : dtypes) {
+  for (const auto& [name, dtype] : interop_dtypes) {
     CAPTURE(name);
     const torch::Tensor got = d[std::string("d_") + name];
     CHECK((got.scalar_type() == dtype));
-    torch::Tensor want;
-    if (dtype == torch::kBool) {
-      want = base.remainder(2) == 1;
-    } else if (dtype == torch::kComplexFloat || dtype == torch::kComplexDouble) {
-      want = torch::complex(base.to(torch::kDouble), base.to(torch::kDouble)).to(dtype);
-    } else {
-      want = base.to(dtype);
-    }
-    CHECK(got.equal(want));
+    CHECK(got.equal(interop_value(dtype)));
   }
   CHECK(d["scalar"].equal(torch::full({2}, 1.5)));
   CHECK(d["empty"].sizes() == torch::IntArrayRef{2, 0});
@@ -386,21 +390,8 @@ TEST_CASE("interop: the saves Python checks") {
   TempDir tmp;
   const char* env = std::getenv("TENSORDICT_INTEROP_OUT");
   const fs::path out = env ? fs::path(env) : tmp.path;
-  const torch::Tensor base = torch::arange(6).view({2, 3});
   TensorDict d(BatchSize{2});
-  const std::pair<const char*, torch::ScalarType> dtypes[] = {
-      {"bool", torch::kBool},   {"uint8", torch::kByte},     {"int8", torch::kChar},
-      {"int16", torch::kShort}, {"int32", torch::kInt},      {"int64", torch::kLong},
-      {"float16", torch::kHalf}, {"bfloat16", torch::kBFloat16}, {"float32", torch::kFloat},
-      {"float64", torch::kDouble}, {"complex64", torch::kComplexFloat},
-      {"complex128", torch::kComplexDouble}};
-  for (const auto& [name, dtype] : dtypes) {
-    torch::Tensor v = dtype == torch::kBool ? base.remainder(2) == 1
-                      : (dtype == torch::kComplexFloat || dtype == torch::kComplexDouble)
-                          ? torch::complex(base.to(torch::kDouble), base.to(torch::kDouble)).to(dtype)
-                          : base.to(dtype);
-    d.set(std::string("d_") + name, v);
-  }
+  for (const auto& [name, dtype] : interop_dtypes) d.set(std::string("d_") + name, interop_value(dtype));
   d.set("empty", torch::zeros({2, 0}));
   d.set({"nested", "deeper", "v"}, torch::arange(4).view({2, 2}));
   d.set("name", "walker");
