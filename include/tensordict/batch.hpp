@@ -37,8 +37,6 @@ consteval std::size_t root_batch_members() {
   return n;
 }
 
-inline std::string dims_str(c10::IntArrayRef d) { return shape_str(d); }
-
 inline BatchSize to_bs(c10::IntArrayRef d) { return BatchSize(d); }
 
 // `bs` followed by `level`'s dims past `from` (a nested level keeps its extra dims).
@@ -812,20 +810,32 @@ namespace tensordict {
 
 // ---- consolidation ----------------------------------------------------------------------------
 
+namespace detail {
+// The leaves in key order: a struct's every slot (absent ones undefined, so that positions
+// match `unflatten`), a TensorDict's defined tensors (the order its `apply` visits them).
+template <batched_tree T>
+std::vector<at::Tensor> tensor_leaves(const T& t) {
+  std::vector<at::Tensor> out;
+  if constexpr (tree<T>) {
+    for (const auto& x : leaves(t)) out.push_back(x);
+  } else {
+    for (const auto& [k, x] : t.named_tensors()) {
+      if (x.defined()) out.push_back(x);
+    }
+  }
+  return out;
+}
+}  // namespace detail
+
 /// One storage for every leaf: the leaves become views into a single byte buffer (dtypes may
 /// differ), so that `to(device)` of the result is one transfer. Values are copied exactly;
 /// the new leaves do not require grad. All leaves must be on one device.
 template <batched_tree T>
 [[nodiscard]] T consolidate(const T& t) {
+  const auto views = detail::consolidate_leaves(detail::tensor_leaves(t));
   if constexpr (tree<T>) {
-    const auto ls = leaves(t);
-    return TreeSpec<T>(t).unflatten(detail::consolidate_leaves({ls.begin(), ls.end()}));
+    return TreeSpec<T>(t).unflatten(views);
   } else {
-    std::vector<at::Tensor> ts;
-    for (const auto& [k, x] : t.named_tensors()) {
-      if (x.defined()) ts.push_back(x);
-    }
-    const auto views = detail::consolidate_leaves(ts);
     std::size_t i = 0;
     return t.apply([&](const at::Tensor&) { return views[i++]; });
   }
@@ -834,14 +844,8 @@ template <batched_tree T>
 /// Whether every present leaf is a view of one storage (as `consolidate` leaves a tree).
 template <batched_tree T>
 [[nodiscard]] bool is_consolidated(const T& t) {
-  std::vector<at::Tensor> ts;
-  if constexpr (tree<T>) {
-    for (const auto& x : leaves(t)) ts.push_back(x);
-  } else {
-    for (const auto& [k, x] : t.named_tensors()) ts.push_back(x);
-  }
   const c10::StorageImpl* s = nullptr;
-  for (const auto& x : ts) {
+  for (const auto& x : detail::tensor_leaves(t)) {
     if (!x.defined()) continue;
     if (!x.has_storage()) return false;
     if (s && x.storage().unsafeGetStorageImpl() != s) return false;

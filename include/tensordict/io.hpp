@@ -49,8 +49,6 @@ namespace detail {
 
 namespace fs = std::filesystem;
 
-inline std::string scalar_type_name(at::ScalarType t) { return dtype_name(t); }
-
 inline at::ScalarType scalar_type_of(const std::string& name, const std::string& file) {
   static const std::pair<std::string_view, at::ScalarType> table[] = {
       {"torch.bool", at::kBool},          {"torch.uint8", at::kByte},
@@ -102,8 +100,6 @@ inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
   return a;
 }
 
-inline std::string device_name(const std::optional<c10::Device>&) { return "cpu"; }
-
 // Writes one TensorDict level into `dir` (which exists). With `zeros`, tensor files are
 // created at their size without writing data (from_schema on disk).
 inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false,
@@ -121,7 +117,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
       }
       meta[k] = {{"device", "cpu"},
                  {"shape", shape_json(c.sizes())},
-                 {"dtype", scalar_type_name(c.scalar_type())},
+                 {"dtype", dtype_name(c.scalar_type())},
                  {"is_nested", false}};
     } else if (v.is_tensordict()) {
       fs::create_directory(dir / name);
@@ -233,6 +229,17 @@ inline at::Tensor map_leaf(const fs::path& root, const fs::path& dir, const std:
 
 TensorDict load_level(const fs::path& root, const fs::path& dir);
 
+// The elements of a lazy stack's folder: sub-folders 0, 1, ... in order.
+inline std::vector<TensorDict> load_stack_elements(const fs::path& root, const fs::path& dir) {
+  std::vector<TensorDict> elems;
+  for (std::size_t i = 0;; ++i) {
+    std::error_code ec;
+    if (!fs::exists(dir / std::to_string(i), ec)) break;
+    elems.push_back(load_level(root, format::checked_path(root, dir, std::to_string(i), true)));
+  }
+  return elems;
+}
+
 // A nested collection's folder, loaded as a TensorDict entry.
 inline Entry load_entry(const fs::path& root, const fs::path& dir) {
   const fs::path meta_file = format::checked_path(root, dir, "meta.json", false);
@@ -277,12 +284,7 @@ inline TensorDict load_level(const fs::path& root, const fs::path& dir) {
       return out;
     }
     case format::LevelKind::lazy_stack: {
-      std::vector<TensorDict> elems;
-      for (std::size_t i = 0;; ++i) {
-        std::error_code ec;
-        if (!fs::exists(dir / std::to_string(i), ec)) break;
-        elems.push_back(load_level(root, format::checked_path(root, dir, std::to_string(i), true)));
-      }
+      std::vector<TensorDict> elems = load_stack_elements(root, dir);
       if (elems.empty()) throw FormatError(meta_file.string() + ": a lazy stack without elements");
       auto lazy = lazy_stack(std::move(elems));
       if (!lazy.is_dense()) {
@@ -320,13 +322,7 @@ void memmap(const T& s, const std::filesystem::path& dir, const MemmapOptions& o
 [[nodiscard]] inline LazyStack<TensorDict> load_lazy_stack(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   const auto root = fs::absolute(dir).lexically_normal();
-  std::vector<TensorDict> elems;
-  for (std::size_t i = 0;; ++i) {
-    std::error_code ec;
-    if (!fs::exists(root / std::to_string(i), ec)) break;
-    elems.push_back(detail::load_level(root, format::checked_path(root, root, std::to_string(i), true)));
-  }
-  return LazyStack<TensorDict>(std::move(elems));
+  return LazyStack<TensorDict>(detail::load_stack_elements(root, root));
 }
 /// Loads a struct saved in `dir` (by `memmap` of a T, or by Python as the same tensorclass).
 template <tree T>
