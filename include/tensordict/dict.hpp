@@ -272,15 +272,20 @@ class Entry {
   // rare non-tensor kinds live behind a pointer.
   using Variant = std::variant<at::Tensor, std::unique_ptr<TensorDict>, std::unique_ptr<NonTensorData>,
                                std::unique_ptr<NonTensorStack>>;
-  const Variant& check(std::size_t i) const {
-    if (v_.index() != i) {
-      static constexpr const char* names[] = {"a tensor", "a TensorDict", "non-tensor data",
-                                              "a non-tensor stack"};
-      throw KeyError(std::string("entry holds ") + kind() + ", not " + names[i]);
-    }
+  // Inlined into every accessor; the message is built out of line, only on failure.
+  [[gnu::always_inline]] const Variant& check(std::size_t i) const {
+    if (v_.index() != i) [[unlikely]] wrong_kind(i);
     return v_;
   }
+  [[noreturn, gnu::noinline, gnu::cold]] void wrong_kind(std::size_t i) const {
+    static constexpr const char* names[] = {"a tensor", "a TensorDict", "non-tensor data",
+                                            "a non-tensor stack"};
+    throw KeyError(std::string("entry holds ") + kind() + ", not " + names[i]);
+  }
   Variant& check(std::size_t i) { return const_cast<Variant&>(std::as_const(*this).check(i)); }
+  friend class TensorDict;
+  // Holds `t` from now on; an entry that holds a tensor already keeps its slot (`set`'s hot path).
+  void assign(const at::Tensor& t);
   Variant v_;
 };
 
@@ -291,6 +296,30 @@ struct KeysOptions {
   bool leaves_only = false;
 };
 
+namespace detail {
+// Keys are looked up by `std::string_view` without building a string (transparent lookup).
+struct KeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+struct KeyEq {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+};
+}  // namespace detail
+}  // namespace tensordict
+
+#if defined(__GLIBCXX__)
+// libstdc++ stores hash codes in the nodes only for hashers it deems slow; a custom hasher is
+// deemed fast, and then every lookup compares each string of the bucket chain and recomputes
+// each node's bucket from its key. String hashing is not fast: say so, as std::hash<std::string>
+// does, so lookups compare stored codes first (the cost of std::unordered_map<std::string, T>).
+template <>
+struct std::__is_fast_hash<tensordict::detail::KeyHash> : std::false_type {};
+#endif
+
+namespace tensordict {
+
 /// The runtime tree: key → tensor | TensorDict | non-tensor data, in insertion order, with a
 /// batch size (the leading dims every tensor shares) and an optional device.
 ///
@@ -300,44 +329,19 @@ struct KeysOptions {
 /// Copies share tensors and copy structure: changing the keys of a copy leaves the original as
 /// it is (Python's `td.copy()`).
 class TensorDict {
-  // A key with its hash, computed once: lookups compare hashes before strings (libstdc++'s
-  // heterogeneous lookup would otherwise compare every string in the bucket chain).
-  // The hash comes first: a lookup walking a bucket reads each node's link and hash, which
-  // then share a cache line.
-  struct HashedKey {
-    std::size_t hash;
-    std::string name;
-  };
-  struct KeyView {
-    std::size_t hash;
-    std::string_view name;
-  };
-  static std::size_t hash_of(std::string_view s) noexcept { return std::hash<std::string_view>{}(s); }
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(const HashedKey& k) const noexcept { return k.hash; }
-    std::size_t operator()(const KeyView& k) const noexcept { return k.hash; }
-  };
-  struct Eq {
-    using is_transparent = void;
-    template <class A, class B>
-    bool operator()(const A& a, const B& b) const noexcept {
-      return a.hash == b.hash && a.name == b.name;
-    }
-  };
-  using Map = std::unordered_map<HashedKey, Entry, Hash, Eq>;
+  using Map = std::unordered_map<std::string, Entry, detail::KeyHash, detail::KeyEq>;
   using Node = Map::value_type;
   std::vector<Node*> order_;  // entries in insertion order; they live in map_ (below)
 
   // The entries in order, as references (declared first: later members use the type).
   auto nodes() const noexcept {
     return order_ | std::views::transform([](const Node* n) {
-             return std::pair<const std::string&, const Entry&>(n->first.name, n->second);
+             return std::pair<const std::string&, const Entry&>(n->first, n->second);
            });
   }
   auto nodes() noexcept {
     return order_ | std::views::transform(
-               [](Node* n) { return std::pair<const std::string&, Entry&>(n->first.name, n->second); });
+               [](Node* n) { return std::pair<const std::string&, Entry&>(n->first, n->second); });
   }
 
  public:
@@ -489,10 +493,12 @@ class TensorDict {
   /// the shape and the batch size); a nested TensorDict's batch size must start with it too.
   /// A locked tree refuses (`Error`).
   TensorDict& set(const Key& key, Entry value) {
-    check_unlocked("set", key);
-    TensorDict* level = this;
-    for (std::size_t i = 0; i + 1 < key.size(); ++i) level = &level->child_for_set(key, i);
-    level->set_here(key, key[key.size() - 1], std::move(value));
+    level_for_set(key).set_here(key, key[key.size() - 1], std::move(value));
+    return *this;
+  }
+  /// `set` for a tensor, the common case: no `Entry` is built when the key holds a tensor already.
+  TensorDict& set(const Key& key, const at::Tensor& value) {
+    level_for_set(key).set_tensor_here(key, key[key.size() - 1], value);
     return *this;
   }
   /// Writes `value` into the existing tensor at `key` (`copy_`), which a locked tree allows.
@@ -523,7 +529,7 @@ class TensorDict {
     require(key);
     TensorDict& level = parent_of(key);
     const std::string_view name = key[key.size() - 1];
-    auto it = level.map_.find(KeyView{hash_of(name), name});
+    auto it = level.map_.find(name);
     level.order_.erase(std::find(level.order_.begin(), level.order_.end(), &*it));
     Entry out = std::move(it->second);
     level.map_.erase(it);
@@ -544,9 +550,9 @@ class TensorDict {
       TensorDict& level = parent_of(old_key);
       // The node keeps its address, so its place in the order stays.
       const std::string_view old_name = old_key[old_key.size() - 1];
-      auto node = level.map_.extract(level.map_.find(KeyView{hash_of(old_name), old_name}));
+      auto node = level.map_.extract(level.map_.find(old_name));
       const std::string_view new_name = new_key[new_key.size() - 1];
-      node.key() = HashedKey{hash_of(new_name), std::string(new_name)};
+      node.key() = std::string(new_name);
       level.map_.insert(std::move(node));
     } else {
       Entry e = pop(old_key);
@@ -797,10 +803,11 @@ class TensorDict {
   }
 
   void check_unlocked(const char* op, const Key& key) const {
-    if (locked_) {
-      throw Error(std::string(op) + " " + detail::key_str(key) +
-                  ": the TensorDict is locked; call unlock_() to change its structure");
-    }
+    if (locked_) [[unlikely]] locked_error(op, key);
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] static void locked_error(const char* op, const Key& key) {
+    throw Error(std::string(op) + " " + detail::key_str(key) +
+                ": the TensorDict is locked; call unlock_() to change its structure");
   }
 
   // Validates an entry against batch size `b`; the message names the key. Nothing is
@@ -825,6 +832,30 @@ class TensorDict {
     }
   }
 
+  // The level that holds the last name of `key`, created as needed.
+  TensorDict& level_for_set(const Key& key) {
+    check_unlocked("set", key);
+    if (key.size() == 0) throw KeyError("set: empty key");
+    TensorDict* level = this;
+    for (std::size_t i = 0; i + 1 < key.size(); ++i) level = &level->child_for_set(key, i);
+    return *level;
+  }
+
+  void set_tensor_here(const Key& full, std::string_view name, const at::Tensor& value) {
+    if (device_ && value.defined() && value.device() != *device_) {
+      return set_here(full, name, Entry(value));  // moves it to our device
+    }
+    if (batch_size_.size() && value.defined() && !detail::starts_with(value.sizes(), batch_size_))
+        [[unlikely]] {
+      check_entry(full, Entry(value), batch_size_);  // throws, naming the key and shapes
+    }
+    if (auto it = map_.find(name); it != map_.end()) {
+      it->second.assign(value);
+    } else {
+      order_.push_back(&*map_.emplace(std::string(name), Entry(value)).first);
+    }
+  }
+
   void set_here(const Key& full, std::string_view name, Entry value) {
     // A nested tree with fewer batch dims than ours takes ours, as in Python.
     if (value.is_tensordict()) {
@@ -839,16 +870,16 @@ class TensorDict {
       value = Entry(value.tensor().to(*device_));
     }
     check_entry(full, value, batch_size_);
-    if (auto it = map_.find(KeyView{hash_of(name), name}); it != map_.end()) {
+    if (auto it = map_.find(name); it != map_.end()) {
       it->second = std::move(value);
     } else {
-      order_.push_back(&*map_.emplace(HashedKey{hash_of(name), std::string(name)}, std::move(value)).first);
+      order_.push_back(&*map_.emplace(std::string(name), std::move(value)).first);
     }
   }
 
   TensorDict& child_for_set(const Key& full, std::size_t i) {
     const std::string_view name = full[i];
-    if (auto it = map_.find(KeyView{hash_of(name), name}); it != map_.end()) {
+    if (auto it = map_.find(name); it != map_.end()) {
       Entry& e = it->second;
       if (!e.is_tensordict()) {
         throw KeyError("set " + detail::key_str(full) + ": '" + std::string(name) + "' holds " +
@@ -864,7 +895,7 @@ class TensorDict {
   const Entry* find(const Key& key) const {
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(KeyView{hash_of(key[i]), key[i]});
+      auto it = level->map_.find(key[i]);
       if (it == level->map_.end()) return nullptr;
       const Entry& e = it->second;
       if (i + 1 == key.size()) return &e;
@@ -878,7 +909,7 @@ class TensorDict {
   [[gnu::always_inline]] const Entry* require(const Key& key) const {
     if (key.size() == 1) {
       const std::string_view name = key[0];
-      auto it = map_.find(KeyView{hash_of(name), name});
+      auto it = map_.find(name);
       if (it != map_.end()) [[likely]] return &it->second;
     }
     return require_slow(key);
@@ -887,7 +918,7 @@ class TensorDict {
     if (key.size() == 0) throw KeyError("empty key");
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(KeyView{hash_of(key[i]), key[i]});
+      auto it = level->map_.find(key[i]);
       if (it == level->map_.end()) {
         std::ostringstream os;
         os << "key " << NestedKey(key) << " not found";
@@ -900,7 +931,7 @@ class TensorDict {
         }
         os << ": [";
         for (std::size_t j = 0; j < level->order_.size(); ++j) {
-          os << (j ? ", '" : "'") << level->order_[j]->first.name << '\'';
+          os << (j ? ", '" : "'") << level->order_[j]->first << '\'';
         }
         os << ']';
         throw KeyError(os.str());
@@ -919,7 +950,7 @@ class TensorDict {
   TensorDict& parent_of(const Key& key) {
     TensorDict* level = this;
     for (std::size_t i = 0; i + 1 < key.size(); ++i) {
-      level = &level->map_.find(KeyView{hash_of(key[i]), key[i]})->second.tensordict();
+      level = &level->map_.find(key[i])->second.tensordict();
     }
     return *level;
   }
@@ -943,11 +974,11 @@ class TensorDict {
     std::vector<std::string> missing, extra;
     for (const auto& [k, v] : a.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!b.map_.contains(KeyView{hash_of(k), k})) missing.push_back(k);
+      if (!b.map_.contains(k)) missing.push_back(k);
     }
     for (const auto& [k, v] : b.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!a.map_.contains(KeyView{hash_of(k), k})) extra.push_back(k);
+      if (!a.map_.contains(k)) extra.push_back(k);
     }
     if (missing.empty() && extra.empty()) return;
     std::ostringstream os;
@@ -1132,5 +1163,12 @@ inline Entry& Entry::operator=(const Entry& o) {
   return *this;
 }
 inline Entry::~Entry() = default;
+inline void Entry::assign(const at::Tensor& t) {
+  if (auto* p = std::get_if<0>(&v_)) {
+    *p = t;
+  } else {
+    v_ = t;
+  }
+}
 
 }  // namespace tensordict

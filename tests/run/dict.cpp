@@ -99,6 +99,18 @@ TEST_CASE("TensorDict: get, set, contains, erase, pop, rename_key, setdefault") 
   state.erase({"layer", "weight"});
   CHECK(state["b"].sizes() == torch::IntArrayRef{2});
 
+  // A tensor can replace any kind of entry and be replaced by one (set's fast path for tensors
+  // reuses a tensor slot only when the entry holds a tensor).
+  state.set("t2", "text");
+  state.set("t2", torch::ones({2}));
+  CHECK(state["t2"].sum().item<float>() == 2.0f);
+  state.set("t2", TensorDict{{"x", torch::zeros({1})}});
+  CHECK(state.get<TensorDict>("t2").keys() == std::vector<NestedKey>{"x"});
+  state.set("t2", torch::full({3}, 2.0));
+  CHECK(state["t2"].sum().item<float>() == 6.0f);
+  state.erase("t2");
+  CHECK_THROWS_WITH_AS(state.set(td::Key({}), torch::zeros({1})), "set: empty key", td::KeyError);
+
   td::Entry& e = state.setdefault("t", torch::tensor(100));
   CHECK(e.tensor().item<int64_t>() == 4);
   CHECK(state.setdefault("new", torch::tensor(1)).tensor().item<int64_t>() == 1);
