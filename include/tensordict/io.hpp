@@ -7,10 +7,13 @@
 /// target and swapped in whole, so an interrupted save leaves the previous one intact.
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -167,12 +170,42 @@ void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
   write_json(dir / "meta.json", meta, o.sync);
 }
 
+inline std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "host";
+  return buf;
+}
+
+// `.<name>.tmp-<host>-<pid>-<time>-<n>`: the host and process that write it are in its name,
+// so that a later save can tell a leftover of a killed save from one still being written.
 inline fs::path sibling(const fs::path& dir, const char* what) {
   static std::atomic<unsigned> counter{0};
   const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-  return dir.parent_path() / ("." + dir.filename().string() + "." + what + "-" +
-                              std::to_string(::getpid()) + "-" + std::to_string(stamp) + "-" +
-                              std::to_string(counter++));
+  return dir.parent_path() / ("." + dir.filename().string() + "." + what + "-" + host_name() +
+                              "-" + std::to_string(::getpid()) + "-" + std::to_string(stamp) +
+                              "-" + std::to_string(counter++));
+}
+
+// Removes the temporary folders that saves to `dir` killed midway left behind: those written on
+// this host by a process that no longer runs. Another host's, or a running process's, stay.
+inline void remove_stale_siblings(const fs::path& dir) {
+  const std::string prefix = "." + dir.filename().string() + ".tmp-" + host_name() + "-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir.parent_path(), ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = n.substr(prefix.size());  // <pid>-<time>-<n>
+    const auto dash = rest.find('-');
+    if (dash == 0 || dash == std::string::npos ||
+        rest.find_first_not_of("0123456789") != dash) {
+      continue;
+    }
+    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
+    std::error_code ignored;
+    if (!fs::is_symlink(e.symlink_status(ignored))) fs::remove_all(e.path(), ignored);
+  }
 }
 
 // Runs `write(tmp)` into a fresh sibling folder, then swaps it in place of `dir` in one step.
@@ -189,6 +222,7 @@ void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
     throw Error("memmap: " + dir.string() + " exists and is not a folder");
   }
   fs::create_directories(dir.parent_path());
+  remove_stale_siblings(dir);
   const fs::path tmp = sibling(dir, "tmp");
   fs::create_directory(tmp);
   try {

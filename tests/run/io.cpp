@@ -187,6 +187,28 @@ TEST_CASE("memmap: a save killed midway leaves the previous save intact") {
   TensorDict still = td::load_memmap(dir);
   CHECK(still.keys() == std::vector<td::NestedKey>{"x"});
   CHECK(still["x"].equal(torch::arange(5, torch::kFloat)));
+
+  // The killed save left its temporary folder; the next save to the same target removes it (its
+  // process is gone), but not one of a running process (pid 1) or of another host.
+  auto leftovers = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(tmp.path)) {
+      const std::string n = e.path().filename().string();
+      if (n.rfind(".s.tmp-", 0) == 0) names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  REQUIRE(leftovers().size() == 1);
+  const std::string running = ".s.tmp-" + td::detail::host_name() + "-1-5-0";
+  const std::string elsewhere = ".s.tmp-other.host-" + std::to_string(pid) + "-5-0";
+  fs::create_directory(tmp.path / running);
+  fs::create_directory(tmp.path / elsewhere);
+  td::memmap(TensorDict{{"x", torch::ones({2})}}, dir, {.overwrite = true});
+  auto expected = std::vector<std::string>{running, elsewhere};
+  std::sort(expected.begin(), expected.end());
+  CHECK(leftovers() == expected);
+  CHECK(td::load_memmap(dir)["x"].equal(torch::ones({2})));
 }
 
 TEST_CASE("memmap: keys needing file-name encoding, and keys that look like paths") {
