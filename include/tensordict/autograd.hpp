@@ -39,18 +39,52 @@ namespace detail {
 
 inline bool differentiable(const at::Tensor& x) { return x.is_floating_point() || x.is_complex(); }
 
+// Set while a `tensordict::vmap` runs (vmap.hpp installs it): a gradient taken inside then goes
+// through libtorch's functorch grad transform, so that each element of the batch gets its own
+// gradient (per-sample gradients). Plain autograd there would differentiate the whole batch at
+// once. The functorch calls stay in vmap.hpp; this header only sees the hooks.
+struct GradTransform {
+  int64_t (*push)();                                // enters a grad level, returns it
+  void (*pop)();                                    // leaves it
+  at::Tensor (*wrap)(const at::Tensor&, int64_t);   // a tensor as seen at that level
+  at::Tensor (*unwrap)(const at::Tensor&, int64_t); // a result back out of it
+};
+inline thread_local const GradTransform* grad_transform = nullptr;
+
+// A grad level for a scope when a transform is installed; a no-op otherwise.
+class GradLevel {
+ public:
+  GradLevel() : t_(grad_transform) {
+    if (t_) level_ = t_->push();
+  }
+  ~GradLevel() {
+    if (t_) t_->pop();
+  }
+  GradLevel(const GradLevel&) = delete;
+  GradLevel& operator=(const GradLevel&) = delete;
+  at::Tensor wrap(const at::Tensor& x) const { return t_ && x.defined() ? t_->wrap(x, level_) : x; }
+  at::Tensor unwrap(const at::Tensor& x) const { return t_ && x.defined() ? t_->unwrap(x, level_) : x; }
+  bool active() const noexcept { return t_ != nullptr; }
+
+ private:
+  const GradTransform* t_;
+  int64_t level_ = 0;
+};
+
 template <class F, class P, class... A>
 std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& params, A&&... args) {
   // Fresh leaves that share storage with the inputs: gradients flow to them only, whatever
   // the inputs' own requires_grad, and nothing is copied.
-  P inputs = apply(params, [](const at::Tensor& x) {
+  at::AutoGradMode enable(true);
+  const GradLevel level;
+  P inputs = apply(params, [&](const at::Tensor& x) {
+    if (level.active()) {
+      const at::Tensor w = level.wrap(x);
+      return differentiable(w) ? w.requires_grad_(true) : w;
+    }
     return differentiable(x) ? x.detach().requires_grad_(true) : x;
   });
-  at::Tensor value;
-  {
-    at::AutoGradMode enable(true);
-    value = f(static_cast<const P&>(inputs), std::forward<A>(args)...);
-  }
+  at::Tensor value = f(static_cast<const P&>(inputs), std::forward<A>(args)...);
   if (!value.defined() || value.numel() != 1 || !differentiable(value)) {
     std::string shape = value.defined() ? c10::str(value.sizes()) : "undefined";
     throw Error(std::string(op) + ": the function must return a floating-point scalar tensor, got " +
@@ -63,8 +97,10 @@ std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& para
   });
   std::vector<at::Tensor> grads;
   if (value.requires_grad() && !wrt.empty()) {
+    // Under the grad transform the graph is kept (create_graph), as functorch's own grad does:
+    // the levels below may differentiate through this one.
     grads = torch::autograd::grad({value.reshape({})}, wrt, /*grad_outputs=*/{},
-                                  /*retain_graph=*/false, /*create_graph=*/false,
+                                  /*retain_graph=*/level.active(), /*create_graph=*/level.active(),
                                   /*allow_unused=*/true);
   } else {
     grads.resize(wrt.size());
@@ -73,8 +109,9 @@ std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& para
   P out = apply(inputs, [&](const at::Tensor& x) -> at::Tensor {
     if (!differentiable(x)) return {};
     const at::Tensor& g = grads[i++];
-    return g.defined() ? g : at::zeros_like(x);
+    return level.unwrap(g.defined() ? g : at::zeros_like(x));
   });
+  if (level.active()) return {level.unwrap(value), std::move(out)};
   return {value.detach(), std::move(out)};
 }
 
@@ -83,7 +120,7 @@ struct GradFn {
   F f;
   /// The gradient of `f(params, args...)` with respect to `params`, as a tree of P.
   template <tree P, class... A>
-  P operator()(const P& params, A&&... args) {
+  P operator()(const P& params, A&&... args) const {
     return value_and_grad_impl("grad", f, params, std::forward<A>(args)...).second;
   }
 };
@@ -93,7 +130,7 @@ struct ValueAndGradFn {
   F f;
   /// `(f(params, args...), its gradient with respect to params)`.
   template <tree P, class... A>
-  std::pair<at::Tensor, P> operator()(const P& params, A&&... args) {
+  std::pair<at::Tensor, P> operator()(const P& params, A&&... args) const {
     return value_and_grad_impl("value_and_grad", f, params, std::forward<A>(args)...);
   }
 };

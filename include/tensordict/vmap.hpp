@@ -1,0 +1,358 @@
+#pragma once
+/// \file
+/// `vmap` for C++: runs a function once on batched tensors through libtorch's own functorch
+/// layer (the machinery behind Python's `torch.vmap`), with trees (structs, TensorDicts) as
+/// arguments and results. This is the one header of the library that uses functorch's C++ API
+/// (`ATen/functorch/`), which Debian's libtorch 1.13 and libtorch 2.x both ship and export.
+///
+///     auto y = td::vmap(forward, {0, td::none})(stacked_params, x);  // one call, 4 models
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/functorch/BatchedTensorImpl.h>
+#include <ATen/functorch/DynamicLayer.h>
+#include <ATen/functorch/TensorWrapper.h>
+
+#include "autograd.hpp"
+#include "batch.hpp"
+#include "detail/what.hpp"
+#include "dict.hpp"
+#include "errors.hpp"
+#include "tree.hpp"
+
+namespace tensordict {
+
+/// An `in_dims` entry: the mapped dim of an argument, or `none` for an argument passed whole to
+/// every call (Python's `None`).
+using InDim = std::optional<int64_t>;
+/// `none` in `in_dims`: the argument is not mapped.
+inline constexpr std::nullopt_t none = std::nullopt;
+
+/// What random operations inside `vmap` do, as Python's `randomness=`: `error` (the default)
+/// raises, `same` draws one value for the whole batch, `different` one per element.
+enum class Randomness { error, same, different };
+
+/// The out dims of `vmap`: one for every result (`0`), or one per element of a tuple result
+/// (`{0, 1}`).
+class OutDims {
+ public:
+  OutDims(int64_t d) : dims_{d} {}                                       // NOLINT: implicit by design
+  OutDims(std::initializer_list<int64_t> ds) : dims_(ds) {}              // NOLINT
+  /// The out dim of result `i` of `n`.
+  int64_t at(std::size_t i, std::size_t n) const {
+    if (dims_.size() == 1) return dims_[0];
+    if (dims_.size() != n) {
+      throw Error("vmap: out_dims has " + std::to_string(dims_.size()) +
+                  " entries, but the function returns " + std::to_string(n) + " results");
+    }
+    return dims_[i];
+  }
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
+/// Options of `vmap`.
+struct VmapOptions {
+  Randomness randomness = Randomness::error;
+};
+
+namespace detail {
+
+namespace ft = at::functorch;
+
+// functorch's grad transform, for `grad` and `value_and_grad` called inside `vmap` (see
+// autograd.hpp): per-sample gradients, as Python's vmap(grad(f)).
+inline int64_t push_grad_level() {
+  return ft::initAndPushDynamicLayer(ft::TransformType::Grad, c10::nullopt, c10::nullopt,
+                                     c10::GradMode::is_enabled());
+}
+inline void pop_grad_level() { ft::popDynamicLayerAndDeleteMetadata(); }
+inline at::Tensor wrap_for_grad(const at::Tensor& x, int64_t level) {
+  return ft::makeTensorWrapper(x, level);
+}
+inline at::Tensor unwrap_for_grad(const at::Tensor& x, int64_t level) {
+  const auto* w = ft::maybeGetTensorWrapper(x);
+  return w != nullptr && w->level() == level ? w->value() : x;
+}
+inline constexpr GradTransform functorch_grad{push_grad_level, pop_grad_level, wrap_for_grad,
+                                              unwrap_for_grad};
+
+// One vmap level pushed on functorch's interpreter stack for a scope; popped on the way out,
+// also when the function throws. While it lives, gradients go through functorch's grad.
+class VmapLevel {
+ public:
+  VmapLevel(int64_t batch, Randomness r) : previous_(grad_transform) {
+    grad_transform = &functorch_grad;
+    const auto rt = r == Randomness::error  ? ft::RandomnessType::Error
+                    : r == Randomness::same ? ft::RandomnessType::Same
+                                            : ft::RandomnessType::Different;
+    level_ = ft::initAndPushDynamicLayer(ft::TransformType::Vmap, batch, rt);
+  }
+  ~VmapLevel() {
+    ft::popDynamicLayerAndDeleteMetadata();
+    grad_transform = previous_;
+  }
+  VmapLevel(const VmapLevel&) = delete;
+  VmapLevel& operator=(const VmapLevel&) = delete;
+  int64_t level() const noexcept { return level_; }
+
+ private:
+  const GradTransform* previous_;
+  int64_t level_ = 0;
+};
+
+inline std::string shape_of(const at::Tensor& t) {
+  std::ostringstream os;
+  os << t.sizes();
+  return os.str();
+}
+
+// The batch size that the mapped arguments agree on; the first one found sets it, and each
+// later one is checked against it (the error names both).
+struct BatchFound {
+  std::optional<int64_t> size;
+  std::string where;
+
+  void see(int64_t n, const std::string& here) {
+    if (!size) {
+      size = n;
+      where = here;
+    } else if (*size != n) {
+      throw BatchSizeError("vmap: " + here + " has size " + std::to_string(n) +
+                           " at its mapped dim, but " + where + " has size " +
+                           std::to_string(*size) + "; the mapped sizes must agree");
+    }
+  }
+};
+
+inline int64_t wrap_in_dim(int64_t dim, const at::Tensor& t, const std::string& what) {
+  const int64_t n = t.dim();
+  const int64_t d = dim < 0 ? dim + n : dim;
+  if (d < 0 || d >= n) {
+    throw IndexError("vmap: in_dim " + std::to_string(dim) + " is out of range for " + what +
+                     " of shape " + shape_of(t));
+  }
+  return d;
+}
+
+template <class A>
+constexpr bool is_tensor_arg = std::is_same_v<std::remove_cvref_t<A>, at::Tensor>;
+template <class A>
+constexpr bool is_tree_arg = batched_tree<std::remove_cvref_t<A>>;
+
+template <class A>
+void find_batch(const A& a, int64_t dim, std::size_t index, BatchFound& found) {
+  const std::string arg = "argument " + std::to_string(index);
+  if constexpr (is_tensor_arg<A>) {
+    found.see(a.size(wrap_in_dim(dim, a, arg)), arg);
+  } else if constexpr (tree<A>) {
+    named_for_each(a, [&](const KeyPath& k, const at::Tensor& x) {
+      const std::string what = arg + "'s leaf '" + std::string(k.str()) + "'";
+      found.see(x.size(wrap_in_dim(dim, x, what)), what);
+    });
+  } else if constexpr (std::is_same_v<A, TensorDict>) {
+    for (const auto& [k, entry] : a.items({.include_nested = true, .leaves_only = true})) {
+      const Entry& e = entry;
+      if (!e.is_tensor()) continue;
+      std::ostringstream what;
+      what << arg << "'s leaf " << k;
+      found.see(e.tensor().size(wrap_in_dim(dim, e.tensor(), what.str())), what.str());
+    }
+  } else {
+    static_assert(is_tree_arg<A>,
+                  "vmap: a mapped argument (in_dim not none) must be a torch::Tensor, a reflectable "
+                  "struct of tensors or a TensorDict; pass other arguments with in_dim none");
+  }
+}
+
+// The batch size of a tree inside the map: its mapped dim removed when it is a batch dim.
+inline BatchSize without_dim(const BatchSize& b, int64_t dim) {
+  const int64_t n = static_cast<int64_t>(b.size());
+  const int64_t d = dim < 0 ? dim + n : dim;
+  if (dim < 0 || d >= n) return b;  // a negative in_dim counts from each leaf's end: not a batch dim
+  std::vector<int64_t> dims(b.begin(), b.end());
+  dims.erase(dims.begin() + d);
+  return BatchSize(c10::IntArrayRef(dims));
+}
+// The batch size of a result tree: the map's dim inserted at `dim` when it falls in the batch.
+inline BatchSize with_dim(const BatchSize& b, int64_t dim, int64_t size) {
+  const int64_t n = static_cast<int64_t>(b.size());
+  if (dim < 0 || dim > n) return b;
+  std::vector<int64_t> dims(b.begin(), b.end());
+  dims.insert(dims.begin() + dim, size);
+  return BatchSize(c10::IntArrayRef(dims));
+}
+
+template <class A>
+decltype(auto) wrap_arg(A&& a, InDim dim, int64_t level) {
+  using R = std::remove_cvref_t<A>;
+  if constexpr (is_tensor_arg<A> || is_tree_arg<A>) {
+    if (!dim) return R(a);
+    if constexpr (is_tensor_arg<A>) {
+      return ft::addBatchDim(a, wrap_in_dim(*dim, a, "an argument"), level);
+    } else {
+      const int64_t d = *dim;
+      return rebatch(
+          "vmap", a,
+          [&](const at::Tensor& x) { return ft::addBatchDim(x, wrap_in_dim(d, x, "a leaf"), level); },
+          without_dim(batch_size(a), d));
+    }
+  } else {
+    return std::forward<A>(a);  // not mapped: passed through as it is
+  }
+}
+
+// A result tensor without this level's batch dim, which goes to `out_dim`; a result that does
+// not depend on the mapped inputs is expanded along it, as Python's vmap does.
+inline at::Tensor unwrap_tensor(const at::Tensor& t, int64_t level, int64_t batch, int64_t out_dim) {
+  const auto* b = ft::maybeGetBatchedImpl(t);
+  if (b == nullptr || b->level() != level) {
+    const int64_t d = out_dim < 0 ? out_dim + t.dim() + 1 : out_dim;
+    if (d < 0 || d > t.dim()) {
+      throw IndexError("vmap: out_dim " + std::to_string(out_dim) + " is out of range for a result of shape " +
+                       shape_of(t));
+    }
+    std::vector<int64_t> sizes = t.sizes().vec();
+    sizes.insert(sizes.begin() + d, batch);
+    return t.unsqueeze(d).expand(sizes);
+  }
+  const at::Tensor& v = b->value();
+  const int64_t d = out_dim < 0 ? out_dim + v.dim() : out_dim;
+  if (d < 0 || d >= v.dim()) {
+    throw IndexError("vmap: out_dim " + std::to_string(out_dim) + " is out of range for a result of shape " +
+                     shape_of(v));
+  }
+  return v.movedim(b->bdim(), d);
+}
+
+template <class R>
+auto unwrap_result(R&& r, int64_t level, int64_t batch, int64_t out_dim) {
+  using T = std::remove_cvref_t<R>;
+  if constexpr (std::is_same_v<T, at::Tensor>) {
+    return unwrap_tensor(r, level, batch, out_dim);
+  } else if constexpr (batched_tree<T>) {
+    return rebatch(
+        "vmap", r, [&](const at::Tensor& x) { return unwrap_tensor(x, level, batch, out_dim); },
+        with_dim(batch_size(r), out_dim, batch));
+  } else {
+    static_assert(batched_tree<T>,
+                  "vmap: the function must return a torch::Tensor, a reflectable struct of tensors, "
+                  "a TensorDict, or a std::tuple / std::pair of these");
+  }
+}
+
+template <class R>
+constexpr bool is_tuple_like = false;
+template <class... Ts>
+constexpr bool is_tuple_like<std::tuple<Ts...>> = true;
+template <class A, class B>
+constexpr bool is_tuple_like<std::pair<A, B>> = true;
+
+template <class R, std::size_t... I>
+auto unwrap_tuple(R&& r, int64_t level, int64_t batch, const OutDims& od, std::index_sequence<I...>) {
+  constexpr std::size_t n = sizeof...(I);
+  if constexpr (std::is_same_v<std::remove_cvref_t<R>,
+                               std::pair<std::tuple_element_t<0, std::remove_cvref_t<R>>,
+                                         std::tuple_element_t<1, std::remove_cvref_t<R>>>>) {
+    return std::pair(unwrap_result(std::get<I>(r), level, batch, od.at(I, n))...);
+  } else {
+    return std::tuple(unwrap_result(std::get<I>(r), level, batch, od.at(I, n))...);
+  }
+}
+
+}  // namespace detail
+
+/// The function `vmap` returns: call it as the function itself, with batched arguments.
+template <class F>
+class Vmapped {
+ public:
+  Vmapped(F f, std::vector<InDim> in_dims, OutDims out_dims, VmapOptions o)
+      : f_(std::move(f)), in_dims_(std::move(in_dims)), out_dims_(std::move(out_dims)), o_(o) {}
+
+  /// Runs the function once, with every mapped argument's leaves batched along their in_dim.
+  template <class... A>
+  auto operator()(A&&... args) const {
+    constexpr std::size_t n = sizeof...(A);
+    if (!in_dims_.empty() && in_dims_.size() != n) {
+      throw Error("vmap: in_dims has " + std::to_string(in_dims_.size()) + " entries for " +
+                  std::to_string(n) + " arguments");
+    }
+    return call(std::index_sequence_for<A...>{}, std::forward<A>(args)...);
+  }
+
+ private:
+  InDim dim_of(std::size_t i) const { return in_dims_.empty() ? InDim(0) : in_dims_[i]; }
+
+  template <std::size_t... I, class... A>
+  auto call(std::index_sequence<I...>, A&&... args) const {
+    detail::BatchFound found;
+    (find_one(args, I, found), ...);
+    if (!found.size) {
+      throw Error("vmap: no argument is mapped (every in_dim is none, or no mapped argument has "
+                  "a tensor)");
+    }
+    const int64_t batch = *found.size;
+    detail::VmapLevel level(batch, o_.randomness);
+    try {
+      return unwrap_out(f_(detail::wrap_arg(std::forward<A>(args), dim_of(I), level.level())...),
+                        level.level(), batch);
+    } catch (const std::exception& e) {
+      if (detail::what_of(e).find("randomness error mode") == std::string::npos) throw;
+      throw Error("vmap: a random operation ran inside vmap; choose what it draws with "
+                  "VmapOptions{.randomness = Randomness::same} (one draw for the whole batch) "
+                  "or Randomness::different (one per element)");
+    }
+  }
+
+  template <class R>
+  auto unwrap_out(R&& out, int64_t level, int64_t batch) const {
+    using T = std::remove_cvref_t<R>;
+    if constexpr (detail::is_tuple_like<T>) {
+      return detail::unwrap_tuple(out, level, batch, out_dims_,
+                                  std::make_index_sequence<std::tuple_size_v<T>>{});
+    } else {
+      return detail::unwrap_result(out, level, batch, out_dims_.at(0, 1));
+    }
+  }
+
+  template <class A>
+  void find_one(const A& a, std::size_t i, detail::BatchFound& found) const {
+    const InDim d = dim_of(i);
+    if constexpr (detail::is_tensor_arg<A> || detail::is_tree_arg<A>) {
+      if (d) detail::find_batch(a, *d, i, found);
+    } else if (d) {
+      throw Error("vmap: argument " + std::to_string(i) +
+                  " is not a tensor or a tree, so its in_dim must be none");
+    }
+  }
+
+  F f_;
+  std::vector<InDim> in_dims_;
+  OutDims out_dims_;
+  VmapOptions o_;
+};
+
+/// `torch.vmap` for C++: `vmap(f, in_dims, out_dims)(args...)` calls `f` once, on arguments
+/// whose mapped dims are hidden inside batched tensors, and puts the mapped dim back into each
+/// result at its out dim. `in_dims` has one entry per argument (an int or `none`; empty: all
+/// 0); tensors are mapped as they are, trees (structs, TensorDicts) leaf by leaf, with their
+/// batch size following. Results may be tensors, trees, or tuples of them. The mapped sizes
+/// of all mapped arguments must agree (`BatchSizeError`). Random operations inside raise unless
+/// `VmapOptions::randomness` says otherwise. Nested `vmap` works.
+template <class F>
+[[nodiscard]] Vmapped<std::decay_t<F>> vmap(F&& f, std::vector<InDim> in_dims = {}, OutDims out_dims = 0,
+                                             VmapOptions o = {}) {
+  return Vmapped<std::decay_t<F>>(std::forward<F>(f), std::move(in_dims), std::move(out_dims), o);
+}
+
+}  // namespace tensordict
