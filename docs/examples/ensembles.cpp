@@ -62,3 +62,14 @@ TEST_CASE("ensembles: random operations inside vmap") {
   torch::Tensor r = td::vmap(noisy, {}, 0, {.randomness = td::Randomness::different})(torch::zeros({8}));
   CHECK((r != r[0]).any().item<bool>());
 }
+
+TEST_CASE("ensembles: per-sample gradients") {
+  Linear params{torch::randn({1, 3}), torch::randn({1})};
+  const torch::Tensor xs = torch::randn({8, 3}), ys = torch::randn({8, 1});
+  auto loss = [](const Linear& l, const torch::Tensor& x, const torch::Tensor& y) {
+    return (forward(l, x) - y).pow(2).sum();
+  };
+  Linear per_sample = td::vmap(td::grad(loss), {td::none, 0, 0})(params, xs, ys);
+  CHECK(per_sample.weight.sizes() == torch::IntArrayRef{8, 1, 3});  // one gradient per sample
+  CHECK(per_sample.weight[5].allclose(td::grad(loss)(params, xs[5], ys[5]).weight));
+}
