@@ -274,6 +274,12 @@ TEST_CASE("vmap: errors") {
   CHECK_THROWS_WITH_AS((void)td::vmap([](const torch::Tensor& a, int) { return a; }, {0, 0})(torch::ones({3}), 1),
                        "vmap: argument 1 is not a tensor or a tree, so its in_dim must be none", td::Error);
 
+  CHECK_THROWS_WITH_AS((void)td::vmap([](const torch::Tensor& a) { return std::pair(a, a); }, {0}, {0, 1, 2})(
+                           torch::ones({3})),
+                       "vmap: out_dims has 3 entries, but the function returns 2 results", td::Error);
+  CHECK_THROWS_WITH_AS((void)td::vmap([](const torch::Tensor& a) { return a; }, {0}, 2)(torch::ones({3, 4})),
+                       "vmap: out_dim 2 is out of range for a result of shape [3, 4]", td::IndexError);
+
   // Random operations: an error unless a randomness policy is chosen.
   auto noisy = [](const torch::Tensor& a) { return a + torch::rand({}); };
   CHECK_THROWS_WITH_AS((void)td::vmap(noisy)(torch::zeros({64})),
