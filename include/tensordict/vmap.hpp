@@ -92,11 +92,11 @@ inline constexpr GradTransform functorch_grad{push_grad_level, pop_grad_level, w
 class VmapLevel {
  public:
   VmapLevel(int64_t batch, Randomness r) : previous_(grad_transform) {
-    grad_transform = &functorch_grad;
     const auto rt = r == Randomness::error  ? ft::RandomnessType::Error
                     : r == Randomness::same ? ft::RandomnessType::Same
                                             : ft::RandomnessType::Different;
     level_ = ft::initAndPushDynamicLayer(ft::TransformType::Vmap, batch, rt);
+    grad_transform = &functorch_grad;  // only once the level is pushed: the destructor undoes both
   }
   ~VmapLevel() {
     ft::popDynamicLayerAndDeleteMetadata();
@@ -110,12 +110,6 @@ class VmapLevel {
   const GradTransform* previous_;
   int64_t level_ = 0;
 };
-
-inline std::string shape_of(const at::Tensor& t) {
-  std::ostringstream os;
-  os << t.sizes();
-  return os.str();
-}
 
 // The batch size that the mapped arguments agree on; the first one found sets it, and each
 // later one is checked against it (the error names both).
@@ -140,7 +134,7 @@ inline int64_t wrap_in_dim(int64_t dim, const at::Tensor& t, const std::string& 
   const int64_t d = dim < 0 ? dim + n : dim;
   if (d < 0 || d >= n) {
     throw IndexError("vmap: in_dim " + std::to_string(dim) + " is out of range for " + what +
-                     " of shape " + shape_of(t));
+                     " of shape " + shape_str(t.sizes()));
   }
   return d;
 }
@@ -220,7 +214,7 @@ inline at::Tensor unwrap_tensor(const at::Tensor& t, int64_t level, int64_t batc
     const int64_t d = out_dim < 0 ? out_dim + t.dim() + 1 : out_dim;
     if (d < 0 || d > t.dim()) {
       throw IndexError("vmap: out_dim " + std::to_string(out_dim) + " is out of range for a result of shape " +
-                       shape_of(t));
+                       shape_str(t.sizes()));
     }
     std::vector<int64_t> sizes = t.sizes().vec();
     sizes.insert(sizes.begin() + d, batch);
@@ -230,7 +224,7 @@ inline at::Tensor unwrap_tensor(const at::Tensor& t, int64_t level, int64_t batc
   const int64_t d = out_dim < 0 ? out_dim + v.dim() : out_dim;
   if (d < 0 || d >= v.dim()) {
     throw IndexError("vmap: out_dim " + std::to_string(out_dim) + " is out of range for a result of shape " +
-                     shape_of(v));
+                     shape_str(v.sizes()));
   }
   return v.movedim(b->bdim(), d);
 }
