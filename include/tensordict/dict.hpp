@@ -252,11 +252,7 @@ class Entry {
   bool is_non_tensor() const noexcept { return v_.index() == 2; }
   bool is_non_tensor_stack() const noexcept { return v_.index() == 3; }
   /// What this entry holds, in words ("a tensor", "a TensorDict", "non-tensor data").
-  const char* kind() const noexcept {
-    static constexpr const char* names[] = {"a tensor", "a TensorDict", "non-tensor data",
-                                            "a non-tensor stack"};
-    return names[v_.index()];
-  }
+  const char* kind() const noexcept { return kind_name(v_.index()); }
 
   /// The tensor; throws `KeyError` if the entry holds something else.
   const at::Tensor& tensor() const { return std::get<0>(check(0)); }
@@ -278,9 +274,12 @@ class Entry {
     return v_;
   }
   [[noreturn, gnu::noinline, gnu::cold]] void wrong_kind(std::size_t i) const {
+    throw KeyError(std::string("entry holds ") + kind() + ", not " + kind_name(i));
+  }
+  static const char* kind_name(std::size_t i) noexcept {
     static constexpr const char* names[] = {"a tensor", "a TensorDict", "non-tensor data",
                                             "a non-tensor stack"};
-    throw KeyError(std::string("entry holds ") + kind() + ", not " + names[i]);
+    return names[i];
   }
   Variant& check(std::size_t i) { return const_cast<Variant&>(std::as_const(*this).check(i)); }
   friend class TensorDict;

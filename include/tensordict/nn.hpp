@@ -139,11 +139,8 @@ template <class M>
 /// `from_modules(a, b, c)`: modules or module holders of one structure.
 template <class M, class... Ms>
 [[nodiscard]] TensorDict from_modules(const M& first, const Ms&... rest) {
-  std::vector<std::reference_wrapper<const torch::nn::Module>> all{
-      std::cref(detail::as_module(first)), std::cref(detail::as_module(rest))...};
-  std::vector<const torch::nn::Module*> ptrs;
-  for (const auto& r : all) ptrs.push_back(&r.get());
-  return from_modules(ptrs);
+  return from_modules(std::vector<const torch::nn::Module*>{&detail::as_module(first),
+                                                           &detail::as_module(rest)...});
 }
 
 namespace detail {
@@ -303,73 +300,83 @@ template <tree T, class M>
   }
 }
 
+namespace detail {
+
+inline std::string quoted_names(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  return out + "]";
+}
+
+// What a refused swap tells the user to write.
+inline std::string how_to_declare(const torch::nn::Module& m, const std::string& name) {
+  return "declare it with tensordict::register_module_members<" + m.name() + ">({{\"" + name +
+         "\", &" + m.name() + "::member}})";
+}
+
+}  // namespace detail
+
 inline void ModuleSwap::swap_level(torch::nn::Module& m, const TensorDict& level,
                                    const NestedKey& prefix) {
   auto& params = m.*detail::ModuleRegistry::parameters();
   const auto& tables = detail::member_tables();
   const auto table = tables.find(std::type_index(typeid(m)));
   for (const auto& [name, entry] : level.items()) {
-    const NestedKey key = prefix / name.back();
+    const std::string& n = name.back();
+    const NestedKey key = prefix / n;
     const Entry& e = entry;
     if (e.is_tensordict()) {
-      std::shared_ptr<torch::nn::Module> child;
-      for (const auto& c : m.named_children()) {
-        if (c.key() == name.back()) child = c.value();
-      }
-      if (!child) {
+      const auto children = m.named_children();
+      const auto* child = children.find(n);
+      if (child == nullptr) {
         std::ostringstream os;
-        os << "to_module: key " << key << ": module " << m.name() << " has no submodule '"
-           << name.back() << "'; its submodules: [";
-        bool first = true;
-        for (const auto& c : m.named_children()) os << (std::exchange(first, false) ? "'" : ", '") << c.key() << '\'';
-        os << ']';
+        os << "to_module: key " << key << ": module " << m.name() << " has no submodule '" << n
+           << "'; its submodules: " << detail::quoted_names(children.keys());
         throw KeyError(os.str());
       }
-      swap_level(*child, e.tensordict(), key);
+      swap_level(**child, e.tensordict(), key);
       continue;
     }
     if (!e.is_tensor()) {
       throw KeyError("to_module: key " + detail::module_key_str(key) + " holds " + e.kind() +
                      "; a module holds only tensors");
     }
-    at::Tensor* slot = params.find(name.back());
+    at::Tensor* slot = params.find(n);
     at::Tensor registered = slot != nullptr ? *slot : at::Tensor();
     if (slot == nullptr) {
       const auto buffers = m.named_buffers(/*recurse=*/false);
-      if (const at::Tensor* b = buffers.find(name.back())) registered = *b;
+      if (const at::Tensor* b = buffers.find(n)) registered = *b;
     }
     if (!registered.defined()) {
-      std::ostringstream os;
-      os << "to_module: key " << key << ": module " << m.name()
-         << " has no parameter or buffer of that name; it has [";
-      bool first = true;
+      std::vector<std::string> names;
       for (const auto& p : params) {
-        if (p.value().defined()) os << (std::exchange(first, false) ? "'" : ", '") << p.key() << '\'';
+        if (p.value().defined()) names.push_back(p.key());
       }
       for (const auto& b : m.named_buffers(/*recurse=*/false)) {
-        if (b.value().defined()) os << (std::exchange(first, false) ? "'" : ", '") << b.key() << '\'';
+        if (b.value().defined()) names.push_back(b.key());
       }
-      os << ']';
+      std::ostringstream os;
+      os << "to_module: key " << key << ": module " << m.name()
+         << " has no parameter or buffer of that name; it has " << detail::quoted_names(names);
       throw KeyError(os.str());
     }
     at::Tensor* member = nullptr;
     if (table != tables.end()) {
-      if (auto it = table->second.find(name.back()); it != table->second.end()) member = &it->second(m);
+      if (auto it = table->second.find(n); it != table->second.end()) member = &it->second(m);
     }
     if (member != nullptr && !member->is_same(registered)) member = nullptr;  // not the registered one
-    const std::string how = "declare it with tensordict::register_module_members<" + m.name() +
-                            ">({{\"" + name.back() + "\", &" + m.name() + "::member}})";
     if (slot == nullptr && member == nullptr) {
-      throw Error("to_module: key " + detail::module_key_str(key) + ": buffer '" + name.back() +
-                  "' of module " + m.name() + " is in no member the library knows of, and "
-                  "libtorch keeps the buffer registry private; " + how);
+      throw Error("to_module: key " + detail::module_key_str(key) + ": buffer '" + n + "' of module " +
+                  m.name() + " is in no member the library knows of, and libtorch keeps the buffer "
+                  "registry private; " + detail::how_to_declare(m, n));
     }
     // Handles to a parameter besides the registry's (and `registered`): a member this library
     // does not know, which the module's forward would go on reading. Refuse rather than
     // compute with the old tensor.
     if (member == nullptr && registered.use_count() > 2) {
       throw Error("to_module: key " + detail::module_key_str(key) + ": module " + m.name() +
-                  " also holds this tensor elsewhere (a member), which to_module cannot see; " + how);
+                  " also holds this tensor elsewhere (a member), which to_module cannot see; " +
+                  detail::how_to_declare(m, n));
     }
     swaps_.push_back({slot, member, registered});
     if (slot) *slot = e.tensor();

@@ -246,18 +246,21 @@ auto unwrap_result(R&& r, int64_t level, int64_t batch, int64_t out_dim) {
 }
 
 template <class R>
-constexpr bool is_tuple_like = false;
-template <class... Ts>
-constexpr bool is_tuple_like<std::tuple<Ts...>> = true;
+constexpr bool is_pair = false;
 template <class A, class B>
-constexpr bool is_tuple_like<std::pair<A, B>> = true;
+constexpr bool is_pair<std::pair<A, B>> = true;
+template <class R>
+constexpr bool is_tuple = false;
+template <class... Ts>
+constexpr bool is_tuple<std::tuple<Ts...>> = true;
+template <class R>
+constexpr bool is_tuple_like = is_pair<R> || is_tuple<R>;
 
+// Each element of a tuple or pair result unwrapped with its out dim; the same kind comes back.
 template <class R, std::size_t... I>
 auto unwrap_tuple(R&& r, int64_t level, int64_t batch, const OutDims& od, std::index_sequence<I...>) {
   constexpr std::size_t n = sizeof...(I);
-  if constexpr (std::is_same_v<std::remove_cvref_t<R>,
-                               std::pair<std::tuple_element_t<0, std::remove_cvref_t<R>>,
-                                         std::tuple_element_t<1, std::remove_cvref_t<R>>>>) {
+  if constexpr (is_pair<std::remove_cvref_t<R>>) {
     return std::pair(unwrap_result(std::get<I>(r), level, batch, od.at(I, n))...);
   } else {
     return std::tuple(unwrap_result(std::get<I>(r), level, batch, od.at(I, n))...);
