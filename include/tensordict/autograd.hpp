@@ -21,7 +21,7 @@ namespace tensordict {
 template <tree T>
 [[nodiscard]] std::vector<at::Tensor> parameters(const T& t) {
   std::vector<at::Tensor> out;
-  out.reserve(spec<T>::leaf_count);
+  out.reserve(leaf_count(t));
   for_each(t, [&](const at::Tensor& x) { out.push_back(x); });
   return out;
 }
@@ -156,8 +156,8 @@ namespace detail {
 template <class T>
 std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> paired_leaves(T& a, const T& b) {
   std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> out;
-  out.first.reserve(spec<T>::leaf_count);
-  out.second.reserve(spec<T>::leaf_count);
+  out.first.reserve(leaf_count(a));
+  out.second.reserve(out.first.capacity());
   for_each(a, [&](const at::Tensor& x, const at::Tensor& y) {
     out.first.push_back(x);
     out.second.push_back(y);

@@ -28,13 +28,34 @@ concept batched_tree = tree<T> || std::is_same_v<std::remove_cv_t<T>, TensorDict
 
 namespace detail {
 
+// The number of BatchSize members among T's own children (a struct has at most one).
 template <class T>
 consteval std::size_t root_batch_members() {
-  std::size_t n = 0;
-  for_each_field_index<T>([&](auto i) {
-    if constexpr (field_kind_v<field_type_t<T, i()>> == FieldKind::batch_size) ++n;
-  });
-  return n;
+  if constexpr (field_kind_v<T> == FieldKind::subtree) {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (std::size_t{0} + ... +
+              (field_kind_v<child_t<T, I>> == FieldKind::batch_size ? 1 : 0));
+    }(std::make_index_sequence<static_node<T>::size>{});
+  } else {
+    return 0;
+  }
+}
+
+// The BatchSize member among v's own children, or null.
+template <class M>
+const BatchSize* own_batch_size(const M& v) {
+  if constexpr (root_batch_members<M>() == 0) {
+    return nullptr;
+  } else {
+    const BatchSize* own = nullptr;
+    auto one = [&]<std::size_t J>(index_c<J>) {
+      if constexpr (field_kind_v<child_t<M, J>> == FieldKind::batch_size) own = &child<J>(v);
+    };
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (one(index_c<I>{}), ...);
+    }(std::make_index_sequence<static_node<M>::size>{});
+    return own;
+  }
 }
 
 inline BatchSize to_bs(c10::IntArrayRef d) { return BatchSize(d); }
@@ -46,42 +67,47 @@ inline BatchSize splice(const BatchSize& level, const BatchSize& from, const Bat
   return BatchSize(c10::IntArrayRef(dims));
 }
 
-// Validates a struct level: its own batch size (if it has one) extends the inherited one, and
-// every present leaf starts with it. `path` is the dotted path of the level.
-template <class T>
-void check_struct(const char* op, const T& t, const BatchSize& inherited, const std::string& path) {
-  const BatchSize* own = nullptr;
-  for_each_field_index<T>([&](auto i) {
-    if constexpr (field_kind_v<field_type_t<T, i()>> == FieldKind::batch_size) {
-      own = &get_field<i()>(t);
+// Validates a level of a tree: a struct's own batch size (if it has one) extends the inherited
+// one, and every present leaf starts with the batch size in force. `c` holds the path.
+template <class M>
+void check_level(const char* op, const M& v, const BatchSize& inherited, Cursor& c) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+    const at::Tensor& x = leaf_get(v);
+    if (x.defined() && !starts_with(x.sizes(), inherited)) {
+      throw BatchSizeError(std::string(op) + ": leaf '" + std::string(c.path().dotted) +
+                           "' has shape " + shape_str(x.sizes()) +
+                           ", which does not start with the batch size " + bs_str(inherited));
     }
-  });
-  const BatchSize& bs = own ? *own : inherited;
-  if (own && !starts_with(own->dims(), inherited)) {
-    throw BatchSizeError(std::string(op) + ": the batch size " + bs_str(*own) + " of '" +
-                         (path.empty() ? std::string(type_name_v<T>) : path) +
-                         "' does not start with the enclosing batch size " + bs_str(inherited));
+  } else if constexpr (k == FieldKind::subtree) {
+    const BatchSize* own = own_batch_size(v);
+    if (own && !starts_with(own->dims(), inherited)) {
+      const std::string where = c.depth() ? std::string(c.path().dotted) : std::string(type_name_v<M>);
+      throw BatchSizeError(std::string(op) + ": the batch size " + bs_str(*own) + " of '" + where +
+                           "' does not start with the enclosing batch size " + bs_str(inherited));
+    }
+    const BatchSize& bs = own ? *own : inherited;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((c.push(static_node<M>::template key<I>), check_level(op, child<I>(v), bs, c), c.pop()), ...);
+    }(std::make_index_sequence<static_node<M>::size>{});
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    if (v) check_level(op, *v, inherited, c);
+  } else if constexpr (k == FieldKind::container) {
+    using N = dynamic_node<M>;
+    if constexpr (N::indexed) {
+      for (std::size_t i = 0, n = N::size(v); i < n; ++i) {
+        c.push_index(i);
+        check_level(op, N::at(v, i), inherited, c);
+        c.pop();
+      }
+    } else {
+      for (const auto* kv : N::ordered(v)) {
+        c.push(kv->first);
+        check_level(op, kv->second, inherited, c);
+        c.pop();
+      }
+    }
   }
-  auto leaf = [&](const std::string& key, const at::Tensor& x) {
-    if (x.defined() && !starts_with(x.sizes(), bs)) {
-      throw BatchSizeError(std::string(op) + ": leaf '" + key + "' has shape " +
-                           shape_str(x.sizes()) + ", which does not start with the batch size " +
-                           bs_str(bs));
-    }
-  };
-  for_each_field_index<T>([&](auto i) {
-    using M = std::remove_cv_t<field_type_t<T, i()>>;
-    constexpr FieldKind k = field_kind_v<M>;
-    const auto& f = get_field<i()>(t);
-    const std::string key = (path.empty() ? "" : path + ".") + std::string(field_name_v<T, i()>);
-    if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
-      leaf(key, leaf_get(f));
-    } else if constexpr (k == FieldKind::leaf_array) {
-      for (std::size_t j = 0; j < f.size(); ++j) leaf(key + "." + std::to_string(j), f[j]);
-    } else if constexpr (k == FieldKind::subtree) {
-      check_struct(op, f, bs, key);
-    }
-  });
 }
 
 inline void check_dict(const char* op, const TensorDict& td, const BatchSize& inherited,
@@ -117,13 +143,8 @@ template <batched_tree T>
   if constexpr (tree<T>) {
     static_assert(detail::root_batch_members<T>() <= 1,
                   "tensordict: a struct has at most one BatchSize member");
-    BatchSize out;
-    for_each_field_index<T>([&](auto i) {
-      if constexpr (field_kind_v<field_type_t<T, i()>> == FieldKind::batch_size) {
-        out = get_field<i()>(t);
-      }
-    });
-    return out;
+    const BatchSize* own = detail::own_batch_size(t);
+    return own ? *own : BatchSize{};
   } else {
     return t.batch_size();
   }
@@ -134,7 +155,8 @@ template <batched_tree T>
 template <batched_tree T>
 void check(const T& t, const char* op = "check") {
   if constexpr (tree<T>) {
-    detail::check_struct(op, t, BatchSize{}, "");
+    detail::Cursor c;
+    detail::check_level(op, t, BatchSize{}, c);
   } else {
     detail::check_dict(op, t, BatchSize{}, NestedKey(std::vector<std::string>{}));
   }
@@ -150,9 +172,7 @@ T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
   if constexpr (tree<T>) {
     const BatchSize from = batch_size(t);
     T out = apply_impl<T, false>(op, t, f);
-    auto keep = [](auto, auto&) {};
-    auto set_bs = [&](BatchSize& b) { b = splice(b, from, to); };
-    zip_nonleaf_slots<T, 0>(keep, set_bs, out);
+    visit_nonleaf([](const auto&, auto&) {}, [&](BatchSize& b) { b = splice(b, from, to); }, out);
     check(out, op);
     return out;
   } else {
@@ -316,16 +336,16 @@ void set_at(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx, const T& va
   }
   if constexpr (tree<T>) {
     detail::check_statics("set_at", t, value);
-    auto one = [&](auto j, const auto& dst, const auto& src) {
+    auto one = [&](const auto& loc, const auto& dst, const auto& src) {
       const at::Tensor& d = detail::leaf_get(dst);
       const at::Tensor& s = detail::leaf_get(src);
-      if (d.defined() != s.defined()) detail::throw_absent<T, j()>("set_at", 2);
+      if (d.defined() != s.defined()) detail::throw_absent<T>("set_at", loc, 1);
       if (d.defined()) {
         at::Tensor target = d;  // a handle: index_put_ writes the shared storage
-        detail::at_leaf<T, j()>("set_at", [&] { return target.index_put_(full, s); });
+        detail::at_leaf<T>("set_at", loc, [&] { return target.index_put_(full, s); });
       }
     };
-    zip_leaves(one, t, value);
+    detail::visit_leaves(one, t, value);
   } else {
     // Checks the keys first, so that nothing is written when they differ.
     (void)t.apply([](const at::Tensor& a, const at::Tensor&) { return a; }, value);
@@ -511,25 +531,28 @@ T combine_structs(const char* op, std::span<const T> ts, F&& f, const BatchSize&
   }
   const BatchSize from = batch_size(ts[0]);
   T out = skeleton_like(ts[0]);
-  auto one = [&](auto j, auto& slot) {
+  // Shapes agree (checked above), so leaf i of every tree is at the same key.
+  std::vector<leaves_t<T>> all;
+  all.reserve(ts.size());
+  for (const T& t : ts) all.push_back(tensordict::leaves(t));
+  std::size_t n = 0;
+  auto one = [&](const auto& loc, auto& slot) {
+    const std::size_t j = n++;
     std::vector<at::Tensor> xs;
     xs.reserve(ts.size());
     for (std::size_t i = 0; i < ts.size(); ++i) {
-      const at::Tensor& x = leaf_get(leaf_slot<j()>(ts[i]));
-      if (x.defined() != leaf_get(leaf_slot<j()>(ts[0])).defined()) {
-        throw SpecMismatchError(std::string(op) + ": leaf '" +
-                                std::string(spec<T>::keys[j()].dotted) +
+      const at::Tensor& x = all[i][j];
+      if (x.defined() != all[0][j].defined()) {
+        throw SpecMismatchError(std::string(op) + ": leaf '" + std::string(loc.path().dotted) +
                                 "' is present in tree 0 and absent in tree " + std::to_string(i) +
                                 " (or the other way round)");
       }
       xs.push_back(x);
     }
-    if (xs[0].defined()) leaf_set(slot, at_leaf<T, j()>(op, [&] { return f(xs); }));
+    if (xs[0].defined()) leaf_set(slot, at_leaf<T>(op, loc, [&] { return f(xs); }));
   };
-  zip_leaf_slots<T, 0>(one, out);
-  auto keep = [](auto, auto&) {};
-  auto set_bs = [&](BatchSize& b) { b = splice(b, from, to); };
-  zip_nonleaf_slots<T, 0>(keep, set_bs, out);
+  visit_leaves(one, out);
+  visit_nonleaf([](const auto&, auto&) {}, [&](BatchSize& b) { b = splice(b, from, to); }, out);
   check(out, op);
   return out;
 }

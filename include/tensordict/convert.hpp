@@ -39,35 +39,49 @@ nlohmann::json static_json(const V& v) {
   }
 }
 
-template <bool Strict, class T>
-TensorDict to_tensordict_impl(const T& s) {
-  TensorDict out;
-  // The batch size first: every entry is checked against it.
-  for_each_field_index<T>([&](auto i) {
-    if constexpr (field_kind_v<field_type_t<T, i()>> == FieldKind::batch_size) {
-      out.set_batch_size(get_field<i()>(s));
-    }
-  });
-  for_each_field_index<T>([&](auto i) {
-    using M = std::remove_cv_t<field_type_t<T, i()>>;
-    constexpr FieldKind k = field_kind_v<M>;
-    const auto& f = get_field<i()>(s);
-    const std::string name(field_name_v<T, i()>);
-    if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
-      if (leaf_get(f).defined()) out.set(name, leaf_get(f));
-    } else if constexpr (k == FieldKind::leaf_array) {
-      TensorDict arr(out.batch_size(), std::nullopt);
-      for (std::size_t j = 0; j < f.size(); ++j) {
-        if (f[j].defined()) arr.set(std::to_string(j), f[j]);
+template <bool Strict, class M>
+TensorDict node_to_tensordict(const M& v, const BatchSize& inherited);
+
+// Adds child `x` of a node under `name` to `out`.
+template <bool Strict, class M>
+void put_child(TensorDict& out, const std::string& name, const M& x) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+    if (leaf_get(x).defined()) out.set(name, leaf_get(x));
+  } else if constexpr (k == FieldKind::subtree || k == FieldKind::container) {
+    out.set(name, node_to_tensordict<Strict>(x, out.batch_size()));
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    if (x) put_child<Strict>(out, name, *x);
+  } else if constexpr (k == FieldKind::static_field) {
+    out.set(name, NonTensorData{static_json<Strict>(x)});
+  }
+}
+
+template <bool Strict, class M>
+TensorDict node_to_tensordict(const M& v, const BatchSize& inherited) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::optional_subtree) {
+    return v ? node_to_tensordict<Strict>(*v, inherited) : TensorDict(inherited);
+  } else if constexpr (k == FieldKind::subtree) {
+    // The batch size first: every entry is checked against it.
+    const BatchSize* own = own_batch_size(v);
+    TensorDict out(own ? *own : inherited);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (put_child<Strict>(out, std::string(static_node<M>::template key<I>), child<I>(v)), ...);
+    }(std::make_index_sequence<static_node<M>::size>{});
+    return out;
+  } else {
+    using N = dynamic_node<M>;
+    TensorDict out(inherited);
+    if constexpr (N::indexed) {
+      for (std::size_t i = 0, n = N::size(v); i < n; ++i) {
+        put_child<Strict>(out, std::to_string(i), N::at(v, i));
       }
-      out.set(name, std::move(arr));
-    } else if constexpr (k == FieldKind::subtree) {
-      out.set(name, to_tensordict_impl<Strict>(f));
-    } else if constexpr (k == FieldKind::static_field) {
-      out.set(name, NonTensorData{static_json<Strict>(f)});
+    } else {
+      for (const auto* kv : N::ordered(v)) put_child<Strict>(out, kv->first, kv->second);
     }
-  });
-  return out;
+    return out;
+  }
 }
 
 inline void require_kind(const NestedKey& key, const Entry& e, bool ok, const char* want) {
@@ -78,114 +92,250 @@ inline void require_kind(const NestedKey& key, const Entry& e, bool ok, const ch
   }
 }
 
-// Fills `out` (a struct whose leaves are compared with `like`'s when `like` is given) from `td`.
-template <class T>
-void from_tensordict_impl(const TensorDict& td, T& out, const T* like, const NestedKey& prefix) {
-  std::vector<bool> used(td.size(), false);
-  auto mark = [&](std::string_view name) {
-    for (std::size_t j = 0; j < td.entries().size(); ++j) {
-      if (td.entries()[j].first == name) used[j] = true;
+[[noreturn]] inline void missing_key(std::string_view type, const NestedKey& key) {
+  std::ostringstream os;
+  os << "from_tensordict<" << type << ">: key " << key << " is missing";
+  throw KeyError(os.str());
+}
+
+inline void check_like(const NestedKey& key, const at::Tensor& got, const at::Tensor& want) {
+  if (!want.defined()) return;
+  if (got.scalar_type() != want.scalar_type() || got.sizes() != want.sizes()) {
+    std::ostringstream os;
+    os << "from_tensordict: key " << key << " is " << dtype_name(got.scalar_type()) << ' '
+       << shape_str(got.sizes()) << ", expected " << dtype_name(want.scalar_type()) << ' '
+       << shape_str(want.sizes());
+    throw SpecMismatchError(os.str());
+  }
+}
+
+template <class Root, class M>
+void node_from_tensordict(const TensorDict& td, M& out, const M* like, const NestedKey& prefix);
+
+// Reads child `out` of a node from entry `e` (null when the key is absent).
+template <class Root, class M>
+void read_child(const Entry* e, M& out, const M* like, const NestedKey& key) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::batch_size) {
+    return;  // the level's batch size, set by the caller
+  } else if constexpr (k == FieldKind::optional_leaf || k == FieldKind::optional_subtree) {
+    if (!e) {
+      out.reset();
+      return;
     }
-  };
-  auto check_like = [&](const NestedKey& key, const at::Tensor& got, const at::Tensor* want) {
-    if (!want || !want->defined()) return;
-    if (got.scalar_type() != want->scalar_type() || got.sizes() != want->sizes()) {
+  }
+  if (!e) missing_key(type_name_v<Root>, key);
+  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+    require_kind(key, *e, e->is_tensor(), "a tensor");
+    if (like) check_like(key, e->tensor(), leaf_get(*like));
+    leaf_set(out, e->tensor());
+  } else if constexpr (k == FieldKind::subtree || k == FieldKind::container) {
+    require_kind(key, *e, e->is_tensordict(), "a TensorDict");
+    node_from_tensordict<Root>(e->tensordict(), out, like, key);
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    using X = std::remove_cv_t<typename M::value_type>;
+    const X* lx = like && *like ? &**like : nullptr;
+    if (lx) {
+      out = *lx;
+    } else if constexpr (std::is_default_constructible_v<X>) {
+      out.emplace();
+    } else {
       std::ostringstream os;
-      os << "from_tensordict: key " << key << " is " << dtype_name(got.scalar_type()) << ' '
-         << shape_str(got.sizes()) << ", expected " << dtype_name(want->scalar_type()) << ' '
-         << shape_str(want->sizes());
+      os << "from_tensordict: key " << key << " holds a " << type_name_v<X>
+         << ", which has no default constructor: pass a `like` tree that has it";
       throw SpecMismatchError(os.str());
     }
-  };
-  for_each_field_index<T>([&](auto i) {
-    using M = std::remove_cv_t<field_type_t<T, i()>>;
-    constexpr FieldKind k = field_kind_v<M>;
-    auto& f = get_field<i()>(out);
-    const std::string_view name = field_name_v<T, i()>;
-    const NestedKey key = prefix / name;
-    if constexpr (k == FieldKind::batch_size) {
-      f = td.batch_size();
-      return;
-    } else {
-      if (!td.contains(name)) {
-        if constexpr (k == FieldKind::optional_leaf) {
-          f.reset();
-          return;
-        } else {
-          std::ostringstream os;
-          os << "from_tensordict<" << type_name_v<T> << ">: key " << key << " is missing";
-          throw KeyError(os.str());
-        }
-      }
-      mark(name);
-      const Entry& e = td.entry(name);
-      if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
-        require_kind(key, e, e.is_tensor(), "a tensor");
-        check_like(key, e.tensor(), like ? &leaf_get(get_field<i()>(*like)) : nullptr);
-        leaf_set(f, e.tensor());
-      } else if constexpr (k == FieldKind::leaf_array) {
-        require_kind(key, e, e.is_tensordict(), "a TensorDict of the array's elements");
-        const TensorDict& arr = e.tensordict();
-        for (std::size_t j = 0; j < f.size(); ++j) {
-          const NestedKey ek = key / std::to_string(j);
-          if (!arr.contains(std::to_string(j))) {
-            std::ostringstream os;
-            os << "from_tensordict<" << type_name_v<T> << ">: key " << ek << " is missing";
-            throw KeyError(os.str());
-          }
-          const Entry& x = arr.entry(std::to_string(j));
-          require_kind(ek, x, x.is_tensor(), "a tensor");
-          check_like(ek, x.tensor(), like ? &get_field<i()>(*like)[j] : nullptr);
-          f[j] = x.tensor();
-        }
-        if (arr.size() != f.size()) {
-          std::ostringstream os;
-          os << "from_tensordict: key " << key << " has " << arr.size() << " entries, the array "
-             << f.size();
-          throw SpecMismatchError(os.str());
-        }
-      } else if constexpr (k == FieldKind::subtree) {
-        require_kind(key, e, e.is_tensordict(), "a TensorDict");
-        from_tensordict_impl(e.tensordict(), f, like ? &get_field<i()>(*like) : nullptr, key);
-      } else {
-        static_assert(json_convertible<M>,
-                      "tensordict: a static field has no JSON form, so it cannot be read from a "
-                      "TensorDict entry; give its type nlohmann to_json/from_json functions");
-        require_kind(key, e, e.is_non_tensor(), "non-tensor data");
-        try {
-          f = e.non_tensor().value.template get<M>();
-        } catch (const nlohmann::json::exception& err) {
-          std::ostringstream os;
-          os << "from_tensordict: key " << key << " holds " << e.non_tensor().value.dump()
-             << ", which is not a " << type_name_v<M> << " (" << err.what() << ')';
-          throw SpecMismatchError(os.str());
-        }
-      }
+    read_child<Root>(e, *out, lx, key);
+  } else if constexpr (k == FieldKind::static_field) {
+    static_assert(json_convertible<M>,
+                  "tensordict: a static field has no JSON form, so it cannot be read from a "
+                  "TensorDict entry; give its type nlohmann to_json/from_json functions");
+    require_kind(key, *e, e->is_non_tensor(), "non-tensor data");
+    try {
+      out = e->non_tensor().value.template get<M>();
+    } catch (const nlohmann::json::exception& err) {
+      std::ostringstream os;
+      os << "from_tensordict: key " << key << " holds " << e->non_tensor().value.dump()
+         << ", which is not a " << type_name_v<M> << " (" << err.what() << ')';
+      throw SpecMismatchError(os.str());
     }
-  });
+  }
+}
+
+// The TensorDict's keys that a node of this shape does not have.
+inline void reject_extra(std::string_view type, const TensorDict& td, const NestedKey& prefix,
+                         const std::vector<bool>& used) {
   for (std::size_t j = 0; j < used.size(); ++j) {
     if (!used[j]) {
       std::ostringstream os;
-      os << "from_tensordict<" << type_name_v<T> << ">: key " << (prefix / td.entries()[j].first)
+      os << "from_tensordict<" << type << ">: key " << (prefix / td.entries()[j].first)
          << " has no field in the struct";
       throw KeyError(os.str());
     }
   }
 }
 
-}  // namespace detail
-
-/// The TensorDict of a struct: leaves become tensors (absent ones are left out), subtrees
-/// nested TensorDicts, `std::array` members nested TensorDicts keyed "0".."N-1", static fields
-/// non-tensor entries (JSON values), and the `BatchSize` member the batch size.
-template <tree T>
-[[nodiscard]] TensorDict to_tensordict(const T& s) {
-  return detail::to_tensordict_impl<true>(s);
+// The length of a sequence saved as keys "0".."n-1" (in any order, none missing or extra).
+inline std::size_t sequence_length(const TensorDict& td, const NestedKey& prefix) {
+  const std::size_t n = td.size();
+  std::vector<bool> seen(n, false);
+  for (const auto& [k, v] : td.entries()) {
+    std::size_t i = 0;
+    bool ok = !k.empty() && k.size() <= 18 && (k == "0" || k[0] != '0');
+    for (char c : k) ok = ok && c >= '0' && c <= '9';
+    if (ok) {
+      for (char c : k) i = i * 10 + static_cast<std::size_t>(c - '0');
+      ok = i < n && !seen[i];
+    }
+    if (!ok) {
+      std::ostringstream os;
+      os << "from_tensordict: key " << (prefix / k) << " is not a position of the sequence at "
+         << prefix << " (its keys must be 0.." << (n ? n - 1 : 0) << ")";
+      throw KeyError(os.str());
+    }
+    seen[i] = true;
+  }
+  return n;
 }
 
-/// The struct of a TensorDict, the inverse of `to_tensordict`. A missing key (other than an
-/// optional leaf), an entry of the wrong kind, a static value of the wrong type, or an extra
-/// key is an error naming the key.
+template <class Root, class M>
+void node_from_tensordict(const TensorDict& td, M& out, const M* like, const NestedKey& prefix) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::subtree) {
+    std::vector<bool> used(td.size(), false);
+    auto find = [&](std::string_view name) -> const Entry* {
+      for (std::size_t j = 0; j < td.entries().size(); ++j) {
+        if (td.entries()[j].first == name) {
+          used[j] = true;
+          return &td.entries()[j].second;
+        }
+      }
+      return nullptr;
+    };
+    auto one = [&]<std::size_t I>(index_c<I>) {
+      using C = child_t<M, I>;
+      auto& c = child<I>(out);
+      if constexpr (field_kind_v<C> == FieldKind::batch_size) {
+        c = td.batch_size();
+      } else {
+        const std::string_view name = static_node<M>::template key<I>;
+        read_child<M>(find(name), c, like ? &child<I>(*like) : nullptr, prefix / name);
+      }
+    };
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (one(index_c<I>{}), ...);
+    }(std::make_index_sequence<static_node<M>::size>{});
+    reject_extra(type_name_v<M>, td, prefix, used);
+  } else if constexpr (k == FieldKind::container) {
+    using N = dynamic_node<M>;
+    using C = typename N::child_t;
+    if constexpr (is_instance<M, std::vector>::value) {
+      const std::size_t n = sequence_length(td, prefix);
+      if (like && like->size() != n) {
+        std::ostringstream os;
+        os << "from_tensordict: the sequence at " << prefix << " has " << n
+           << " elements, the tree it is read into " << like->size();
+        throw SpecMismatchError(os.str());
+      }
+      if (like) {
+        out = *like;
+      } else if constexpr (std::is_default_constructible_v<C>) {
+        out.clear();
+        out.resize(n);
+      } else {
+        std::ostringstream os;
+        os << "from_tensordict: the sequence at " << prefix << " holds " << type_name_v<C>
+           << ", which has no default constructor: pass a `like` tree of the right length";
+        throw SpecMismatchError(os.str());
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string key = std::to_string(i);
+        read_child<Root>(&td.entry(key), out[i], like ? &(*like)[i] : nullptr, prefix / key);
+      }
+    } else if constexpr (N::indexed) {
+      // A node of the user's: its length comes from the tree read into.
+      const std::size_t n = sequence_length(td, prefix);
+      if (N::size(out) != n) {
+        std::ostringstream os;
+        os << "from_tensordict: the node at " << prefix << " has " << n
+           << " children, the tree it is read into " << N::size(out)
+           << " (a node of your own keeps its length: pass a `like` tree of the right length)";
+        throw SpecMismatchError(os.str());
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string key = std::to_string(i);
+        read_child<Root>(&td.entry(key), N::at(out, i), like ? &N::at(*like, i) : nullptr,
+                         prefix / key);
+      }
+    } else {
+      if (like) {
+        bool same = like->size() == td.size();
+        for (const auto& [key, v] : td.entries()) same = same && like->find(key) != like->end();
+        if (!same) {
+          std::ostringstream os;
+          os << "from_tensordict: the map at " << prefix << " has keys [";
+          bool first = true;
+          for (const auto& [key, v] : td.entries()) os << (first ? "" : ", ") << key, first = false;
+          os << "], the tree it is read into " << map_keys_str(*like);
+          throw SpecMismatchError(os.str());
+        }
+      }
+      out.clear();
+      for (const auto& [key, v] : td.entries()) {
+        const C* lc = nullptr;
+        if (like) lc = &like->find(key)->second;
+        C c = [&] {
+          if (lc) return *lc;
+          if constexpr (std::is_default_constructible_v<C>) {
+            return C{};
+          } else {
+            std::ostringstream os;
+            os << "from_tensordict: the map at " << prefix << " holds " << type_name_v<C>
+               << ", which has no default constructor: pass a `like` tree";
+            throw SpecMismatchError(os.str());
+            return *lc;
+          }
+        }();
+        read_child<Root>(&v, c, lc, prefix / key);
+        out.emplace(key, std::move(c));
+      }
+    }
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    read_child<Root>(nullptr, out, like, prefix);  // unreachable for roots; kept total
+  }
+}
+
+template <class T>
+void from_tensordict_impl(const TensorDict& td, T& out, const T* like, const NestedKey& prefix) {
+  if constexpr (field_kind_v<T> == FieldKind::optional_subtree) {
+    using X = std::remove_cv_t<typename T::value_type>;
+    if (td.size() == 0) {
+      out.reset();
+      return;
+    }
+    if (!out) out.emplace(like && *like ? **like : X{});
+    node_from_tensordict<T>(td, *out, like && *like ? &**like : nullptr, prefix);
+  } else {
+    node_from_tensordict<T>(td, out, like, prefix);
+  }
+}
+
+}  // namespace detail
+
+/// The TensorDict of a tree: leaves become tensors (absent ones are left out), subtrees
+/// nested TensorDicts, sequences (`std::array`, `std::vector`, tuples) nested TensorDicts keyed
+/// "0".."N-1", maps nested TensorDicts keyed by the map's keys, an absent optional subtree
+/// nothing, static fields non-tensor entries (JSON values), and a `BatchSize` member the batch
+/// size of its level.
+template <tree T>
+[[nodiscard]] TensorDict to_tensordict(const T& s) {
+  return detail::node_to_tensordict<true>(s, BatchSize{});
+}
+
+/// The tree of a TensorDict, the inverse of `to_tensordict`: sequences and maps take their
+/// lengths and keys from the TensorDict. A missing key (other than an optional), an entry of
+/// the wrong kind, a static value of the wrong type, a sequence whose keys are not 0..n-1, or
+/// an extra key is an error naming the key.
 template <tree T>
   requires std::is_default_constructible_v<T>
 [[nodiscard]] T from_tensordict(const TensorDict& td) {
@@ -195,7 +345,8 @@ template <tree T>
 }
 
 /// `from_tensordict` that starts from `like` (for types without a default constructor) and
-/// also requires each leaf that `like` has to match its dtype and shape.
+/// also requires each leaf that `like` has to match its dtype and shape, and each container
+/// to match `like`'s length or keys (an error names the key and both).
 template <tree T>
 [[nodiscard]] T from_tensordict(const TensorDict& td, const T& like) {
   T out = like;
@@ -207,7 +358,7 @@ template <tree T>
 template <tree T>
 [[nodiscard]] std::string repr(const T& s) {
   std::ostringstream os;
-  detail::to_tensordict_impl<false>(s).print(os, type_name_v<T>, 0);
+  detail::node_to_tensordict<false>(s, BatchSize{}).print(os, type_name_v<T>, 0);
   return os.str();
 }
 

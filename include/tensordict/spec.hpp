@@ -18,56 +18,10 @@
 #include <ATen/core/Tensor.h>
 
 #include "batch_size.hpp"
+#include "node.hpp"
 #include "reflect.hpp"
 
 namespace tensordict {
-
-/// What a field is in the tree.
-enum class FieldKind {
-  leaf,           ///< `torch::Tensor`; an undefined tensor is an absent leaf
-  optional_leaf,  ///< `std::optional<torch::Tensor>`; `nullopt` is an absent leaf
-  leaf_array,     ///< `std::array<torch::Tensor, N>`: N leaves keyed "0".."N-1"
-  subtree,        ///< a nested reflectable struct
-  batch_size,     ///< `tensordict::BatchSize`
-  static_field,   ///< anything else: part of the spec, compared with `==`, never a leaf
-};
-
-/// Specialise to `true_type` to keep a reflectable struct as one static field instead of a
-/// subtree (it then needs `operator==`).
-template <class T>
-struct treat_as_static : std::false_type {};
-
-namespace detail {
-
-template <class T>
-struct leaf_array_traits : std::false_type {};
-template <std::size_t N>
-struct leaf_array_traits<std::array<at::Tensor, N>> : std::true_type {
-  static constexpr std::size_t size = N;
-};
-
-template <class M>
-consteval FieldKind kind_of() {
-  if constexpr (std::is_same_v<M, at::Tensor>) {
-    return FieldKind::leaf;
-  } else if constexpr (std::is_same_v<M, std::optional<at::Tensor>>) {
-    return FieldKind::optional_leaf;
-  } else if constexpr (leaf_array_traits<M>::value) {
-    return FieldKind::leaf_array;
-  } else if constexpr (std::is_same_v<M, BatchSize>) {
-    return FieldKind::batch_size;
-  } else if constexpr (reflectable<M> && !treat_as_static<M>::value) {
-    return FieldKind::subtree;
-  } else {
-    return FieldKind::static_field;
-  }
-}
-
-}  // namespace detail
-
-/// The kind of a field of type M.
-template <class M>
-inline constexpr FieldKind field_kind_v = detail::kind_of<std::remove_cv_t<M>>();
 
 /// A leaf's key path: its names from the root (`{"layer", "weight"}`) and the same joined with
 /// dots (`"layer.weight"`). Constexpr, backed by static storage.
@@ -115,54 +69,36 @@ struct PathBuf {
   }
 };
 
-template <std::size_t K>
-consteval std::size_t digits_of() {
-  std::size_t n = 1;
-  for (std::size_t k = K; k >= 10; k /= 10) ++n;
-  return n;
-}
-template <std::size_t K>
-struct index_name_storage {
-  static constexpr std::array<char, digits_of<K>() + 1> data = [] {
-    std::array<char, digits_of<K>() + 1> out{};
-    std::size_t k = K;
-    for (std::size_t i = digits_of<K>(); i-- > 0; k /= 10) out[i] = static_cast<char>('0' + k % 10);
-    return out;
-  }();
-  static constexpr std::string_view view{data.data(), digits_of<K>()};
-};
-
 template <class T>
-consteval bool check_tree();
+consteval bool check_static_tree();
 
-// Visits every leaf and static field of T depth first, in declaration order, with its path.
+// Visits every leaf and static field of the static tree T depth first, in key order, with its
+// path. An optional subtree adds no key of its own; its leaves are counted whether present or
+// not (absent ones are absent leaves), so that the leaf count stays a compile-time constant.
 template <class T, class V>
 constexpr void walk(V& v, PathBuf& p);
 
-template <class T, std::size_t I, class V>
-constexpr void walk_field(V& v, PathBuf& p) {
-  using M = field_type_t<T, I>;
+template <class M, class V>
+constexpr void walk_value(V& v, PathBuf& p) {
   constexpr FieldKind kind = field_kind_v<M>;
-  p.parts[p.depth++] = field_name_v<T, I>;
   if constexpr (kind == FieldKind::leaf || kind == FieldKind::optional_leaf) {
     v.leaf(p);
-  } else if constexpr (kind == FieldKind::leaf_array) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((p.parts[p.depth++] = index_name_storage<K>::view, v.leaf(p), --p.depth), ...);
-    }(std::make_index_sequence<leaf_array_traits<M>::size>{});
   } else if constexpr (kind == FieldKind::subtree) {
     walk<M>(v, p);
+  } else if constexpr (kind == FieldKind::optional_subtree) {
+    walk_value<std::remove_cv_t<typename M::value_type>>(v, p);
   } else if constexpr (kind == FieldKind::static_field) {
     v.static_field(p);
   }
-  --p.depth;
 }
 
 template <class T, class V>
 constexpr void walk(V& v, PathBuf& p) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (walk_field<T, I>(v, p), ...);
-  }(std::make_index_sequence<field_count_v<T>>{});
+    ((p.parts[p.depth++] = static_node<T>::template key<I>,
+      walk_value<typename static_node<T>::template child_t<I>>(v, p), --p.depth),
+     ...);
+  }(std::make_index_sequence<static_node<T>::size>{});
 }
 
 struct Sizes {
@@ -177,7 +113,7 @@ template <class T>
 consteval Sizes sizes_of() {
   Sizes s;
   PathBuf p;
-  walk<T>(s, p);
+  walk_value<T>(s, p);
   return s;
 }
 
@@ -211,7 +147,7 @@ struct layout {
   static constexpr Filler filled = [] {
     Filler f;
     PathBuf p;
-    walk<T>(f, p);
+    walk_value<T>(f, p);
     return f;
   }();
 
@@ -230,7 +166,7 @@ struct layout {
 
 /// The compile-time spec of a tree type T: everything about its structure that does not
 /// depend on values. `spec<Linear>::leaf_count == 2`, `spec<Linear>::keys[0] == "weight"`.
-template <class T, bool Valid = detail::check_tree<std::remove_cv_t<T>>()>
+template <class T, bool Valid = detail::check_static_tree<std::remove_cv_t<T>>()>
 struct spec {
   static_assert(Valid, "tensordict: not a tree (see the message above)");
 };
@@ -241,7 +177,8 @@ struct spec<T, true> {
   using L = detail::layout<std::remove_cv_t<T>>;
 
  public:
-  /// Number of leaves (an `std::array<Tensor, N>` counts N), nested ones included.
+  /// Number of leaf slots (an `std::array<Tensor, N>` counts N; an optional subtree counts its
+  /// leaves, absent or not), nested ones included.
   static constexpr std::size_t leaf_count = L::sizes.leaves;
   /// Number of static fields, nested ones included.
   static constexpr std::size_t static_count = L::sizes.statics;
@@ -290,54 +227,31 @@ struct static_field_ok {
   static constexpr bool value = std::equality_comparable<T>;
 };
 
-template <class T>
-struct is_vector_of_tensor : std::false_type {};
-template <class A>
-struct is_vector_of_tensor<std::vector<at::Tensor, A>> : std::true_type {};
-
-template <class T, std::size_t I>
-consteval bool check_field() {
-  using M = field_type_t<T, I>;
-  if constexpr (field_kind_v<M> == FieldKind::subtree) {
-    return check_tree<M>();
-  } else if constexpr (field_kind_v<M> == FieldKind::static_field) {
-    static_assert(!is_vector_of_tensor<M>::value,
-                  "tensordict: a std::vector<torch::Tensor> field is not supported (its length "
-                  "would not be part of the spec): use std::array<torch::Tensor, N> or a "
-                  "TensorDict");
-    static_assert(static_field_ok<M>::value,
-                  "tensordict: a static field (any member that is not a tensor, a tensor array, "
-                  "an optional tensor, a BatchSize or a nested struct) must be equality "
-                  "comparable: give its type an operator==");
-    return !is_vector_of_tensor<M>::value && static_field_ok<M>::value;
-  } else {
-    return true;
-  }
-}
+template <class M>
+consteval bool check_value();
 
 template <class T>
-consteval bool fields_ok() {
+consteval bool check_node_children() {
   return []<std::size_t... I>(std::index_sequence<I...>) {
-    return (check_field<T, I>() && ...);
-  }(std::make_index_sequence<field_count_v<T>>{});
+    return (check_value<typename static_node<T>::template child_t<I>>() && ...);
+  }(std::make_index_sequence<static_node<T>::size>{});
 }
 
-// The static_asserts a user sees when a type cannot be a tree; each says what to do. Returns
-// whether T is a valid tree, so that nothing else is instantiated for a type that is not.
+// The checks of a reflectable struct itself (before its fields can be enumerated).
 template <class T>
-consteval bool check_tree() {
+consteval bool check_struct_type() {
   static_assert(!std::is_union_v<T>,
                 "tensordict: a union cannot be a tree: use a struct, or make the union a static "
                 "field of one");
   static_assert(std::is_class_v<T> || std::is_union_v<T>,
                 "tensordict: a tree must be a struct or class (an aggregate, or one adapted "
-                "with BOOST_HANA_DEFINE_STRUCT / BOOST_HANA_ADAPT_STRUCT)");
-  static_assert(!detail::is_std_array<T>::value,
-                "tensordict: a std::array is not a tree by itself: make it a member of a struct");
-  static_assert(std::is_aggregate_v<T> || hana_struct<T>,
+                "with BOOST_HANA_DEFINE_STRUCT / BOOST_HANA_ADAPT_STRUCT), or a container of "
+                "trees");
+  static_assert(std::is_aggregate_v<T> || hana_struct<T> || !std::is_class_v<T>,
                 "tensordict: this type is not an aggregate (it has a constructor, private "
                 "members or virtual functions): adapt it with BOOST_HANA_DEFINE_STRUCT inside "
-                "the class or BOOST_HANA_ADAPT_STRUCT after it");
+                "the class or BOOST_HANA_ADAPT_STRUCT after it, or make it a node by "
+                "specialising tensordict::node");
   if constexpr (plain_aggregate<T>) {
     static_assert(!detail::has_base_class<T>,
                   "tensordict: aggregates with a base class cannot be reflected: make the base a "
@@ -355,23 +269,134 @@ consteval bool check_tree() {
             !detail::type_list_traits<detail::aggregate_field_types<T>>::any_reference,
             "tensordict: a tree cannot have reference members: hold torch::Tensor by value "
             "(tensors are shared handles; copying one does not copy data)");
-        if constexpr (!detail::type_list_traits<detail::aggregate_field_types<T>>::any_reference) {
-          return fields_ok<T>();
-        }
+        return !detail::type_list_traits<detail::aggregate_field_types<T>>::any_reference;
       }
     }
     return false;
-  } else if constexpr (hana_struct<T>) {
-    return fields_ok<T>();
+  } else {
+    return hana_struct<T>;
+  }
+}
+
+// One static_assert per misuse of a value inside a tree; returns whether it is valid, so that
+// nothing else is instantiated for a type that is not.
+template <class M>
+consteval bool check_value() {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::subtree) {
+    if constexpr (reflectable<M> && !user_static_node<M>) {
+      return check_struct_type<M>() && check_node_children<M>();
+    } else {
+      return check_node_children<M>();
+    }
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    return check_value<std::remove_cv_t<typename M::value_type>>();
+  } else if constexpr (k == FieldKind::container) {
+    return check_value<typename dynamic_node<M>::child_t>();
+  } else if constexpr (k == FieldKind::static_field) {
+    static_assert(!holds_tensor_v<M> || treat_as_static<M>::value,
+                  "tensordict: a member holds tensors but is no node, so its tensors would be "
+                  "silently static: use a node type (std::vector, std::array, std::map or "
+                  "std::unordered_map with std::string keys, std::optional, std::tuple), make "
+                  "its type a node by specialising tensordict::node, or keep it static on "
+                  "purpose with tensordict::treat_as_static");
+    static_assert(static_field_ok<M>::value,
+                  "tensordict: a static field (any member that is not a tensor, a BatchSize or "
+                  "a node holding tensors) must be equality comparable: give its type an "
+                  "operator==");
+    return (!holds_tensor_v<M> || treat_as_static<M>::value) && static_field_ok<M>::value;
+  } else {
+    return true;
+  }
+}
+
+// The static_asserts a user sees when a type cannot be a tree; each says what to do.
+template <class T>
+consteval bool check_tree() {
+  constexpr FieldKind k = field_kind_v<T>;
+  if constexpr (k == FieldKind::subtree || k == FieldKind::optional_subtree ||
+                k == FieldKind::container) {
+    return check_value<T>();
+  } else if constexpr (k == FieldKind::static_field && (std::is_class_v<T> || std::is_union_v<T>) &&
+                       !holds_tensor_v<T>) {
+    if constexpr (is_std_array<T>::value) {
+      static_assert(!is_std_array<T>::value,
+                    "tensordict: a std::array of values that hold no tensor is not a tree");
+      return false;
+    } else {
+      return check_struct_type<T>();
+    }
+  } else {
+    static_assert(k != FieldKind::leaf && k != FieldKind::optional_leaf,
+                  "tensordict: a tensor is a leaf, not a tree: put it in a struct or container");
+    static_assert(k == FieldKind::leaf || k == FieldKind::optional_leaf ||
+                      (std::is_class_v<T> && !holds_tensor_v<T>),
+                  "tensordict: not a tree: a tree is a struct of tensors, a container of trees "
+                  "or tensors, or a type registered with tensordict::node");
+    return false;
+  }
+}
+
+// Whether any node below T has a shape known only at run time (a container).
+template <class M>
+consteval bool has_container() {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::container) {
+    return true;
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    return has_container<std::remove_cv_t<typename M::value_type>>();
+  } else if constexpr (k == FieldKind::subtree) {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (has_container<typename static_node<M>::template child_t<I>>() || ...);
+    }(std::make_index_sequence<static_node<M>::size>{});
   } else {
     return false;
   }
 }
 
+// Whether any part of T's shape is decided at run time (a container, or an optional subtree's
+// presence): zipping such trees checks their shapes first.
+template <class M>
+consteval bool has_runtime_shape() {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::container || k == FieldKind::optional_subtree) {
+    return true;
+  } else if constexpr (k == FieldKind::subtree) {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (has_runtime_shape<typename static_node<M>::template child_t<I>>() || ...);
+    }(std::make_index_sequence<static_node<M>::size>{});
+  } else {
+    return false;
+  }
+}
+
+template <class T>
+consteval bool check_static_tree() {
+  if constexpr (!check_tree<T>()) {
+    return false;
+  } else {
+    static_assert(!has_container<T>(),
+                  "tensordict: spec<T> needs a tree whose shape is known at compile time, and "
+                  "this one holds a container (std::vector, a map, a run-time node) whose length "
+                  "is known at run time: use the run-time spec (tree_spec(t), leaf_count(t), "
+                  "key_paths(t))");
+    return !has_container<T>();
+  }
+}
+
 }  // namespace detail
 
-/// True for any type usable as a tree.
+/// True for any type usable as a tree: a reflectable struct, a container of trees or tensors
+/// (`std::array`, `std::tuple`, `std::pair`, `std::optional`, `std::vector`, string-keyed
+/// maps), or a type registered with `tensordict::node`.
 template <class T>
-concept tree = reflectable<std::remove_cv_t<T>>;
+concept tree = field_kind_v<std::remove_cv_t<T>> == FieldKind::subtree ||
+               field_kind_v<std::remove_cv_t<T>> == FieldKind::optional_subtree ||
+               field_kind_v<std::remove_cv_t<T>> == FieldKind::container;
+
+/// A tree whose shape is known at compile time (no container of run-time length inside):
+/// `spec<T>` gives its leaf count and key paths as constants.
+template <class T>
+concept static_tree = tree<T> && !detail::has_container<std::remove_cv_t<T>>();
 
 }  // namespace tensordict

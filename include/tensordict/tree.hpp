@@ -1,9 +1,11 @@
 #pragma once
 /// \file
-/// Tree operations on any reflectable struct: flatten/unflatten, leaves and key paths, apply
-/// (one or many trees), for_each, reduce, replace, split_keys, select, exclude, update, to,
-/// clone, detach. Every traversal is unrolled at compile time: no heap, no strings, no virtual
-/// calls on the way to a leaf.
+/// Tree operations on any tree (structs, containers, your own nodes): flatten/unflatten, leaves
+/// and key paths, apply (one or many trees), for_each, reduce, replace, split_keys, select,
+/// exclude, update, to, clone, detach. Every operation is written once against one traversal
+/// (`detail::visit_leaves`), which has two engines: trees whose shape is known at compile time
+/// are unrolled completely (no heap, no strings, no virtual calls on the way to a leaf); trees
+/// holding containers loop over those at run time and unroll everything else.
 
 #include <array>
 #include <cstddef>
@@ -24,6 +26,7 @@
 #include "consolidate.hpp"
 #include "detail/what.hpp"
 #include "errors.hpp"
+#include "node.hpp"
 #include "spec.hpp"
 
 namespace tensordict {
@@ -72,14 +75,18 @@ inline const at::Tensor& leaf_ref(const at::Tensor& t) noexcept { return t; }
 inline at::Tensor& leaf_ref(std::optional<at::Tensor>& t) noexcept { return *t; }
 inline const at::Tensor& leaf_ref(const std::optional<at::Tensor>& t) noexcept { return *t; }
 
+#define TENSORDICT_INLINE [[gnu::always_inline]] inline
+
+// ---------------------------------------------------------------------------------------------
+// The static engine: trees whose shape is known at compile time. Leaf J (counted over the
+// root) and static field S are compile-time indices; every step is unrolled.
+
 template <class M>
 consteval std::size_t leaves_in() {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
     return 1;
-  } else if constexpr (k == FieldKind::leaf_array) {
-    return leaf_array_traits<M>::size;
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (k == FieldKind::subtree || k == FieldKind::optional_subtree) {
     return layout<M>::sizes.leaves;
   } else {
     return 0;
@@ -90,123 +97,134 @@ consteval std::size_t statics_in() {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::static_field) {
     return 1;
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (k == FieldKind::subtree || k == FieldKind::optional_subtree) {
     return layout<M>::sizes.statics;
   } else {
     return 0;
   }
 }
-// Leaves (or static fields) in the fields before field I of T.
+template <class T, std::size_t I>
+using child_t = typename static_node<T>::template child_t<I>;
+
+// Leaves (or static fields) in the children before child I of T.
 template <class T, std::size_t I>
 consteval std::size_t leaf_offset() {
   return []<std::size_t... K>(std::index_sequence<K...>) {
-    return (std::size_t{0} + ... + leaves_in<field_type_t<T, K>>());
+    return (std::size_t{0} + ... + leaves_in<child_t<T, K>>());
   }(std::make_index_sequence<I>{});
 }
 template <class T, std::size_t I>
 consteval std::size_t static_offset() {
   return []<std::size_t... K>(std::index_sequence<K...>) {
-    return (std::size_t{0} + ... + statics_in<field_type_t<T, K>>());
+    return (std::size_t{0} + ... + statics_in<child_t<T, K>>());
   }(std::make_index_sequence<I>{});
 }
 
-// Calls f(index_c<J>, slot_of_each_tree...) for every leaf J, where J counts leaves of the
-// root tree. All trees have type T, possibly with different constness. (Plain function
-// templates over index sequences: GCC 12 mis-expands packs captured by lambdas.)
-// Always inlined: the traversal must vanish into the caller, so that the compiler sees each
-// slot's current value (an empty tensor in a fresh tree needs no release when overwritten).
-#define TENSORDICT_INLINE [[gnu::always_inline]] inline
-
-template <class T, std::size_t Base, class F, class... Ts>
-TENSORDICT_INLINE constexpr void zip_leaf_slots(F& f, Ts&... ts);
-
-template <std::size_t Off, std::size_t K, class F, class... As>
-TENSORDICT_INLINE constexpr void zip_array_elem(F& f, As&... as) {
-  f(index_c<Off + K>{}, as[K]...);
-}
-template <std::size_t Off, class F, std::size_t... K, class... As>
-TENSORDICT_INLINE constexpr void zip_array(F& f, std::index_sequence<K...>, As&... as) {
-  (zip_array_elem<Off, K>(f, as...), ...);
+template <std::size_t I, class T>
+TENSORDICT_INLINE constexpr auto& child(T& t) noexcept {
+  return static_node<std::remove_cv_t<T>>::template get<I>(t);
 }
 
-template <class T, std::size_t I, std::size_t Off, class F, class... Ts>
-TENSORDICT_INLINE constexpr void zip_leaf_field(F& f, Ts&... ts) {
-  using M = field_type_t<T, I>;
+// Calls f(index_c<J>, slot_of_each_tree...) for every leaf J of values of type M, where J
+// counts leaves of the root tree. (Plain function templates over index sequences: GCC 12
+// mis-expands packs captured by lambdas.) Always inlined: the traversal must vanish into the
+// caller, so that the compiler sees each slot's current value (an empty tensor in a fresh tree
+// needs no release when overwritten). An optional subtree is visited when the first tree has
+// it; callers zipping several trees check first that the others have it too.
+template <class M, std::size_t Off, class F, class... Ts>
+TENSORDICT_INLINE constexpr void zip_value(F& f, Ts&... ts);
+
+template <class T, std::size_t I, std::size_t Base, class F, class... Ts>
+TENSORDICT_INLINE constexpr void zip_child(F& f, Ts&... ts) {
+  zip_value<child_t<T, I>, Base + leaf_offset<T, I>()>(f, child<I>(ts)...);
+}
+template <class T, std::size_t Base, class F, std::size_t... I, class... Ts>
+TENSORDICT_INLINE constexpr void zip_children(F& f, std::index_sequence<I...>, Ts&... ts) {
+  (zip_child<T, I, Base>(f, ts...), ...);
+}
+
+template <class First, class... Rest>
+TENSORDICT_INLINE constexpr bool first_engaged(const First& first, const Rest&...) {
+  return first.has_value();
+}
+
+template <class M, std::size_t Off, class F, class... Ts>
+TENSORDICT_INLINE constexpr void zip_value(F& f, Ts&... ts) {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
-    f(index_c<Off>{}, get_field<I>(ts)...);
-  } else if constexpr (k == FieldKind::leaf_array) {
-    zip_array<Off>(f, std::make_index_sequence<leaf_array_traits<M>::size>{}, get_field<I>(ts)...);
+    f(index_c<Off>{}, ts...);
   } else if constexpr (k == FieldKind::subtree) {
-    zip_leaf_slots<M, Off>(f, get_field<I>(ts)...);
+    zip_children<M, Off>(f, std::make_index_sequence<static_node<M>::size>{}, ts...);
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    if (first_engaged(ts...)) zip_value<std::remove_cv_t<typename M::value_type>, Off>(f, *ts...);
   }
-}
-
-template <class T, std::size_t Base, class F, std::size_t... I, class... Ts>
-TENSORDICT_INLINE constexpr void zip_leaf_fields(F& f, std::index_sequence<I...>, Ts&... ts) {
-  (zip_leaf_field<T, I, Base + leaf_offset<T, I>()>(f, ts...), ...);
 }
 
 template <class T, std::size_t Base, class F, class... Ts>
 TENSORDICT_INLINE constexpr void zip_leaf_slots(F& f, Ts&... ts) {
-  zip_leaf_fields<T, Base>(f, std::make_index_sequence<field_count_v<T>>{}, ts...);
+  zip_value<T, Base>(f, ts...);
 }
 
-// Calls f(index_c<S>, field_of_each_tree...) for every static field S (numbered as in
-// spec<Root>::static_keys), and b(field_of_each_tree...) for every BatchSize member.
-template <class T, std::size_t Base, class F, class B, class... Ts>
-constexpr void zip_nonleaf_slots(F& f, B& b, Ts&... ts);
+// Calls f(index_c<S>, value_of_each_tree...) for every static field S (numbered as in
+// spec<Root>::static_keys), and b(value_of_each_tree...) for every BatchSize member.
+template <class M, std::size_t Off, class F, class B, class... Ts>
+constexpr void zip_nonleaf_value(F& f, B& b, Ts&... ts);
 
-template <class T, std::size_t I, std::size_t Off, class F, class B, class... Ts>
-constexpr void zip_nonleaf_field(F& f, B& b, Ts&... ts) {
-  using M = field_type_t<T, I>;
+template <class T, std::size_t I, std::size_t Base, class F, class B, class... Ts>
+constexpr void zip_nonleaf_child(F& f, B& b, Ts&... ts) {
+  zip_nonleaf_value<child_t<T, I>, Base + static_offset<T, I>()>(f, b, child<I>(ts)...);
+}
+template <class T, std::size_t Base, class F, class B, std::size_t... I, class... Ts>
+constexpr void zip_nonleaf_children(F& f, B& b, std::index_sequence<I...>, Ts&... ts) {
+  (zip_nonleaf_child<T, I, Base>(f, b, ts...), ...);
+}
+
+template <class M, std::size_t Off, class F, class B, class... Ts>
+constexpr void zip_nonleaf_value(F& f, B& b, Ts&... ts) {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::static_field) {
-    f(index_c<Off>{}, get_field<I>(ts)...);
+    f(index_c<Off>{}, ts...);
   } else if constexpr (k == FieldKind::batch_size) {
-    b(get_field<I>(ts)...);
+    b(ts...);
   } else if constexpr (k == FieldKind::subtree) {
-    zip_nonleaf_slots<M, Off>(f, b, get_field<I>(ts)...);
+    zip_nonleaf_children<M, Off>(f, b, std::make_index_sequence<static_node<M>::size>{}, ts...);
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    if (first_engaged(ts...)) {
+      zip_nonleaf_value<std::remove_cv_t<typename M::value_type>, Off>(f, b, *ts...);
+    }
   }
-}
-
-template <class T, std::size_t Base, class F, class B, std::size_t... I, class... Ts>
-constexpr void zip_nonleaf_fields(F& f, B& b, std::index_sequence<I...>, Ts&... ts) {
-  (zip_nonleaf_field<T, I, Base + static_offset<T, I>()>(f, b, ts...), ...);
 }
 
 template <class T, std::size_t Base, class F, class B, class... Ts>
 constexpr void zip_nonleaf_slots(F& f, B& b, Ts&... ts) {
-  zip_nonleaf_fields<T, Base>(f, b, std::make_index_sequence<field_count_v<T>>{}, ts...);
+  zip_nonleaf_value<T, Base>(f, b, ts...);
 }
 
-// The field of T holding leaf J (J counts T's leaves).
+// The child of T holding leaf J (J counts T's leaves).
 template <class T, std::size_t J>
-consteval std::size_t field_of_leaf() {
+consteval std::size_t child_of_leaf() {
   std::size_t i = 0;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((leaf_offset<T, I>() <= J && J < leaf_offset<T, I>() + leaves_in<field_type_t<T, I>>()
+    ((leaf_offset<T, I>() <= J && J < leaf_offset<T, I>() + leaves_in<child_t<T, I>>()
           ? void(i = I)
           : void()),
      ...);
-  }(std::make_index_sequence<field_count_v<T>>{});
+  }(std::make_index_sequence<static_node<T>::size>{});
   return i;
 }
 
-// The slot (`Tensor` or `std::optional<Tensor>` member) of leaf J of t.
+// The slot (`Tensor` or `std::optional<Tensor>`) of leaf J of t, for trees whose every slot
+// exists (no optional subtree).
 template <std::size_t J, class T>
 TENSORDICT_INLINE constexpr auto& leaf_slot(T& t) {
   using R = std::remove_cv_t<T>;
-  constexpr std::size_t I = field_of_leaf<R, J>();
+  constexpr std::size_t I = child_of_leaf<R, J>();
   constexpr std::size_t off = J - leaf_offset<R, I>();
-  using M = field_type_t<R, I>;
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf_array) {
-    return get_field<I>(t)[off];
-  } else if constexpr (k == FieldKind::subtree) {
-    return leaf_slot<off>(get_field<I>(t));
+  using M = child_t<R, I>;
+  if constexpr (field_kind_v<M> == FieldKind::subtree) {
+    return leaf_slot<off>(child<I>(t));
   } else {
-    return get_field<I>(t);
+    return child<I>(t);
   }
 }
 
@@ -214,7 +232,290 @@ TENSORDICT_INLINE constexpr auto& leaf_slot(T& t) {
 template <class T, std::size_t... J>
 TENSORDICT_INLINE std::array<at::Tensor, sizeof...(J)> gather_leaves(const T& t,
                                                                      std::index_sequence<J...>) {
-  return {leaf_get(leaf_slot<J>(t))...};
+  if constexpr (has_runtime_shape<T>()) {
+    std::array<at::Tensor, sizeof...(J)> out;
+    auto one = [&](auto j, const auto& s) { out[j()] = leaf_get(s); };
+    zip_value<T, 0>(one, t);
+    return out;
+  } else {
+    return {leaf_get(leaf_slot<J>(t))...};
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dynamic engine: trees holding containers. Leaf indices and key paths are counted at run
+// time; static nodes inside are still unrolled at compile time.
+
+// The path of the node being visited, and the number of leaves visited so far.
+class Cursor {
+ public:
+  std::size_t leaf = 0;
+
+  void push(std::string_view key) {
+    if (depth_ == max_depth) {
+      throw Error("tensordict: a tree nests deeper than " + std::to_string(max_depth) + " levels");
+    }
+    parts_[depth_++] = key;
+  }
+  void push_index(std::size_t i) {
+    if (depth_ == max_depth) push({});
+    parts_[depth_] = index_key(i, nums_[depth_]);
+    ++depth_;
+  }
+  void pop() noexcept { --depth_; }
+  std::size_t depth() const noexcept { return depth_; }
+  // The current path; valid until the cursor moves.
+  KeyPath path() const {
+    dotted_.clear();
+    for (std::size_t i = 0; i < depth_; ++i) {
+      if (i) dotted_.push_back('.');
+      dotted_.append(parts_[i]);
+    }
+    return KeyPath{parts_.data(), depth_, dotted_};
+  }
+
+ private:
+  std::array<std::string_view, max_depth> parts_{};
+  std::array<std::array<char, 24>, max_depth> nums_{};
+  std::size_t depth_ = 0;
+  mutable std::string dotted_;
+};
+
+// Where a leaf or static field is: `loc()` is its index, `loc.path()` its key path. Static
+// locations are compile-time (an `integral_constant`); dynamic ones read the cursor.
+template <class Root, std::size_t J>
+struct LeafLoc : index_c<J> {
+  static constexpr const KeyPath& path() noexcept { return spec<Root>::keys[J]; }
+};
+template <class Root, std::size_t S>
+struct StaticLoc : index_c<S> {
+  static constexpr const KeyPath& path() noexcept { return spec<Root>::static_keys[S]; }
+};
+struct DynLoc {
+  Cursor* cur;
+  std::size_t operator()() const noexcept { return cur->leaf; }
+  KeyPath path() const { return cur->path(); }
+};
+
+template <class M, class F, class... Ts>
+void dzip_value(Cursor& c, F& f, Ts&... ts);
+
+template <class T, std::size_t I, class F, class... Ts>
+void dzip_child(Cursor& c, F& f, Ts&... ts) {
+  c.push(static_node<T>::template key<I>);
+  dzip_value<child_t<T, I>>(c, f, child<I>(ts)...);
+  c.pop();
+}
+template <class T, class F, std::size_t... I, class... Ts>
+void dzip_children(Cursor& c, F& f, std::index_sequence<I...>, Ts&... ts) {
+  (dzip_child<T, I>(c, f, ts...), ...);
+}
+
+template <class V, class First>
+auto* map_entry(V& m, const First& first) {
+  auto it = m.find(first->first);
+  return &*it;
+}
+
+template <class M, class F, class First, class... Rest>
+void dzip_map(Cursor& c, F& f, First& first, Rest&... rest) {
+  using N = dynamic_node<M>;
+  for (auto* kv : N::ordered(first)) {
+    c.push(kv->first);
+    dzip_value<typename N::child_t>(c, f, kv->second, map_entry(rest, kv)->second...);
+    c.pop();
+  }
+}
+
+template <class M, class F, class First, class... Rest>
+void dzip_indexed(Cursor& c, F& f, First& first, Rest&... rest) {
+  using N = dynamic_node<M>;
+  const std::size_t n = N::size(first);
+  for (std::size_t i = 0; i < n; ++i) {
+    c.push_index(i);
+    dzip_value<typename N::child_t>(c, f, N::at(first, i), N::at(rest, i)...);
+    c.pop();
+  }
+}
+
+// Calls f(kind, loc, value_of_each_tree...) for leaves (kind = leaf_tag) and, when F asks for
+// them, static fields (static_tag) and batch sizes (batch_tag), in key order.
+struct leaf_tag {};
+struct static_tag {};
+struct batch_tag {};
+
+template <class M, class F, class... Ts>
+void dzip_value(Cursor& c, F& f, Ts&... ts) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+    f(leaf_tag{}, DynLoc{&c}, ts...);
+    ++c.leaf;
+  } else if constexpr (k == FieldKind::static_field) {
+    f(static_tag{}, DynLoc{&c}, ts...);
+  } else if constexpr (k == FieldKind::batch_size) {
+    f(batch_tag{}, DynLoc{&c}, ts...);
+  } else if constexpr (k == FieldKind::subtree) {
+    dzip_children<M>(c, f, std::make_index_sequence<static_node<M>::size>{}, ts...);
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    if (first_engaged(ts...)) dzip_value<std::remove_cv_t<typename M::value_type>>(c, f, *ts...);
+  } else if constexpr (k == FieldKind::container) {
+    if constexpr (dynamic_node<M>::indexed) {
+      dzip_indexed<M>(c, f, ts...);
+    } else {
+      dzip_map<M>(c, f, ts...);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes decided at run time (containers' lengths and keys, optional subtrees' presence) must
+// agree before trees are zipped; the first difference is described with its path.
+
+template <class M>
+std::string map_keys_str(const M& m) {
+  std::string out = "[";
+  bool first = true;
+  for (auto* kv : dynamic_node<M>::ordered(m)) {
+    out += first ? "'" : ", '";
+    out += kv->first;
+    out += '\'';
+    first = false;
+  }
+  return out + ']';
+}
+
+template <class M>
+bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why);
+
+template <class T, std::size_t... I>
+bool shape_diff_children(Cursor& c, const T& a, const T& b, std::string& why,
+                         std::index_sequence<I...>) {
+  bool differ = false;
+  auto one = [&]<std::size_t J>(index_c<J>) {
+    if constexpr (has_runtime_shape<child_t<T, J>>()) {
+      if (differ) return;
+      c.push(static_node<T>::template key<J>);
+      differ = shape_diff(c, child<J>(a), child<J>(b), why);
+      if (!differ) c.pop();
+    }
+  };
+  (one(index_c<I>{}), ...);
+  return differ;
+}
+
+// Whether a and b differ in shape; if so `why` says how and the cursor stays at the place.
+template <class M>
+bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::subtree) {
+    return shape_diff_children(c, a, b, why, std::make_index_sequence<static_node<M>::size>{});
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    if (a.has_value() != b.has_value()) {
+      why = a.has_value() ? "present in tree #1, absent in tree #" : "absent in tree #1, present in tree #";
+      return true;
+    }
+    return a.has_value() && shape_diff(c, *a, *b, why);
+  } else if constexpr (k == FieldKind::container) {
+    using N = dynamic_node<M>;
+    if constexpr (N::indexed) {
+      if (N::size(a) != N::size(b)) {
+        why = "length " + std::to_string(N::size(a)) + " in tree #1, " +
+              std::to_string(N::size(b)) + " in tree #";
+        return true;
+      }
+      if constexpr (has_runtime_shape<typename N::child_t>()) {
+        for (std::size_t i = 0, n = N::size(a); i < n; ++i) {
+          c.push_index(i);
+          if (shape_diff(c, N::at(a, i), N::at(b, i), why)) return true;
+          c.pop();
+        }
+      }
+      return false;
+    } else {
+      bool same = a.size() == b.size();
+      for (auto it = a.begin(); same && it != a.end(); ++it) same = b.find(it->first) != b.end();
+      if (!same) {
+        why = "keys " + map_keys_str(a) + " in tree #1, " + map_keys_str(b) + " in tree #";
+        return true;
+      }
+      if constexpr (has_runtime_shape<typename N::child_t>()) {
+        for (auto* kv : N::ordered(a)) {
+          c.push(kv->first);
+          if (shape_diff(c, kv->second, b.find(kv->first)->second, why)) return true;
+          c.pop();
+        }
+      }
+      return false;
+    }
+  } else {
+    return false;
+  }
+}
+
+template <class T>
+[[noreturn]] void throw_shape(const char* op, const Cursor& c, const std::string& why,
+                              std::size_t tree_no) {
+  const KeyPath p = c.path();
+  throw SpecMismatchError(std::string(op) + ": trees of " + std::string(type_name_v<T>) +
+                          " differ in shape at '" + (p.depth ? std::string(p.dotted) : "<root>") +
+                          "': " + why + std::to_string(tree_no));
+}
+
+// Throws SpecMismatchError at the first place where the shapes of `t` and `others` differ.
+template <class T, class... Os>
+void check_shapes(const char* op, const T& t, const Os&... others) {
+  if constexpr (sizeof...(Os) > 0 && has_runtime_shape<T>()) {
+    std::size_t n = 1;
+    std::string why;
+    auto one = [&](const T& o) {
+      ++n;
+      Cursor c;
+      if (shape_diff(c, t, o, why)) throw_shape<T>(op, c, why, n);
+    };
+    (one(others), ...);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The one entry point of every operation: leaves (and, on request, static fields and batch
+// sizes) of trees zipped together, whichever engine the tree's type needs. Shapes must have
+// been checked (check_shapes) when several trees are zipped.
+
+// f(loc, slot_of_each_tree...) for every leaf.
+template <class T, class F, class... Ts>
+TENSORDICT_INLINE void visit_leaves(F&& f, T& t, Ts&... ts) {
+  using R = std::remove_cv_t<T>;
+  if constexpr (static_tree<R>) {
+    auto g = [&](auto j, auto&... s) { f(LeafLoc<R, j()>{}, s...); };
+    zip_value<R, 0>(g, t, ts...);
+  } else {
+    Cursor c;
+    auto g = [&]<class Tag>(Tag, DynLoc loc, auto&... s) {
+      if constexpr (std::is_same_v<Tag, leaf_tag>) f(loc, s...);
+    };
+    dzip_value<R>(c, g, t, ts...);
+  }
+}
+
+// fs(loc, value_of_each_tree...) for every static field, fb(value_of_each_tree...) for every
+// BatchSize member.
+template <class T, class FS, class FB, class... Ts>
+void visit_nonleaf(FS&& fs, FB&& fb, T& t, Ts&... ts) {
+  using R = std::remove_cv_t<T>;
+  if constexpr (static_tree<R>) {
+    auto g = [&](auto s, auto&... v) { fs(StaticLoc<R, s()>{}, v...); };
+    zip_nonleaf_value<R, 0>(g, fb, t, ts...);
+  } else {
+    Cursor c;
+    auto g = [&]<class Tag>(Tag, DynLoc loc, auto&... v) {
+      if constexpr (std::is_same_v<Tag, static_tag>) {
+        fs(loc, v...);
+      } else if constexpr (std::is_same_v<Tag, batch_tag>) {
+        fb(v...);
+      }
+    };
+    dzip_value<R>(c, g, t, ts...);
+  }
 }
 
 template <class T>
@@ -222,17 +523,32 @@ using root_t = std::remove_cvref_t<T>;
 
 }  // namespace detail
 
-/// Calls `f(std::integral_constant<std::size_t, J>{}, slots...)` for every leaf J of the trees,
-/// zipped; a slot is the `Tensor` or `std::optional<Tensor>` member itself. The building block
-/// of every other operation; also for users who need the leaf index at compile time.
+/// Number of leaf slots of a tree: `spec<T>::leaf_count` for a static tree; for a tree with
+/// containers, counted (absent leaves included, absent optional subtrees excluded).
+template <class T>
+  requires tree<T>
+[[nodiscard]] std::size_t leaf_count(const T& t) {
+  if constexpr (static_tree<T>) {
+    return spec<T>::leaf_count;
+  } else {
+    std::size_t n = 0;
+    detail::visit_leaves([&](auto, const auto&) { ++n; }, t);
+    return n;
+  }
+}
+
+/// Calls `f(loc, slots...)` for every leaf of the trees, zipped; a slot is the `Tensor` or
+/// `std::optional<Tensor>` itself, `loc()` the leaf's index and `loc.path()` its `KeyPath`.
+/// For a static tree `loc` is a `std::integral_constant`: the index is a compile-time
+/// constant. The building block of every other operation.
 template <class F, class T, class... Ts>
   requires tree<T>
-constexpr void zip_leaves(F&& f, T& t, Ts&... ts) {
+void zip_leaves(F&& f, T& t, Ts&... ts) {
   using R = std::remove_cv_t<T>;
   static_assert((std::is_same_v<R, std::remove_cv_t<Ts>> && ...),
                 "tensordict: trees zipped together must have the same type");
-  (void)spec<R>::leaf_count;
-  detail::zip_leaf_slots<R, 0>(f, t, ts...);
+  detail::check_shapes("zip_leaves", t, ts...);
+  detail::visit_leaves(f, t, ts...);
 }
 
 namespace detail {
@@ -257,71 +573,143 @@ std::string show(const V& v) {
   }
 }
 
-// Runs fn() for leaf J of T; any failure is rethrown naming the leaf.
-template <class T, std::size_t J, class Fn>
-decltype(auto) at_leaf(const char* op, Fn&& fn) {
+// Runs fn() for the leaf at `loc` of a T; any failure is rethrown naming the leaf.
+template <class T, class Loc, class Fn>
+TENSORDICT_INLINE decltype(auto) at_leaf(const char* op, const Loc& loc, Fn&& fn) {
   try {
     return fn();
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw LeafError(std::string(op) + ": at leaf '" + std::string(spec<T>::keys[J].dotted) +
-                    "' of " + std::string(spec<T>::name) + ": " + what_of(e));
+    throw LeafError(std::string(op) + ": at leaf '" + std::string(loc.path().dotted) + "' of " +
+                    std::string(type_name_v<T>) + ": " + what_of(e));
   }
 }
 
-template <class T, std::size_t J>
-[[noreturn]] void throw_absent(const char* op, std::size_t tree_no) {
-  throw SpecMismatchError(std::string(op) + ": leaf '" + std::string(spec<T>::keys[J].dotted) +
-                          "' of " + std::string(spec<T>::name) +
+template <class T, class Loc>
+[[noreturn]] void throw_absent(const char* op, const Loc& loc, std::size_t tree_no) {
+  throw SpecMismatchError(std::string(op) + ": leaf '" + std::string(loc.path().dotted) +
+                          "' of " + std::string(type_name_v<T>) +
                           " is present in the first tree but absent in tree #" +
                           std::to_string(tree_no + 1));
 }
 
-// Static fields of trees combined together must be equal; the error names the field and values.
+// Every other tree's slot must be present where the first tree's is.
+template <class T, class Loc, class... Bs>
+TENSORDICT_INLINE void require_present(const char* op, const Loc& loc, const Bs&... bs) {
+  std::size_t n = 0;
+  ((++n, leaf_get(bs).defined() ? void() : throw_absent<T>(op, loc, n)), ...);
+}
+
+// Trees combined together must have the same shape and equal static fields; the error names
+// the place and both values.
 template <class T, class... Os>
 void check_statics(const char* op, const T& t, const Os&... os) {
-  if constexpr (sizeof...(Os) > 0 && spec<T>::static_count > 0) {
-    auto cmp = [op](auto s, const auto& a, const auto&... bs) {
+  check_shapes(op, t, os...);
+  if constexpr (sizeof...(Os) > 0) {
+    auto cmp = [op](const auto& loc, const auto& a, const auto&... bs) {
       std::size_t n = 1;
       auto one = [&](const auto& b) {
         ++n;
         if (!(a == b)) {
           throw SpecMismatchError(std::string(op) + ": static field '" +
-                                  std::string(spec<T>::static_keys[s()].dotted) + "' of " +
-                                  std::string(spec<T>::name) + " differs: " + show(a) +
+                                  std::string(loc.path().dotted) + "' of " +
+                                  std::string(type_name_v<T>) + " differs: " + show(a) +
                                   " in tree #1, " + show(b) + " in tree #" + std::to_string(n));
         }
       };
       (one(bs), ...);
     };
-    auto ignore = [](const auto&...) {};
-    zip_nonleaf_slots<T, 0>(cmp, ignore, t, os...);
+    visit_nonleaf(cmp, [](const auto&...) {}, t, os...);
   }
 }
 
-// Copies static fields and batch sizes of `from` into `to`.
+// Copies static fields and batch sizes of `from` into `to` (of the same shape).
 template <class T>
 void copy_nonleaf(T& to, const T& from) {
-  auto s = [](auto, auto& a, const auto& b) { a = b; };
-  auto b = [](auto& a, const auto& b) { a = b; };
-  zip_nonleaf_slots<T, 0>(s, b, to, from);
+  visit_nonleaf([](const auto&, auto& a, const auto& b) { a = b; },
+                [](auto& a, const auto& b) { a = b; }, to, from);
 }
 
-// A tree with t's static fields and batch size, and absent leaves where the caller will not
-// write. An aggregate is built from scratch, which avoids touching t's leaves; a Hana struct
-// is copied, since it may hold members that are not reflected.
+// Direct construction: a plain aggregate whose subtrees are plain aggregates or arrays of
+// tensors is rebuilt as one aggregate initialisation `T{leaf, leaf, static, Sub{...}, ...}`,
+// so no field is first default-constructed and then overwritten. The runtime spec of such a
+// tree keeps only its static fields and batch sizes, in a flat tuple, instead of a skeleton.
+template <class T>
+consteval bool direct_constructible();
+
+template <class M>
+consteval bool direct_child() {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::subtree) {
+    if constexpr (is_std_array<M>::value) {
+      return field_kind_v<typename M::value_type> == FieldKind::leaf;
+    } else {
+      return direct_constructible<M>();
+    }
+  } else {
+    return k != FieldKind::optional_subtree && k != FieldKind::container;
+  }
+}
+
+template <class T>
+consteval bool direct_constructible() {
+  if constexpr (!(plain_aggregate<T> && std::is_default_constructible_v<T> &&
+                  !user_static_node<T>)) {
+    return false;
+  } else {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (direct_child<child_t<T, I>>() && ...);
+    }(std::make_index_sequence<static_node<T>::size>{});
+  }
+}
+
+// A value of t's shape with the same static fields and batch sizes, and every leaf absent.
+template <class M>
+M skeleton_value(const M& v);
+
+template <class M, std::size_t... I>
+M skeleton_children(const M& v, std::index_sequence<I...>) {
+  if constexpr (plain_aggregate<M> && !user_static_node<M>) {
+    return M{skeleton_value(child<I>(v))...};
+  } else if constexpr (is_std_array<M>::value) {
+    return M{skeleton_value(child<I>(v))...};
+  } else if constexpr (is_tuple_like_node<M>::value) {
+    return M(skeleton_value(child<I>(v))...);
+  } else {
+    // Hana structs and users' nodes may hold members that are not children: copy, then clear.
+    M out = v;
+    ((child<I>(out) = skeleton_value(child<I>(v))), ...);
+    return out;
+  }
+}
+
+template <class M>
+M skeleton_value(const M& v) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+    return M();
+  } else if constexpr (k == FieldKind::subtree) {
+    return skeleton_children(v, std::make_index_sequence<static_node<M>::size>{});
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    return v ? M(skeleton_value(*v)) : M();
+  } else if constexpr (k == FieldKind::container) {
+    return dynamic_node<M>::like(v, [](const auto& x) { return skeleton_value(x); });
+  } else {
+    return v;
+  }
+}
+
+// A tree with t's shape, static fields and batch sizes, and absent leaves where the caller
+// will not write.
 template <class T>
 T skeleton_like(const T& t) {
-  if constexpr (plain_aggregate<T> && std::is_default_constructible_v<T>) {
+  if constexpr (direct_constructible<T>()) {
     T out{};
     copy_nonleaf(out, t);
     return out;
   } else {
-    T out = t;
-    auto clear = [](auto, auto& slot) { leaf_set(slot, at::Tensor()); };
-    zip_leaf_slots<T, 0>(clear, out);
-    return out;
+    return skeleton_value(t);
   }
 }
 
@@ -329,20 +717,19 @@ template <class T, bool Named, class F, class... Os>
 T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
   check_statics(op, t, others...);
   T out = skeleton_like(t);
-  auto one = [&](auto j, auto& o, const auto& a, const auto&... bs) {
+  auto one = [&](const auto& loc, auto& o, const auto& a, const auto&... bs) {
     const at::Tensor& x = leaf_get(a);
     if (!x.defined()) return;
-    std::size_t n = 0;
-    ((++n, leaf_get(bs).defined() ? void() : throw_absent<T, j()>(op, n)), ...);
-    leaf_set(o, at_leaf<T, j()>(op, [&]() -> at::Tensor {
+    require_present<T>(op, loc, bs...);
+    leaf_set(o, at_leaf<T>(op, loc, [&]() -> at::Tensor {
                if constexpr (Named) {
-                 return f(spec<T>::keys[j()], x, leaf_get(bs)...);
+                 return f(loc.path(), x, leaf_get(bs)...);
                } else {
                  return f(x, leaf_get(bs)...);
                }
              }));
   };
-  zip_leaf_slots<T, 0>(one, out, t, others...);
+  visit_leaves(one, out, t, others...);
   return out;
 }
 
@@ -357,7 +744,8 @@ constexpr void check_same_trees() {
 
 /// `tree_map`: `f(leaf, leaves of others at the same key...)` on every present leaf; the result
 /// has T's type, the first tree's static fields and batch size, and absent leaves where the
-/// first tree has them. Static fields that differ between the trees are a `SpecMismatchError`.
+/// first tree has them. Trees whose shapes (container lengths, map keys, optional subtrees) or
+/// static fields differ are a `SpecMismatchError`.
 template <tree T, class F, class... Os>
 [[nodiscard]] T apply(const T& t, F&& f, const Os&... others) {
   detail::check_same_trees<T, Os...>();
@@ -380,18 +768,16 @@ template <tree T, class F, class... Os>
 T& apply_(T& t, F&& f, const Os&... others) {
   detail::check_same_trees<T, Os...>();
   detail::check_statics("apply_", t, others...);
-  auto one = [&](auto j, auto& a, const auto&... bs) {
+  auto one = [&](const auto& loc, auto& a, const auto&... bs) {
     const at::Tensor& x = detail::leaf_get(a);
     if (!x.defined()) return;
-    std::size_t n = 0;
-    ((++n, detail::leaf_get(bs).defined() ? void() : detail::throw_absent<T, j()>("apply_", n)),
-     ...);
-    detail::at_leaf<T, j()>("apply_", [&] {
+    detail::require_present<T>("apply_", loc, bs...);
+    detail::at_leaf<T>("apply_", loc, [&] {
       at::Tensor r = f(x, detail::leaf_get(bs)...);
       if (!r.is_same(x)) detail::leaf_ref(a).copy_(r);
     });
   };
-  detail::zip_leaf_slots<T, 0>(one, t, others...);
+  detail::visit_leaves(one, t, others...);
   return t;
 }
 
@@ -402,90 +788,92 @@ template <class T, class F, class... Os>
 void for_each(T& t, F&& f, const Os&... others) {
   using R = std::remove_cv_t<T>;
   detail::check_same_trees<R, Os...>();
-  auto one = [&](auto j, auto& a, const auto&... bs) {
+  detail::check_shapes("for_each", t, others...);
+  auto one = [&](const auto& loc, auto& a, const auto&... bs) {
     if (!detail::leaf_get(a).defined()) return;
-    std::size_t n = 0;
-    ((++n, detail::leaf_get(bs).defined() ? void() : detail::throw_absent<R, j()>("for_each", n)),
-     ...);
-    detail::at_leaf<R, j()>("for_each",
-                            [&] { f(detail::leaf_ref(a), detail::leaf_get(bs)...); });
+    detail::require_present<R>("for_each", loc, bs...);
+    detail::at_leaf<R>("for_each", loc, [&] { f(detail::leaf_ref(a), detail::leaf_get(bs)...); });
   };
-  detail::zip_leaf_slots<R, 0>(one, t, others...);
+  detail::visit_leaves(one, t, others...);
 }
 
 /// As `for_each`, with the leaf's `KeyPath` first.
 template <class T, class F>
   requires tree<T>
 void named_for_each(T& t, F&& f) {
-  using R = std::remove_cv_t<T>;
-  auto one = [&](auto j, auto& a) {
-    if (detail::leaf_get(a).defined()) f(spec<R>::keys[j()], detail::leaf_ref(a));
+  auto one = [&](const auto& loc, auto& a) {
+    if (detail::leaf_get(a).defined()) f(loc.path(), detail::leaf_ref(a));
   };
-  detail::zip_leaf_slots<R, 0>(one, t);
+  detail::visit_leaves(one, t);
 }
 
 /// Folds the present leaves in key order: `acc = f(acc, leaf)`.
 template <tree T, class Acc, class F>
 [[nodiscard]] Acc reduce(const T& t, F&& f, Acc init) {
-  auto one = [&](auto, const auto& a) {
+  auto one = [&](const auto&, const auto& a) {
     const at::Tensor& x = detail::leaf_get(a);
     if (x.defined()) init = f(std::move(init), x);
   };
-  detail::zip_leaf_slots<T, 0>(one, t);
+  detail::visit_leaves(one, t);
   return init;
 }
 
-/// Every leaf slot in key order, absent ones as undefined tensors: `spec<T>::leaf_count` long.
+/// Every leaf slot in key order, absent ones as undefined tensors: a
+/// `std::array<Tensor, spec<T>::leaf_count>` for a static tree, a `std::vector` otherwise.
 template <tree T>
-[[nodiscard]] TENSORDICT_INLINE std::array<at::Tensor, spec<T>::leaf_count> leaves(const T& t) {
-  return detail::gather_leaves(t, std::make_index_sequence<spec<T>::leaf_count>{});
+[[nodiscard]] TENSORDICT_INLINE auto leaves(const T& t) {
+  if constexpr (static_tree<T>) {
+    return detail::gather_leaves(t, std::make_index_sequence<spec<T>::leaf_count>{});
+  } else {
+    std::vector<at::Tensor> out;
+    detail::visit_leaves([&](const auto&, const auto& s) { out.push_back(detail::leaf_get(s)); },
+                         t);
+    return out;
+  }
 }
 
 /// The key path of every leaf of T, depth first in declaration order (constexpr).
-template <tree T>
+template <static_tree T>
 [[nodiscard]] constexpr const std::array<KeyPath, spec<T>::leaf_count>& keys() {
   return spec<T>::keys;
 }
 /// `keys<T>()` of a tree's type.
-template <tree T>
+template <static_tree T>
 [[nodiscard]] constexpr const std::array<KeyPath, spec<T>::leaf_count>& keys(const T&) {
   return spec<T>::keys;
 }
 
-/// `(key path, leaf)` for every leaf slot, as `tree_flatten_with_path`.
+/// The dotted key path of every leaf slot of any tree, in key order (`"blocks.0.weight"`).
 template <tree T>
-[[nodiscard]] std::array<std::pair<KeyPath, at::Tensor>, spec<T>::leaf_count> named_leaves(
-    const T& t) {
-  std::array<std::pair<KeyPath, at::Tensor>, spec<T>::leaf_count> out;
-  auto one = [&](auto j, const auto& a) { out[j()] = {spec<T>::keys[j()], detail::leaf_get(a)}; };
-  detail::zip_leaf_slots<T, 0>(one, t);
+[[nodiscard]] std::vector<std::string> key_paths(const T& t) {
+  std::vector<std::string> out;
+  detail::visit_leaves([&](const auto& loc, const auto&) { out.emplace_back(loc.path().dotted); },
+                       t);
   return out;
 }
 
-namespace detail {
-
-// Direct construction: a plain aggregate whose subtrees are plain aggregates too is rebuilt
-// as one aggregate initialisation `T{leaf, leaf, static, Sub{...}, ...}`, so no field is
-// first default-constructed and then overwritten. The runtime spec of such a tree keeps only
-// its static fields and batch sizes, in a flat tuple, instead of a whole skeleton.
-template <class T>
-consteval bool direct_constructible() {
-  if constexpr (!(plain_aggregate<T> && std::is_default_constructible_v<T>)) {
-    return false;
+/// `(key path, leaf)` for every leaf slot, as `tree_flatten_with_path`: an array of
+/// `(KeyPath, Tensor)` for a static tree, a vector of `(std::string, Tensor)` otherwise.
+template <tree T>
+[[nodiscard]] auto named_leaves(const T& t) {
+  if constexpr (static_tree<T>) {
+    std::array<std::pair<KeyPath, at::Tensor>, spec<T>::leaf_count> out;
+    auto one = [&](auto j, const auto& a) { out[j()] = {spec<T>::keys[j()], detail::leaf_get(a)}; };
+    for (std::size_t i = 0; i < spec<T>::leaf_count; ++i) out[i].first = spec<T>::keys[i];
+    detail::visit_leaves(one, t);
+    return out;
   } else {
-    return []<std::size_t... I>(std::index_sequence<I...>) {
-      return ([]<std::size_t J>(index_c<J>) {
-        using M = std::remove_cv_t<field_type_t<T, J>>;
-        if constexpr (field_kind_v<M> == FieldKind::subtree) {
-          return direct_constructible<M>();
-        } else {
-          return true;
-        }
-      }(index_c<I>{}) && ...);
-    }(std::make_index_sequence<field_count_v<T>>{});
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    detail::visit_leaves(
+        [&](const auto& loc, const auto& a) {
+          out.emplace_back(std::string(loc.path().dotted), detail::leaf_get(a));
+        },
+        t);
+    return out;
   }
 }
 
+namespace detail {
 template <class T>
 struct nonleaf_tuple;
 template <class M, FieldKind K = field_kind_v<M>>
@@ -524,10 +912,10 @@ struct nonleaf_tuple_of;
 template <class T, std::size_t... I>
 struct nonleaf_tuple_of<T, std::index_sequence<I...>> {
   using type =
-      typename tuple_concat<typename field_nonleaf_tuple<field_type_t<T, I>>::type...>::type;
+      typename tuple_concat<typename field_nonleaf_tuple<child_t<T, I>>::type...>::type;
 };
 template <class T>
-struct nonleaf_tuple : nonleaf_tuple_of<T, std::make_index_sequence<field_count_v<T>>> {};
+struct nonleaf_tuple : nonleaf_tuple_of<T, std::make_index_sequence<static_node<T>::size>> {};
 template <class T>
 using nonleaf_tuple_t = typename nonleaf_tuple<T>::type;
 
@@ -535,7 +923,7 @@ template <class T, std::size_t I>
 consteval std::size_t nonleaf_offset() {
   return []<std::size_t... K>(std::index_sequence<K...>) {
     return (std::size_t{0} + ... +
-            std::tuple_size_v<typename field_nonleaf_tuple<field_type_t<T, K>>::type>);
+            std::tuple_size_v<typename field_nonleaf_tuple<child_t<T, K>>::type>);
   }(std::make_index_sequence<I>{});
 }
 
@@ -544,12 +932,12 @@ nonleaf_tuple_t<T> gather_nonleaf(const T& t);
 
 template <class T, std::size_t I>
 auto gather_field_nonleaf(const T& t) {
-  using M = field_type_t<T, I>;
+  using M = child_t<T, I>;
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::static_field || k == FieldKind::batch_size) {
-    return typename field_nonleaf_tuple<M>::type(get_field<I>(t));
+    return typename field_nonleaf_tuple<M>::type(child<I>(t));
   } else if constexpr (k == FieldKind::subtree) {
-    return gather_nonleaf(get_field<I>(t));
+    return gather_nonleaf(child<I>(t));
   } else {
     return std::tuple<>();
   }
@@ -560,7 +948,7 @@ nonleaf_tuple_t<T> gather_nonleaf_fields(const T& t, std::index_sequence<I...>) 
 }
 template <class T>
 nonleaf_tuple_t<T> gather_nonleaf(const T& t) {
-  return gather_nonleaf_fields(t, std::make_index_sequence<field_count_v<T>>{});
+  return gather_nonleaf_fields(t, std::make_index_sequence<static_node<T>::size>{});
 }
 
 // Leaves for `build` when there are none: every slot absent.
@@ -577,17 +965,17 @@ TENSORDICT_INLINE M build_array(const L& leaves, std::index_sequence<K...>) {
 }
 
 template <class T, std::size_t I, std::size_t LB, std::size_t SB, class L, class Tup>
-TENSORDICT_INLINE std::remove_cv_t<field_type_t<T, I>> build_field(const L& leaves,
+TENSORDICT_INLINE std::remove_cv_t<child_t<T, I>> build_field(const L& leaves,
                                                                  const Tup& nl) {
-  using M = std::remove_cv_t<field_type_t<T, I>>;
+  using M = std::remove_cv_t<child_t<T, I>>;
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::leaf) {
     return leaves[LB];
   } else if constexpr (k == FieldKind::optional_leaf) {
     const at::Tensor& x = leaves[LB];
     return x.defined() ? M(x) : M();
-  } else if constexpr (k == FieldKind::leaf_array) {
-    return build_array<M, LB>(leaves, std::make_index_sequence<leaf_array_traits<M>::size>{});
+  } else if constexpr (k == FieldKind::subtree && is_std_array<M>::value) {
+    return build_array<M, LB>(leaves, std::make_index_sequence<std::tuple_size_v<M>>{});
   } else if constexpr (k == FieldKind::subtree) {
     return build<M, LB, SB>(leaves, nl);
   } else {
@@ -603,44 +991,55 @@ TENSORDICT_INLINE T build_fields(const L& leaves, const Tup& nl, std::index_sequ
 // The tree with leaf J = leaves[LB + J] and non-leaf slot S = get<SB + S>(nl).
 template <class T, std::size_t LB, std::size_t SB, class L, class Tup>
 TENSORDICT_INLINE T build(const L& leaves, const Tup& nl) {
-  return build_fields<T, LB, SB>(leaves, nl, std::make_index_sequence<field_count_v<T>>{});
+  return build_fields<T, LB, SB>(leaves, nl, std::make_index_sequence<static_node<T>::size>{});
 }
 
 }  // namespace detail
 
-/// The runtime spec of a tree: its type plus the values of its static fields and its batch
-/// size (JAX's treedef). Two trees that differ only in a static field have unequal specs.
+/// The runtime spec of a tree: its type plus everything about its shape that values decide —
+/// static fields, batch sizes, container lengths and map keys, optional subtrees' presence
+/// (JAX's treedef). Two trees that differ in any of these have unequal specs.
 template <tree T>
 class TreeSpec {
+  static constexpr bool is_static = static_tree<T>;
   static constexpr bool direct = detail::direct_constructible<T>();
-  // A plain aggregate keeps only its non-leaf values; a Hana struct keeps a whole skeleton,
-  // since it may hold members that are not reflected.
-  using Storage = std::conditional_t<direct, detail::nonleaf_tuple_t<T>, T>;
+  // A plain aggregate keeps only its non-leaf values; other trees keep a whole skeleton, since
+  // they may hold members that are not reflected, or a shape decided at run time.
+  template <bool D, class = void>
+  struct storage_of {
+    using type = T;
+  };
+  template <class V>
+  struct storage_of<true, V> {
+    using type = detail::nonleaf_tuple_t<T>;
+  };
+  using Storage = typename storage_of<direct>::type;
 
  public:
   /// The spec of `t`.
-  explicit TreeSpec(const T& t) : data_(make(t)) {}
+  explicit TreeSpec(const T& t) : data_(make(t)), count_(tensordict::leaf_count(t)) {}
 
-  /// Number of leaf slots (`spec<T>::leaf_count`).
-  static constexpr std::size_t leaf_count = spec<T>::leaf_count;
+  /// Number of leaf slots (`spec<T>::leaf_count` for a static tree).
+  [[nodiscard]] std::size_t num_leaves() const noexcept { return count_; }
 
   /// A tree of this spec with every leaf absent.
   [[nodiscard]] T skeleton() const { return fill(detail::no_leaves{}); }
 
   /// The tree of this spec whose leaves are `leaves`, in key order (JAX's
-  /// `treedef.unflatten`). `leaves` must hold exactly `leaf_count` tensors; undefined ones
+  /// `treedef.unflatten`). `leaves` must hold exactly `num_leaves()` tensors; undefined ones
   /// become absent leaves.
   [[nodiscard]] TENSORDICT_INLINE T unflatten(std::span<const at::Tensor> leaves) const {
-    if (leaves.size() != leaf_count) {
-      throw SpecMismatchError("unflatten<" + std::string(tensordict::spec<T>::name) +
-                              ">: expected " + std::to_string(leaf_count) + " leaves, got " +
+    if (leaves.size() != count_) {
+      throw SpecMismatchError("unflatten<" + std::string(type_name_v<T>) + ">: expected " +
+                              std::to_string(count_) + " leaves, got " +
                               std::to_string(leaves.size()));
     }
     return fill(leaves);
   }
   /// `unflatten` from an array of the right size: the count is checked at compile time.
-  [[nodiscard]] TENSORDICT_INLINE T
-  unflatten(const std::array<at::Tensor, spec<T>::leaf_count>& leaves) const {
+  template <std::size_t N>
+    requires(is_static && N == spec<T>::leaf_count)
+  [[nodiscard]] TENSORDICT_INLINE T unflatten(const std::array<at::Tensor, N>& leaves) const {
     return fill(leaves);
   }
 
@@ -648,23 +1047,32 @@ class TreeSpec {
     if constexpr (direct) {
       return a.data_ == b.data_;
     } else {
+      if constexpr (detail::has_runtime_shape<T>()) {
+        detail::Cursor c;
+        std::string why;
+        if (detail::shape_diff(c, a.data_, b.data_, why)) return false;
+      }
       bool eq = true;
-      auto s = [&](auto, const auto& x, const auto& y) { eq = eq && x == y; };
+      auto s = [&](const auto&, const auto& x, const auto& y) { eq = eq && x == y; };
       auto bs = [&](const auto& x, const auto& y) { eq = eq && x == y; };
-      detail::zip_nonleaf_slots<T, 0>(s, bs, a.data_, b.data_);
+      detail::visit_nonleaf(s, bs, a.data_, b.data_);
       return eq;
     }
   }
 
   /// `Linear(weight, bias, activation='relu')`.
   std::string to_string() const {
-    std::string out(spec<T>::name);
+    std::string out(type_name_v<T>);
     out += '(';
     bool first = true;
-    for (const auto& k : spec<T>::keys) out += (first ? "" : ", ") + std::string(k.dotted), first = false;
-    auto s = [&](auto j, const auto& v) {
-      out += (first ? "" : ", ") + std::string(spec<T>::static_keys[j()].dotted) + "=" +
-             detail::show(v);
+    const T sk = skeleton();
+    auto l = [&](const auto& loc, const auto&) {
+      out += (first ? "" : ", ") + std::string(loc.path().dotted);
+      first = false;
+    };
+    detail::visit_leaves(l, sk);
+    auto s = [&](const auto& loc, const auto& v) {
+      out += (first ? "" : ", ") + std::string(loc.path().dotted) + "=" + detail::show(v);
       first = false;
     };
     auto bs = [&](const BatchSize& b) {
@@ -673,8 +1081,7 @@ class TreeSpec {
       out += (first ? "" : ", ") + std::string("batch_size=") + os.str();
       first = false;
     };
-    const T sk = skeleton();
-    detail::zip_nonleaf_slots<T, 0>(s, bs, sk);
+    detail::visit_nonleaf(s, bs, sk);
     return out + ')';
   }
 
@@ -693,19 +1100,29 @@ class TreeSpec {
       return detail::build<T, 0, 0>(leaves, data_);
     } else {
       T out = data_;
-      auto one = [&](auto j, auto& o) { detail::leaf_set(o, leaves[j()]); };
-      detail::zip_leaf_slots<T, 0>(one, out);
+      if constexpr (is_static) {
+        auto one = [&](auto j, auto& o) { detail::leaf_set(o, leaves[j()]); };
+        detail::zip_leaf_slots<T, 0>(one, out);
+      } else {
+        std::size_t i = 0;
+        detail::visit_leaves([&](const auto&, auto& o) { detail::leaf_set(o, leaves[i++]); }, out);
+      }
       return out;
     }
   }
 
   Storage data_;
+  std::size_t count_;
 };
 
 /// A tree's leaves and spec, as `flatten` returns them; `auto [leaves, spec] = flatten(t)`.
+/// `leaves` is a `std::array` for a static tree, a `std::vector` otherwise.
+template <tree T>
+using leaves_t = decltype(tensordict::leaves(std::declval<const T&>()));
+
 template <tree T>
 struct Flattened {
-  std::array<at::Tensor, spec<T>::leaf_count> leaves;
+  leaves_t<T> leaves;
   TreeSpec<T> spec;
 };
 
@@ -716,7 +1133,7 @@ template <tree T>
 }
 
 /// The tree of `spec` whose leaves are `leaves`, in key order. `leaves` must hold exactly
-/// `spec<T>::leaf_count` tensors (undefined ones become absent leaves).
+/// `spec.num_leaves()` tensors (undefined ones become absent leaves).
 template <tree T>
 [[nodiscard]] TENSORDICT_INLINE T unflatten(std::span<const at::Tensor> leaves,
                                             const TreeSpec<T>& spec) {
@@ -724,23 +1141,28 @@ template <tree T>
 }
 
 /// `unflatten` from the array `flatten` returned: the count is checked at compile time.
-template <tree T>
+template <static_tree T>
 [[nodiscard]] TENSORDICT_INLINE T unflatten(
     const std::array<at::Tensor, spec<T>::leaf_count>& leaves, const TreeSpec<T>& spec) {
   return spec.unflatten(leaves);
 }
 
-namespace detail {
+/// `unflatten` from the vector `flatten` returned for a tree with containers.
+template <tree T>
+[[nodiscard]] T unflatten(const std::vector<at::Tensor>& leaves, const TreeSpec<T>& spec) {
+  return spec.unflatten(std::span<const at::Tensor>(leaves));
+}
 
+namespace detail {
 inline constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
 template <class T>
-consteval std::size_t field_index(std::string_view name) {
-  std::size_t r = npos;
-  for_each_field_index<T>([&](auto i) {
-    if (field_name_v<T, decltype(i)::value> == name) r = decltype(i)::value;
-  });
-  return r;
+consteval std::size_t child_index(std::string_view name) {
+  return []<std::size_t... I>(std::index_sequence<I...>, std::string_view n) {
+    std::size_t r = npos;
+    ((static_node<T>::template key<I> == n ? void(r = I) : void()), ...);
+    return r;
+  }(std::make_index_sequence<static_node<T>::size>{}, name);
 }
 
 consteval std::size_t parse_index(std::string_view s) {
@@ -753,39 +1175,99 @@ consteval std::size_t parse_index(std::string_view s) {
   return v;
 }
 
-// The field (or tensor array element) at dotted key `Key`, starting at character Pos.
+[[noreturn]] inline void throw_missing_key(std::string_view key, std::string_view why) {
+  throw KeyError("tensordict: key '" + std::string(key) + "' " + std::string(why));
+}
+
+// The value at dotted key `Key`, starting at character Pos. Steps through static nodes are
+// resolved at compile time; steps into containers (an index, a map key) at run time.
 template <fixed_string Key, std::size_t Pos, class T>
 constexpr decltype(auto) at_key(T& t) {
   using U = std::remove_cv_t<T>;
   constexpr std::string_view key = Key.view();
   constexpr std::size_t dot = key.find('.', Pos);
   constexpr std::string_view seg = key.substr(Pos, dot == npos ? npos : dot - Pos);
-  constexpr std::size_t I = field_index<U>(seg);
-  static_assert(I != npos,
-                "tensordict: unknown key: the tree has no field of this name (the key and the "
-                "tree type are in the instantiation above)");
-  if constexpr (I != npos) {
-    using M = field_type_t<U, I>;
+  constexpr FieldKind uk = field_kind_v<U>;
+  if constexpr (uk == FieldKind::optional_subtree) {
+    if (!t.has_value()) throw_missing_key(key, "goes through an absent std::optional");
+    return at_key<Key, Pos>(*t);
+  } else if constexpr (uk == FieldKind::container) {
+    using N = dynamic_node<U>;
+    auto& c = [&]() -> auto& {
+      if constexpr (N::indexed) {
+        constexpr std::size_t k = parse_index(seg);
+        static_assert(k != npos,
+                      "tensordict: unknown key: after a sequence (std::vector, a node of your "
+                      "own), a key needs an index (\"blocks.0\")");
+        if (k >= N::size(t)) throw_missing_key(key, "indexes past the end of a sequence");
+        return N::at(t, k);
+      } else {
+        auto it = t.find(std::string(seg));
+        if (it == t.end()) throw_missing_key(key, "names no entry of a map");
+        return it->second;
+      }
+    }();
     if constexpr (dot == npos) {
-      return get_field<I>(t);
-    } else if constexpr (field_kind_v<M> == FieldKind::subtree) {
-      return at_key<Key, dot + 1>(get_field<I>(t));
-    } else if constexpr (field_kind_v<M> == FieldKind::leaf_array) {
-      constexpr std::size_t k = parse_index(key.substr(dot + 1));
-      static_assert(k != npos && k < leaf_array_traits<M>::size,
-                    "tensordict: unknown key: after a tensor array, a key needs an index in "
-                    "range (\"layers.0\")");
-      return get_field<I>(t)[k];
+      return (c);
     } else {
-      static_assert(dot == npos, "tensordict: unknown key: a key goes through a leaf or a static "
-                                 "field as if it were a nested struct");
+      return at_key<Key, dot + 1>(c);
     }
+  } else {
+    constexpr std::size_t I = child_index<U>(seg);
+    static_assert(I != npos,
+                  "tensordict: unknown key: the tree has no field of this name (the key and the "
+                  "tree type are in the instantiation above)");
+    if constexpr (I != npos) {
+      using M = child_t<U, I>;
+      constexpr FieldKind mk = field_kind_v<M>;
+      if constexpr (dot == npos) {
+        return (child<I>(t));
+      } else if constexpr (mk == FieldKind::subtree || mk == FieldKind::optional_subtree ||
+                           mk == FieldKind::container) {
+        return at_key<Key, dot + 1>(child<I>(t));
+      } else {
+        static_assert(dot == npos, "tensordict: unknown key: a key goes through a leaf or a static "
+                                   "field as if it were a nested struct");
+      }
+    }
+  }
+}
+
+// Whether `key` can name something in an M: checked through static nodes; the parts after a
+// container are checked at run time.
+template <class M>
+consteval bool key_valid(std::string_view key);
+
+template <class M, std::size_t... I>
+consteval bool key_valid_children(std::string_view key, std::index_sequence<I...>) {
+  const std::size_t dot = key.find('.');
+  const std::string_view seg = key.substr(0, dot);
+  const std::string_view rest = dot == npos ? std::string_view() : key.substr(dot + 1);
+  bool ok = false;
+  ((static_node<M>::template key<I> == seg
+        ? void(ok = ok || dot == npos || key_valid<child_t<M, I>>(rest))
+        : void()),
+   ...);
+  return ok;
+}
+
+template <class M>
+consteval bool key_valid(std::string_view key) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::optional_subtree) {
+    return key_valid<std::remove_cv_t<typename M::value_type>>(key);
+  } else if constexpr (k == FieldKind::container) {
+    return !key.empty();
+  } else if constexpr (k == FieldKind::subtree) {
+    return key_valid_children<M>(key, std::make_index_sequence<static_node<M>::size>{});
+  } else {
+    return false;
   }
 }
 
 template <class T, fixed_string Key>
 constexpr void check_key() {
-  static_assert(spec<T>::contains(Key.view()),
+  static_assert(key_valid<T>(Key.view()),
                 "tensordict: unknown key: it names no leaf, subtree or static field of the tree "
                 "(the key and the tree type are in the instantiation above)");
 }
@@ -810,6 +1292,33 @@ T masked(const T& t) {
   return out;
 }
 
+// `masked` for trees with containers: keys are matched against run-time paths, and a key that
+// names nothing (an index past a sequence's end, a missing map key) is a KeyError.
+template <class T, bool Select, fixed_string... Keys>
+T masked_runtime(const char* op, const T& t) {
+  constexpr std::array<std::string_view, sizeof...(Keys)> keys{Keys.view()...};
+  std::array<bool, sizeof...(Keys)> hit{};
+  auto covers = [&](const KeyPath& p) {
+    bool h = false;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (p.under(keys[i])) hit[i] = h = true;
+    }
+    return h;
+  };
+  T out = t;
+  visit_leaves([&](const auto& loc, auto& slot) {
+    if (covers(loc.path()) != Select) leaf_set(slot, at::Tensor());
+  }, out);
+  visit_nonleaf([&](const auto& loc, const auto&) { covers(loc.path()); }, [](const auto&) {}, t);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (!hit[i]) {
+      throw KeyError(std::string(op) + ": key '" + std::string(keys[i]) + "' names nothing in this " +
+                     std::string(type_name_v<T>));
+    }
+  }
+  return out;
+}
+
 template <class M, class V>
 void assign(M& slot, V&& v) {
   if constexpr (std::is_same_v<M, std::optional<at::Tensor>> &&
@@ -830,6 +1339,7 @@ void assign(M& slot, V&& v) {
 template <fixed_string Key, class T>
   requires tree<T>
 [[nodiscard]] constexpr decltype(auto) get(T& t) {
+  detail::check_key<std::remove_cv_t<T>, Key>();
   return detail::at_key<Key, 0>(t);
 }
 
@@ -871,14 +1381,22 @@ template <auto... Members, tree T, class... Vs>
 template <fixed_string... Keys, tree T>
 [[nodiscard]] T select(const T& t) {
   (detail::check_key<T, Keys>(), ...);
-  return detail::masked<T, detail::key_mask<T, true, Keys...>()>(t);
+  if constexpr (static_tree<T>) {
+    return detail::masked<T, detail::key_mask<T, true, Keys...>()>(t);
+  } else {
+    return detail::masked_runtime<T, true, Keys...>("select", t);
+  }
 }
 
 /// The same tree with the leaves at `Keys` (or under them) absent; static fields kept.
 template <fixed_string... Keys, tree T>
 [[nodiscard]] T exclude(const T& t) {
   (detail::check_key<T, Keys>(), ...);
-  return detail::masked<T, detail::key_mask<T, false, Keys...>()>(t);
+  if constexpr (static_tree<T>) {
+    return detail::masked<T, detail::key_mask<T, false, Keys...>()>(t);
+  } else {
+    return detail::masked_runtime<T, false, Keys...>("exclude", t);
+  }
 }
 
 /// `(select<Keys...>(t), exclude<Keys...>(t))`.
@@ -893,23 +1411,24 @@ template <tree T, class Pred>
   requires std::is_invocable_r_v<bool, Pred&, const KeyPath&, const at::Tensor&>
 [[nodiscard]] std::pair<T, T> split_keys(const T& t, Pred&& pred) {
   std::pair<T, T> out{detail::skeleton_like(t), detail::skeleton_like(t)};
-  auto one = [&](auto j, auto& yes, auto& no, const auto& a) {
+  auto one = [&](const auto& loc, auto& yes, auto& no, const auto& a) {
     const at::Tensor& x = detail::leaf_get(a);
     if (!x.defined()) return;
-    detail::leaf_set(pred(spec<T>::keys[j()], x) ? yes : no, x);
+    detail::leaf_set(pred(loc.path(), x) ? yes : no, x);
   };
-  detail::zip_leaf_slots<T, 0>(one, out.first, out.second, t);
+  detail::visit_leaves(one, out.first, out.second, t);
   return out;
 }
 
 /// In place: every leaf present in `other` replaces `t`'s; returns `t`.
 template <tree T>
 T& update(T& t, const T& other) {
-  auto one = [](auto, auto& a, const auto& b) {
+  detail::check_shapes("update", t, other);
+  auto one = [](const auto&, auto& a, const auto& b) {
     const at::Tensor& x = detail::leaf_get(b);
     if (x.defined()) detail::leaf_set(a, x);
   };
-  detail::zip_leaf_slots<T, 0>(one, t, other);
+  detail::visit_leaves(one, t, other);
   return t;
 }
 
@@ -925,7 +1444,7 @@ template <tree T>
 /// `consolidate`) moves in one transfer and stays consolidated.
 template <tree T>
 [[nodiscard]] T to(const T& t, at::Device device, bool non_blocking = false) {
-  const auto ls = leaves(t);
+  const auto ls = tensordict::leaves(t);
   if (auto moved = detail::move_consolidated(std::vector<at::Tensor>(ls.begin(), ls.end()), device)) {
     return TreeSpec<T>(t).unflatten(*moved);
   }

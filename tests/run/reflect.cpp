@@ -18,7 +18,7 @@ static_assert(td::spec<Linear>::static_keys[0] == "activation");
 // Subtrees, tensor arrays, optional leaves, static fields of several types, a batch size.
 static_assert(td::field_count_v<Model> == 6);
 static_assert(td::field_kind_v<Linear> == td::FieldKind::subtree);
-static_assert(td::field_kind_v<std::array<torch::Tensor, 2>> == td::FieldKind::leaf_array);
+static_assert(td::field_kind_v<std::array<torch::Tensor, 2>> == td::FieldKind::subtree);
 static_assert(td::field_kind_v<std::optional<torch::Tensor>> == td::FieldKind::optional_leaf);
 static_assert(td::field_kind_v<td::BatchSize> == td::FieldKind::batch_size);
 static_assert(td::field_kind_v<Mode> == td::FieldKind::static_field);
@@ -56,7 +56,9 @@ static_assert(td::spec<WithEncoder>::static_keys[1] == "config.width");
 // Types that are not trees.
 static_assert(!td::tree<int>);
 static_assert(!td::tree<std::string>);
-static_assert(!td::tree<std::array<torch::Tensor, 2>>);
+static_assert(!td::tree<std::array<int, 2>>);
+static_assert(!td::tree<torch::Tensor>);
+static_assert(!td::tree<std::vector<float>>);
 union U { int a; float b; };
 static_assert(!td::tree<U>);
 struct Base { torch::Tensor x; };

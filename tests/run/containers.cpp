@@ -1,0 +1,517 @@
+// Containers as nodes: std::array, tuple, pair, optional, vector, map and unordered_map of
+// subtrees or tensors, and nodes of the user's own, through every layer of the library.
+#include <doctest/doctest.h>
+
+#include <deque>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <unistd.h>
+#include <unordered_map>
+
+#include "types.hpp"
+
+namespace td = tensordict;
+namespace fs = std::filesystem;
+
+namespace c {
+
+struct Lin {
+  torch::Tensor weight, bias;
+  std::string act = "relu";
+};
+struct Block {
+  Lin attn, mlp;
+};
+// The example: two blocks in an array are 8 leaves, not one static field.
+struct Small {
+  Lin embed;
+  std::array<Block, 2> blocks;
+};
+struct Model {
+  Lin embed;
+  std::vector<Block> blocks;
+  std::map<std::string, Lin> adapters;
+  std::optional<Lin> proj;
+  int width = 4;
+};
+struct Heads {
+  std::tuple<torch::Tensor, Lin, int> t;
+  std::pair<torch::Tensor, std::string> p;
+  std::unordered_map<std::string, torch::Tensor> named;
+};
+struct Nested {
+  std::vector<std::vector<torch::Tensor>> grid;
+  std::map<std::string, std::vector<Lin>> groups;
+};
+struct Batched {
+  std::vector<Lin> layers;
+  td::BatchSize batch_size;
+};
+
+// A node of the user's own with a fixed set of private children.
+class Conv {
+ public:
+  Conv() = default;
+  Conv(torch::Tensor w, torch::Tensor b, int stride) : w_(std::move(w)), b_(std::move(b)), stride_(stride) {}
+  const torch::Tensor& weight() const { return w_; }
+  int stride() const { return stride_; }
+
+ private:
+  friend struct td::node<Conv>;
+  torch::Tensor w_, b_;
+  int stride_ = 1;
+};
+
+// A node of the user's own with a run-time number of children: a ring buffer of tensors.
+struct Ring {
+  std::vector<torch::Tensor> slots;
+  std::size_t head = 0;
+};
+
+struct WithOwn {
+  Conv conv;
+  Ring ring;
+};
+
+Lin lin(int64_t in, int64_t out, float v = 1) {
+  return {torch::full({out, in}, v), torch::full({out}, v)};
+}
+Block block(float v = 1) { return {lin(3, 3, v), lin(3, 3, v + 1)}; }
+Model model(std::size_t n = 3) {
+  Model m{lin(2, 3), {}, {{"a", lin(3, 3)}, {"b", lin(3, 3)}}, lin(3, 1), 4};
+  for (std::size_t i = 0; i < n; ++i) m.blocks.push_back(block(static_cast<float>(i)));
+  return m;
+}
+
+}  // namespace c
+
+template <>
+struct tensordict::node<c::Conv> {
+  static constexpr std::array<std::string_view, 3> keys{"weight", "bias", "stride"};
+  static auto children(auto& c) { return std::tie(c.w_, c.b_, c.stride_); }
+};
+template <>
+struct tensordict::node<c::Ring> {
+  static std::size_t size(const c::Ring& r) { return r.slots.size(); }
+  static auto& child(auto& r, std::size_t i) { return r.slots[(r.head + i) % r.slots.size()]; }
+};
+
+using namespace c;
+
+// ---- kinds and compile-time specs -------------------------------------------------------------
+
+static_assert(td::field_kind_v<std::array<Block, 2>> == td::FieldKind::subtree);
+static_assert(td::field_kind_v<std::tuple<torch::Tensor, int>> == td::FieldKind::subtree);
+static_assert(td::field_kind_v<std::tuple<int, float>> == td::FieldKind::static_field);
+static_assert(td::field_kind_v<std::optional<Lin>> == td::FieldKind::optional_subtree);
+static_assert(td::field_kind_v<std::optional<int>> == td::FieldKind::static_field);
+static_assert(td::field_kind_v<std::vector<Block>> == td::FieldKind::container);
+static_assert(td::field_kind_v<std::vector<torch::Tensor>> == td::FieldKind::container);
+static_assert(td::field_kind_v<std::vector<int>> == td::FieldKind::static_field);
+static_assert(td::field_kind_v<std::map<std::string, Lin>> == td::FieldKind::container);
+static_assert(td::field_kind_v<std::unordered_map<std::string, torch::Tensor>> ==
+              td::FieldKind::container);
+static_assert(td::field_kind_v<Conv> == td::FieldKind::subtree);
+static_assert(td::field_kind_v<Ring> == td::FieldKind::container);
+static_assert(td::holds_tensor_v<std::list<torch::Tensor>>);
+static_assert(td::holds_tensor_v<std::map<int, std::vector<torch::Tensor>>>);
+static_assert(!td::holds_tensor_v<std::vector<int>>);
+
+static_assert(td::spec<Small>::leaf_count == 10);
+static_assert(td::spec<Small>::keys[2] == "blocks.0.attn.weight");
+static_assert(td::spec<Small>::keys[9] == "blocks.1.mlp.bias");
+static_assert(td::spec<Small>::static_keys[1] == "blocks.0.attn.act");
+static_assert(td::static_tree<Small> && !td::static_tree<Model>);
+static_assert(td::tree<Model> && td::tree<std::vector<Lin>> && td::tree<std::map<std::string, torch::Tensor>>);
+static_assert(td::spec<std::optional<Lin>>::leaf_count == 2);
+static_assert(td::spec<Conv>::keys[1] == "bias" && td::spec<Conv>::static_keys[0] == "stride");
+static_assert(td::spec<std::tuple<torch::Tensor, Lin>>::keys[2] == "1.bias");
+
+// ---- traversal and keys ----------------------------------------------------------------------
+
+TEST_CASE("containers: keys are PyTorch's state_dict names, in one order") {
+  const Model m = model(2);
+  const std::vector<std::string> want{
+      "embed.weight",           "embed.bias",           "blocks.0.attn.weight", "blocks.0.attn.bias",
+      "blocks.0.mlp.weight",    "blocks.0.mlp.bias",    "blocks.1.attn.weight", "blocks.1.attn.bias",
+      "blocks.1.mlp.weight",    "blocks.1.mlp.bias",    "adapters.a.weight",    "adapters.a.bias",
+      "adapters.b.weight",      "adapters.b.bias",      "proj.weight",          "proj.bias"};
+  CHECK(td::key_paths(m) == want);
+  CHECK(td::leaf_count(m) == 16);
+  const auto named = td::named_leaves(m);
+  REQUIRE(named.size() == 16);
+  CHECK(named[4].first == "blocks.0.mlp.weight");
+  CHECK(named[4].second.is_same(m.blocks[0].mlp.weight));
+
+  // An absent optional subtree has no leaves; the std::array counts its slots at compile time.
+  Model no_proj = m;
+  no_proj.proj.reset();
+  CHECK(td::leaf_count(no_proj) == 14);
+
+  // unordered_map children go in sorted key order, whatever the hashing.
+  Heads h{{torch::ones({1}), lin(1, 1), 7}, {torch::zeros({2}), "p"}, {}};
+  for (const char* k : {"zeta", "alpha", "mid", "beta", "omega"}) h.named[k] = torch::ones({1});
+  const auto hk = td::key_paths(h);
+  CHECK(hk == std::vector<std::string>{"t.0", "t.1.weight", "t.1.bias", "p.0", "named.alpha",
+                                       "named.beta", "named.mid", "named.omega", "named.zeta"});
+
+  // Nested containers, to any depth; a vector of tensors holds leaves directly.
+  Nested n{{{torch::ones({1}), torch::ones({1})}, {}, {torch::ones({1})}},
+           {{"g", {lin(1, 1), lin(1, 1)}}}};
+  CHECK(td::key_paths(n) == std::vector<std::string>{"grid.0.0", "grid.0.1", "grid.2.0",
+                                                     "groups.g.0.weight", "groups.g.0.bias",
+                                                     "groups.g.1.weight", "groups.g.1.bias"});
+}
+
+TEST_CASE("containers: apply, named_apply, for_each and reduce reach every leaf") {
+  for (std::size_t n : {0u, 1u, 3u, 12u}) {
+    CAPTURE(n);
+    const Model m = model(n);
+    const Model d = td::apply(m, [](const torch::Tensor& x) { return x * 2; });
+    REQUIRE(d.blocks.size() == n);
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK(torch::equal(d.blocks[i].mlp.bias, m.blocks[i].mlp.bias * 2));
+      CHECK(d.blocks[i].attn.act == "relu");
+    }
+    CHECK(torch::equal(d.adapters.at("b").weight, m.adapters.at("b").weight * 2));
+    CHECK(torch::equal(d.proj->bias, m.proj->bias * 2));
+    CHECK(d.width == 4);
+
+    // Zipping two trees; sums and counts over every leaf.
+    const Model s = td::apply(m, [](const torch::Tensor& a, const torch::Tensor& b) { return a + b; }, d);
+    CHECK(torch::equal(s.embed.weight, m.embed.weight * 3));
+    std::size_t count = 0;
+    td::for_each(m, [&](const torch::Tensor&) { ++count; });
+    CHECK(count == 8 + 4 * n);
+    const double total = td::reduce(m, [](double acc, const torch::Tensor& x) {
+      return acc + x.sum().item<double>();
+    }, 0.0);
+    double want = 0;
+    for (const auto& x : td::leaves(m)) want += x.sum().item<double>();
+    CHECK(total == doctest::Approx(want));
+
+    std::vector<std::string> seen;
+    (void)td::named_apply(m, [&](const td::KeyPath& k, const torch::Tensor& x) {
+      seen.emplace_back(k.str());
+      return x;
+    });
+    CHECK(seen == td::key_paths(m));
+  }
+
+  // A container at the root is a tree too.
+  std::vector<Lin> layers{lin(2, 2), lin(2, 2, 3)};
+  auto neg = td::apply(layers, [](const torch::Tensor& x) { return -x; });
+  CHECK(torch::equal(neg[1].weight, -layers[1].weight));
+  std::map<std::string, torch::Tensor> sd{{"a", torch::ones({2})}, {"b", torch::zeros({1})}};
+  CHECK(td::key_paths(sd) == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("containers: zipped trees must agree in shape; the error names the place") {
+  const Model a = model(3);
+  Model b = model(2);
+  auto add = [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; };
+  CHECK_THROWS_WITH_AS((void)td::apply(a, add, b),
+                       "apply: trees of c::Model differ in shape at 'blocks': length 3 in tree #1, "
+                       "2 in tree #2",
+                       td::SpecMismatchError);
+  b = model(3);
+  b.adapters.erase("b");
+  b.adapters["c"] = lin(3, 3);
+  CHECK_THROWS_WITH_AS((void)td::apply(a, add, b),
+                       "apply: trees of c::Model differ in shape at 'adapters': keys ['a', 'b'] in "
+                       "tree #1, ['a', 'c'] in tree #2",
+                       td::SpecMismatchError);
+  b = model(3);
+  b.proj.reset();
+  CHECK_THROWS_WITH_AS((void)td::apply(a, add, b),
+                       "apply: trees of c::Model differ in shape at 'proj': present in tree #1, "
+                       "absent in tree #2",
+                       td::SpecMismatchError);
+  // Static fields inside containers are compared too, named by their path.
+  b = model(3);
+  b.blocks[2].mlp.act = "gelu";
+  CHECK_THROWS_WITH_AS((void)td::apply(a, add, b),
+                       "apply: static field 'blocks.2.mlp.act' of c::Model differs: 'relu' in tree "
+                       "#1, 'gelu' in tree #2",
+                       td::SpecMismatchError);
+  // Nested lengths: the deepest place is named.
+  Nested n1{{{torch::ones({1})}, {torch::ones({1})}}, {}};
+  Nested n2{{{torch::ones({1})}, {torch::ones({1}), torch::ones({1})}}, {}};
+  CHECK_THROWS_WITH_AS(td::update(n1, n2),
+                       "update: trees of c::Nested differ in shape at 'grid.1': length 1 in tree "
+                       "#1, 2 in tree #2",
+                       td::SpecMismatchError);
+  // A failing leaf function names the leaf's run-time path.
+  CHECK_THROWS_WITH_AS((void)td::apply(a, [](const torch::Tensor& x) {
+                         return x.dim() == 1 ? x.view({7, 7}) : x;
+                       }),
+                       doctest::Contains("at leaf 'embed.bias' of c::Model"), td::LeafError);
+}
+
+TEST_CASE("containers: the runtime spec holds lengths, keys and presence") {
+  const Model m = model(3);
+  auto [leaves, spec] = td::flatten(m);
+  static_assert(std::is_same_v<decltype(leaves), std::vector<torch::Tensor>>);
+  CHECK(leaves.size() == 20);
+  CHECK(spec.num_leaves() == 20);
+  const Model back = td::unflatten(leaves, spec);
+  CHECK(back.blocks.size() == 3);
+  CHECK(back.blocks[2].attn.weight.is_same(m.blocks[2].attn.weight));
+  CHECK(back.adapters.at("b").bias.is_same(m.adapters.at("b").bias));
+  CHECK(back.proj->weight.is_same(m.proj->weight));
+  CHECK(back.width == 4);
+
+  CHECK(spec == td::TreeSpec(td::apply(m, [](const torch::Tensor& x) { return x + 1; })));
+  CHECK_FALSE(spec == td::TreeSpec(model(2)));
+  Model other = m;
+  other.adapters.erase("a");
+  CHECK_FALSE(spec == td::TreeSpec(other));
+  other = m;
+  other.proj.reset();
+  CHECK_FALSE(spec == td::TreeSpec(other));
+  other = m;
+  other.blocks[1].attn.act = "tanh";
+  CHECK_FALSE(spec == td::TreeSpec(other));
+
+  leaves.pop_back();
+  CHECK_THROWS_AS((void)td::unflatten(leaves, spec), td::SpecMismatchError);
+
+  // The static engine keeps its constant count for arrays, tuples and optionals.
+  Small s{lin(1, 1), {block(), block()}};
+  auto [sl, ss] = td::flatten(s);
+  static_assert(std::tuple_size_v<decltype(sl)> == 10);
+  const Small sb = td::unflatten(sl, ss);
+  CHECK(sb.blocks[1].mlp.weight.is_same(s.blocks[1].mlp.weight));
+  std::optional<Lin> none;
+  auto [nl, ns] = td::flatten(none);
+  CHECK_FALSE(td::unflatten(nl, ns).has_value());
+  CHECK_FALSE(ns == td::TreeSpec(std::optional<Lin>(lin(1, 1))));
+}
+
+TEST_CASE("containers: an undefined tensor in a vector is an absent leaf") {
+  std::vector<torch::Tensor> v{torch::ones({2}), torch::Tensor(), torch::zeros({2})};
+  const auto w = td::apply(v, [](const torch::Tensor& x) { return x + 1; });
+  REQUIRE(w.size() == 3);
+  CHECK_FALSE(w[1].defined());
+  CHECK(torch::equal(w[2], torch::ones({2})));
+  CHECK(td::leaf_count(v) == 3);
+  std::vector<torch::Tensor> u{torch::ones({2}), torch::ones({2}), torch::ones({2})};
+  CHECK_THROWS_WITH_AS((void)td::apply(u, [](const torch::Tensor& a, const torch::Tensor& b) {
+                         return a + b;
+                       }, v),
+                       doctest::Contains("leaf '1'"), td::SpecMismatchError);
+}
+
+TEST_CASE("containers: select, exclude, split_keys, update, get and replace") {
+  const Model m = model(3);
+  const Model sel = td::select<"blocks.1", "proj">(m);
+  CHECK(sel.blocks.size() == 3);
+  CHECK_FALSE(sel.blocks[0].attn.weight.defined());
+  CHECK(sel.blocks[1].attn.weight.is_same(m.blocks[1].attn.weight));
+  CHECK(sel.proj->bias.defined());
+  CHECK_FALSE(sel.embed.weight.defined());
+  const Model ex = td::exclude<"blocks">(m);
+  CHECK(ex.embed.weight.defined());
+  CHECK_FALSE(ex.blocks[2].mlp.bias.defined());
+  CHECK_THROWS_WITH_AS((void)td::select<"blocks.7">(m),
+                       "select: key 'blocks.7' names nothing in this c::Model", td::KeyError);
+  CHECK_THROWS_AS((void)td::exclude<"adapters.zz">(m), td::KeyError);
+
+  auto [weights, rest] = td::split_keys(m, [](const td::KeyPath& k, const torch::Tensor&) {
+    return k.str().ends_with("weight");
+  });
+  CHECK(weights.blocks[2].attn.weight.defined());
+  CHECK_FALSE(weights.blocks[2].attn.bias.defined());
+  CHECK(rest.adapters.at("a").bias.defined());
+  Model back = td::update(weights, rest);
+  CHECK(td::key_paths(back) == td::key_paths(m));
+  for (const auto& x : td::leaves(back)) CHECK(x.defined());
+
+  Model mm = m;
+  CHECK(td::get<"blocks.2.mlp.weight">(mm).is_same(m.blocks[2].mlp.weight));
+  CHECK(td::get<"adapters.b.act">(mm) == "relu");
+  CHECK(td::get<"proj.bias">(mm).is_same(m.proj->bias));
+  CHECK_THROWS_WITH_AS((void)td::get<"blocks.3.mlp.weight">(mm),
+                       "tensordict: key 'blocks.3.mlp.weight' indexes past the end of a sequence",
+                       td::KeyError);
+  CHECK_THROWS_AS((void)td::get<"adapters.zz.bias">(mm), td::KeyError);
+  const Model r = td::replace<"blocks.0.attn.bias", "adapters.a.act">(m, torch::ones({3}) * 9, "gelu");
+  CHECK(torch::equal(r.blocks[0].attn.bias, torch::ones({3}) * 9));
+  CHECK(r.adapters.at("a").act == "gelu");
+  CHECK(m.adapters.at("a").act == "relu");
+}
+
+TEST_CASE("containers: to, clone, detach keep the shape") {
+  const Model m = model(2);
+  const Model c2 = td::clone(m);
+  CHECK_FALSE(c2.blocks[1].mlp.weight.is_same(m.blocks[1].mlp.weight));
+  CHECK(torch::equal(c2.blocks[1].mlp.weight, m.blocks[1].mlp.weight));
+  const Model d = td::to(m, torch::kDouble);
+  CHECK((d.adapters.at("a").weight.scalar_type() == torch::kDouble));
+  const Model cons = td::consolidate(m);
+  CHECK(td::is_consolidated(cons));
+  CHECK(torch::equal(cons.blocks[1].attn.bias, m.blocks[1].attn.bias));
+}
+
+// ---- autograd --------------------------------------------------------------------------------
+
+namespace {
+torch::Tensor forward(const Model& p, const torch::Tensor& x) {
+  auto lin_f = [](const Lin& l, const torch::Tensor& h) { return torch::relu(torch::linear(h, l.weight, l.bias)); };
+  torch::Tensor h = lin_f(p.embed, x);
+  for (const auto& b : p.blocks) h = h + lin_f(b.mlp, lin_f(b.attn, h));
+  for (const auto& [k, a] : p.adapters) h = h + 0.1 * lin_f(a, h);
+  return p.proj ? torch::linear(h, p.proj->weight, p.proj->bias) : h.sum(-1, true);
+}
+}  // namespace
+
+TEST_CASE("containers: grad reaches every leaf; a generic step trains all of it") {
+  torch::manual_seed(0);
+  Model p = td::apply(model(3), [](const torch::Tensor& x) { return torch::randn_like(x) * 0.3; });
+  const torch::Tensor x = torch::randn({16, 2});
+  const torch::Tensor y = torch::randn({16, 1});
+  auto loss = [&](const Model& q, const torch::Tensor& xs) { return (forward(q, xs) - y).pow(2).mean(); };
+  const Model g = td::grad(loss)(p, x);
+  std::size_t nonzero = 0;
+  td::for_each(g, [&](const torch::Tensor& t) { nonzero += t.abs().sum().item<double>() > 0; });
+  CHECK(nonzero == td::leaf_count(g));
+  CHECK(g.blocks[2].mlp.act == "relu");
+
+  // Against a finite difference on one leaf deep in the vector.
+  const double eps = 1e-3;
+  Model p64 = td::to(p, torch::kDouble);
+  const Model g64 = td::grad([&](const Model& q, const torch::Tensor& xs) {
+    return (forward(q, xs.to(torch::kDouble)) - y.to(torch::kDouble)).pow(2).mean();
+  })(p64, x);
+  Model plus = td::clone(p64), minus = td::clone(p64);
+  plus.blocks[1].attn.weight[0][1] += eps;
+  minus.blocks[1].attn.weight[0][1] -= eps;
+  auto l64 = [&](const Model& q) {
+    return (forward(q, x.to(torch::kDouble)) - y.to(torch::kDouble)).pow(2).mean().item<double>();
+  };
+  CHECK(g64.blocks[1].attn.weight[0][1].item<double>() ==
+        doctest::Approx((l64(plus) - l64(minus)) / (2 * eps)).epsilon(1e-5));
+
+  const double before = loss(p, x).item<double>();
+  for (int step = 0; step < 50; ++step) td::add_(p, td::grad(loss)(p, x), -0.05);
+  CHECK(loss(p, x).item<double>() < before * 0.8);
+  CHECK(td::parameters(p).size() == 20);
+}
+
+// ---- batch dims ------------------------------------------------------------------------------
+
+TEST_CASE("containers: batch operations go through vectors and maps") {
+  Batched b{{{torch::randn({4, 2}), torch::randn({4})}, {torch::randn({4, 3}), torch::randn({4, 1})}},
+            {4}};
+  td::check(b);
+  const Batched first = td::index(b, {torch::indexing::Slice(0, 2)});
+  CHECK(first.batch_size == td::BatchSize{2});
+  CHECK(torch::equal(first.layers[1].weight, b.layers[1].weight.slice(0, 0, 2)));
+  const Batched st = td::stack(std::vector<Batched>{b, b, b});
+  CHECK(st.batch_size == td::BatchSize{3, 4});
+  CHECK(st.layers[0].bias.sizes() == torch::IntArrayRef({3, 4}));
+  const auto parts = td::unbind(b);
+  REQUIRE(parts.size() == 4);
+  CHECK(parts[3].layers[1].bias.sizes() == torch::IntArrayRef({1}));
+  const Batched r = td::reshape(b, {2, 2});
+  CHECK(r.layers[0].weight.sizes() == torch::IntArrayRef({2, 2, 2}));
+
+  Batched bad = b;
+  bad.layers[1].bias = torch::randn({5, 1});
+  CHECK_THROWS_WITH_AS(td::check(bad),
+                       "check: leaf 'layers.1.bias' has shape [5, 1], which does not start with "
+                       "the batch size [4]",
+                       td::BatchSizeError);
+  Batched shorter = b;
+  shorter.layers.pop_back();
+  CHECK_THROWS_AS((void)td::stack(std::vector<Batched>{b, shorter}), td::SpecMismatchError);
+}
+
+// ---- conversion and save/load ----------------------------------------------------------------
+
+namespace {
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("tdcpp-containers-" + std::to_string(::getpid()));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+}  // namespace
+
+TEST_CASE("containers: to_tensordict / from_tensordict take lengths and keys from the data") {
+  const Model m = model(3);
+  const td::TensorDict d = td::to_tensordict(m);
+  CHECK(d.get({"blocks", "2", "mlp", "weight"}).is_same(m.blocks[2].mlp.weight));
+  CHECK(d.get({"adapters", "b", "bias"}).is_same(m.adapters.at("b").bias));
+  CHECK(d.get({"proj", "weight"}).is_same(m.proj->weight));
+  const Model back = td::from_tensordict<Model>(d);
+  CHECK(back.blocks.size() == 3);
+  CHECK(back.blocks[1].attn.bias.is_same(m.blocks[1].attn.bias));
+  CHECK(back.adapters.size() == 2);
+  CHECK(back.proj.has_value());
+  CHECK(td::TreeSpec(back) == td::TreeSpec(m));
+
+  // An absent optional is no key, and comes back absent.
+  Model np = m;
+  np.proj.reset();
+  CHECK_FALSE(td::from_tensordict<Model>(td::to_tensordict(np)).proj.has_value());
+
+  // Into a tree of another length: an error names the key and both lengths.
+  CHECK_THROWS_WITH_AS((void)td::from_tensordict(d, model(2)),
+                       "from_tensordict: the sequence at 'blocks' has 3 elements, the tree it "
+                       "is read into 2",
+                       td::SpecMismatchError);
+  td::TensorDict gap = d.clone();
+  gap.erase({"blocks", "1"});
+  CHECK_THROWS_AS((void)td::from_tensordict<Model>(gap), td::KeyError);
+}
+
+TEST_CASE("containers: memmap and load_memmap keep vectors, maps and optionals") {
+  TempDir tmp;
+  const Model m = model(4);
+  td::memmap(m, tmp.path / "m");
+  CHECK(fs::exists(tmp.path / "m" / "_tensordict" / "blocks" / "3" / "mlp" / "weight.memmap"));
+  CHECK(fs::exists(tmp.path / "m" / "_tensordict" / "adapters" / "b" / "bias.memmap"));
+  const Model back = td::load_memmap<Model>(tmp.path / "m");
+  REQUIRE(back.blocks.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(torch::equal(back.blocks[i].attn.weight, m.blocks[i].attn.weight));
+  }
+  CHECK(torch::equal(back.adapters.at("a").bias, m.adapters.at("a").bias));
+  CHECK(back.width == 4);
+
+  Model into = model(2);
+  CHECK_THROWS_WITH_AS(td::load_memmap(tmp.path / "m", into),
+                       "from_tensordict: the sequence at 'blocks' has 4 elements, the tree it "
+                       "is read into 2",
+                       td::SpecMismatchError);
+  Model same = model(4);
+  td::load_memmap(tmp.path / "m", same);
+  CHECK(torch::equal(same.blocks[3].mlp.bias, m.blocks[3].mlp.bias));
+}
+
+// ---- nodes of the user's own -----------------------------------------------------------------
+
+TEST_CASE("user nodes: a class with private members and a ring buffer") {
+  WithOwn w{Conv(torch::ones({2, 2}), torch::zeros({2}), 2), Ring{{torch::full({1}, 1.0), torch::full({1}, 2.0), torch::full({1}, 3.0)}, 1}};
+  CHECK(td::key_paths(w) == std::vector<std::string>{"conv.weight", "conv.bias", "ring.0", "ring.1", "ring.2"});
+  const WithOwn d = td::apply(w, [](const torch::Tensor& x) { return x * 10; });
+  CHECK(torch::equal(d.conv.weight(), torch::full({2, 2}, 10.0)));
+  CHECK(d.conv.stride() == 2);
+  // The ring's children start at its head.
+  CHECK(td::leaves(w)[2].item<float>() == 2.0f);
+  CHECK(d.ring.head == 1);
+  CHECK(d.ring.slots[0].item<float>() == 10.0f);
+  // Its static child is compared when zipped.
+  WithOwn other = w;
+  other.conv = Conv(torch::ones({2, 2}), torch::zeros({2}), 3);
+  CHECK_THROWS_WITH_AS((void)td::apply(w, [](const torch::Tensor& a, const torch::Tensor&) { return a; }, other),
+                       doctest::Contains("static field 'conv.stride'"), td::SpecMismatchError);
+  // Round trip through a TensorDict into a tree of the same length.
+  const WithOwn back = td::from_tensordict(td::to_tensordict(d), w);
+  CHECK(back.ring.slots[0].item<float>() == 10.0f);  // child 2 of a ring whose head is 1
+  CHECK(back.ring.slots[2].item<float>() == 30.0f);
+}
