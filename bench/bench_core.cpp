@@ -72,6 +72,69 @@ static void BM_flatten_unflatten_hand(benchmark::State& state) {
   }
 }
 
+// A model with a run-time container: 12 blocks of 4 leaves in a std::vector.
+struct Lin4 {
+  torch::Tensor w, b;
+};
+struct Blk {
+  Lin4 attn, mlp;
+};
+struct Stack12 {
+  std::vector<Blk> blocks;
+};
+static Stack12 make_stack() {
+  Stack12 s;
+  for (int i = 0; i < 12; ++i) {
+    s.blocks.push_back({{torch::randn({4}), torch::randn({4})}, {torch::randn({4}), torch::randn({4})}});
+  }
+  return s;
+}
+static Stack12 step_vector(const Stack12& p, const Stack12& g) {
+  return td::apply(p, [](const torch::Tensor& a, const torch::Tensor& b) { return a - 0.1 * b; }, g);
+}
+static Stack12 step_vector_hand(const Stack12& p, const Stack12& g) {
+  Stack12 out;
+  out.blocks.reserve(p.blocks.size());
+  for (std::size_t i = 0; i < p.blocks.size(); ++i) {
+    const Blk& a = p.blocks[i];
+    const Blk& b = g.blocks[i];
+    out.blocks.push_back({{a.attn.w - 0.1 * b.attn.w, a.attn.b - 0.1 * b.attn.b},
+                          {a.mlp.w - 0.1 * b.mlp.w, a.mlp.b - 0.1 * b.mlp.b}});
+  }
+  return out;
+}
+static void BM_apply_vector(benchmark::State& state) {
+  Stack12 p = make_stack(), g = make_stack();
+  for (auto _ : state) benchmark::DoNotOptimize(step_vector(p, g));
+}
+static void BM_apply_vector_hand(benchmark::State& state) {
+  Stack12 p = make_stack(), g = make_stack();
+  for (auto _ : state) benchmark::DoNotOptimize(step_vector_hand(p, g));
+}
+static std::vector<torch::Tensor> flatten_vector_hand(const Stack12& p) {
+  std::vector<torch::Tensor> out;
+  out.reserve(4 * p.blocks.size());
+  for (const Blk& b : p.blocks) {
+    out.push_back(b.attn.w);
+    out.push_back(b.attn.b);
+    out.push_back(b.mlp.w);
+    out.push_back(b.mlp.b);
+  }
+  return out;
+}
+static void BM_leaves_vector(benchmark::State& state) {
+  Stack12 p = make_stack();
+  for (auto _ : state) benchmark::DoNotOptimize(td::leaves(p));
+}
+static void BM_leaves_vector_hand(benchmark::State& state) {
+  Stack12 p = make_stack();
+  for (auto _ : state) benchmark::DoNotOptimize(flatten_vector_hand(p));
+}
+
+BENCHMARK(BM_apply_vector);
+BENCHMARK(BM_apply_vector_hand);
+BENCHMARK(BM_leaves_vector);
+BENCHMARK(BM_leaves_vector_hand);
 BENCHMARK(BM_apply_struct);
 BENCHMARK(BM_apply_hand);
 BENCHMARK(BM_flatten_unflatten_struct);
@@ -111,6 +174,19 @@ __attribute__((noinline)) void counted_flatten_hand(int n, const Wide& p) {
   }
 }
 
+__attribute__((noinline)) void counted_apply_vector(int n, const Stack12& p, const Stack12& g) {
+  for (int i = 0; i < n; ++i) benchmark::DoNotOptimize(step_vector(p, g));
+}
+__attribute__((noinline)) void counted_apply_vector_hand(int n, const Stack12& p, const Stack12& g) {
+  for (int i = 0; i < n; ++i) benchmark::DoNotOptimize(step_vector_hand(p, g));
+}
+__attribute__((noinline)) void counted_leaves_vector(int n, const Stack12& p) {
+  for (int i = 0; i < n; ++i) benchmark::DoNotOptimize(td::leaves(p));
+}
+__attribute__((noinline)) void counted_leaves_vector_hand(int n, const Stack12& p) {
+  for (int i = 0; i < n; ++i) benchmark::DoNotOptimize(flatten_vector_hand(p));
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--callgrind") {
     int n = std::stoi(argv[2]);
@@ -119,6 +195,11 @@ int main(int argc, char** argv) {
     counted_apply_hand(n, p, g);
     counted_flatten_struct(n, p);
     counted_flatten_hand(n, p);
+    Stack12 sp = make_stack(), sg = make_stack();
+    counted_apply_vector(n, sp, sg);
+    counted_apply_vector_hand(n, sp, sg);
+    counted_leaves_vector(n, sp);
+    counted_leaves_vector_hand(n, sp);
     return 0;
   }
   benchmark::Initialize(&argc, argv);

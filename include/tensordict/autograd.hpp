@@ -12,24 +12,52 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "dict.hpp"
 #include "tree.hpp"
 
 namespace tensordict {
 
+/// A tree gradients can be taken of: any tree, or a TensorDict.
+template <class P>
+concept grad_tree = tree<P> || std::is_same_v<std::remove_cv_t<P>, TensorDict>;
+
+namespace detail {
+// The two traversals autograd needs, for structs and containers (the tree engine) and for a
+// TensorDict (its own methods, in the order its `apply` visits leaves).
+template <class P, class F>
+P map_leaves(const P& p, F&& f) {
+  if constexpr (tree<P>) {
+    return tensordict::apply(p, f);
+  } else {
+    return p.apply(f);
+  }
+}
+template <class P, class F>
+void each_leaf(const P& p, F&& f) {
+  if constexpr (tree<P>) {
+    tensordict::for_each(p, f);
+  } else {
+    for (const auto& [k, x] : p.named_tensors()) {
+      if (x.defined()) f(x);
+    }
+  }
+}
+}  // namespace detail
+
 /// The present leaves of a tree, in key order: the same tensors (same storage), so an
 /// optimizer built on them updates the tree. `torch::optim::SGD opt(parameters(p), lr)`.
-template <tree T>
+template <grad_tree T>
 [[nodiscard]] std::vector<at::Tensor> parameters(const T& t) {
   std::vector<at::Tensor> out;
-  out.reserve(leaf_count(t));
-  for_each(t, [&](const at::Tensor& x) { out.push_back(x); });
+  if constexpr (tree<T>) out.reserve(leaf_count(t));
+  detail::each_leaf(t, [&](const at::Tensor& x) { out.push_back(x); });
   return out;
 }
 
 /// Sets `requires_grad` on every present floating-point leaf; returns `t`.
 template <tree T>
 T& requires_grad_(T& t, bool on = true) {
-  for_each(t, [&](at::Tensor& x) {
+  tensordict::for_each(t, [&](at::Tensor& x) {
     if (x.is_floating_point() || x.is_complex()) x.requires_grad_(on);
   });
   return t;
@@ -77,7 +105,7 @@ std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& para
   // the inputs' own requires_grad, and nothing is copied.
   at::AutoGradMode enable(true);
   const GradLevel level;
-  P inputs = apply(params, [&](const at::Tensor& x) {
+  P inputs = map_leaves(params, [&](const at::Tensor& x) {
     if (level.active()) {
       const at::Tensor w = level.wrap(x);
       return differentiable(w) ? w.requires_grad_(true) : w;
@@ -92,7 +120,7 @@ std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& para
                 shape);
   }
   std::vector<at::Tensor> wrt;
-  for_each(inputs, [&](const at::Tensor& x) {
+  each_leaf(inputs, [&](const at::Tensor& x) {
     if (differentiable(x)) wrt.push_back(x);
   });
   std::vector<at::Tensor> grads;
@@ -106,7 +134,7 @@ std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& para
     grads.resize(wrt.size());
   }
   std::size_t i = 0;
-  P out = apply(inputs, [&](const at::Tensor& x) -> at::Tensor {
+  P out = map_leaves(inputs, [&](const at::Tensor& x) -> at::Tensor {
     if (!differentiable(x)) return {};
     const at::Tensor& g = grads[i++];
     return level.unwrap(g.defined() ? g : at::zeros_like(x));
@@ -119,7 +147,7 @@ template <class F>
 struct GradFn {
   F f;
   /// The gradient of `f(params, args...)` with respect to `params`, as a tree of P.
-  template <tree P, class... A>
+  template <grad_tree P, class... A>
   P operator()(const P& params, A&&... args) const {
     return value_and_grad_impl("grad", f, params, std::forward<A>(args)...).second;
   }
@@ -129,7 +157,7 @@ template <class F>
 struct ValueAndGradFn {
   F f;
   /// `(f(params, args...), its gradient with respect to params)`.
-  template <tree P, class... A>
+  template <grad_tree P, class... A>
   std::pair<at::Tensor, P> operator()(const P& params, A&&... args) const {
     return value_and_grad_impl("value_and_grad", f, params, std::forward<A>(args)...);
   }
@@ -158,7 +186,7 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> paired_leaves(T& a, 
   std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> out;
   out.first.reserve(leaf_count(a));
   out.second.reserve(out.first.capacity());
-  for_each(a, [&](const at::Tensor& x, const at::Tensor& y) {
+  tensordict::for_each(a, [&](const at::Tensor& x, const at::Tensor& y) {
     out.first.push_back(x);
     out.second.push_back(y);
   }, b);

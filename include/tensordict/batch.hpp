@@ -840,7 +840,7 @@ template <batched_tree T>
 std::vector<at::Tensor> tensor_leaves(const T& t) {
   std::vector<at::Tensor> out;
   if constexpr (tree<T>) {
-    for (const auto& x : leaves(t)) out.push_back(x);
+    for (const auto& x : tensordict::leaves(t)) out.push_back(x);
   } else {
     for (const auto& [k, x] : t.named_tensors()) {
       if (x.defined()) out.push_back(x);
@@ -952,7 +952,7 @@ class LazyStack {
     auto shapes = [](const T& e) {
       std::vector<std::vector<int64_t>> out;
       if constexpr (tree<T>) {
-        for (const auto& x : leaves(e)) out.push_back(x.defined() ? x.sizes().vec() : std::vector<int64_t>{-1});
+        for (const auto& x : tensordict::leaves(e)) out.push_back(x.defined() ? x.sizes().vec() : std::vector<int64_t>{-1});
       } else {
         for (const auto& [k, x] : e.named_tensors()) out.push_back(x.sizes().vec());
       }

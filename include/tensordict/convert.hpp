@@ -362,6 +362,16 @@ template <tree T>
   return os.str();
 }
 
+/// `clone`, `detach` and `to` of a TensorDict as free functions, so that generic code names one
+/// function for every kind of tree.
+[[nodiscard]] inline TensorDict clone(const TensorDict& t) { return t.clone(); }
+/// `t.detach()`.
+[[nodiscard]] inline TensorDict detach(const TensorDict& t) { return t.detach(); }
+/// `t.to(device)`.
+[[nodiscard]] inline TensorDict to(const TensorDict& t, at::Device device) { return t.to(device); }
+/// `t.to(dtype)`.
+[[nodiscard]] inline TensorDict to(const TensorDict& t, at::ScalarType dtype) { return t.to(dtype); }
+
 /// A TensorDict's repr, as `os << td` prints it.
 [[nodiscard]] inline std::string repr(const TensorDict& td) {
   std::ostringstream os;

@@ -481,11 +481,19 @@ void check_shapes(const char* op, const T& t, const Os&... others) {
 // sizes) of trees zipped together, whichever engine the tree's type needs. Shapes must have
 // been checked (check_shapes) when several trees are zipped.
 
+// Instantiated by every traversal: the type's misuse (a member that holds tensors but is no
+// node, a static field without ==, ...) is reported once, whichever operation comes first.
+template <class T>
+inline constexpr bool checked_tree = check_tree<T>();
+
 // f(loc, slot_of_each_tree...) for every leaf.
 template <class T, class F, class... Ts>
 TENSORDICT_INLINE void visit_leaves(F&& f, T& t, Ts&... ts) {
   using R = std::remove_cv_t<T>;
-  if constexpr (static_tree<R>) {
+  static_assert(checked_tree<R>, "tensordict: not a valid tree (see the message above)");
+  if constexpr (!checked_tree<R>) {
+    return;
+  } else if constexpr (static_tree<R>) {
     auto g = [&](auto j, auto&... s) { f(LeafLoc<R, j()>{}, s...); };
     zip_value<R, 0>(g, t, ts...);
   } else {
@@ -502,7 +510,10 @@ TENSORDICT_INLINE void visit_leaves(F&& f, T& t, Ts&... ts) {
 template <class T, class FS, class FB, class... Ts>
 void visit_nonleaf(FS&& fs, FB&& fb, T& t, Ts&... ts) {
   using R = std::remove_cv_t<T>;
-  if constexpr (static_tree<R>) {
+  static_assert(checked_tree<R>, "tensordict: not a valid tree (see the message above)");
+  if constexpr (!checked_tree<R>) {
+    return;
+  } else if constexpr (static_tree<R>) {
     auto g = [&](auto s, auto&... v) { fs(StaticLoc<R, s()>{}, v...); };
     zip_nonleaf_value<R, 0>(g, fb, t, ts...);
   } else {
@@ -1129,7 +1140,7 @@ struct Flattened {
 /// Splits a tree into its leaf slots (absent ones undefined) and its runtime spec.
 template <tree T>
 [[nodiscard]] TENSORDICT_INLINE Flattened<T> flatten(const T& t) {
-  return {leaves(t), TreeSpec<T>(t)};
+  return {tensordict::leaves(t), TreeSpec<T>(t)};
 }
 
 /// The tree of `spec` whose leaves are `leaves`, in key order. `leaves` must hold exactly
@@ -1436,7 +1447,7 @@ T& update(T& t, const T& other) {
 template <tree T>
   requires(!std::is_lvalue_reference_v<T>)
 [[nodiscard]] T update(T&& t, const T& other) {
-  update(t, other);
+  tensordict::update(t, other);
   return std::move(t);
 }
 
@@ -1448,22 +1459,22 @@ template <tree T>
   if (auto moved = detail::move_consolidated(std::vector<at::Tensor>(ls.begin(), ls.end()), device)) {
     return TreeSpec<T>(t).unflatten(*moved);
   }
-  return apply(t, [&](const at::Tensor& x) { return x.to(device, non_blocking); });
+  return tensordict::apply(t, [&](const at::Tensor& x) { return x.to(device, non_blocking); });
 }
 /// Every leaf converted to `dtype`.
 template <tree T>
 [[nodiscard]] T to(const T& t, at::ScalarType dtype) {
-  return apply(t, [&](const at::Tensor& x) { return x.to(dtype); });
+  return tensordict::apply(t, [&](const at::Tensor& x) { return x.to(dtype); });
 }
 /// Every leaf copied into new storage.
 template <tree T>
 [[nodiscard]] T clone(const T& t) {
-  return apply(t, [](const at::Tensor& x) { return x.clone(); });
+  return tensordict::apply(t, [](const at::Tensor& x) { return x.clone(); });
 }
 /// Every leaf detached from the autograd graph (same storage).
 template <tree T>
 [[nodiscard]] T detach(const T& t) {
-  return apply(t, [](const at::Tensor& x) { return x.detach(); });
+  return tensordict::apply(t, [](const at::Tensor& x) { return x.detach(); });
 }
 
 }  // namespace tensordict

@@ -515,3 +515,48 @@ TEST_CASE("user nodes: a class with private members and a ring buffer") {
   CHECK(back.ring.slots[0].item<float>() == 10.0f);  // child 2 of a ring whose head is 1
   CHECK(back.ring.slots[2].item<float>() == 30.0f);
 }
+
+// ---- torch::nn modules -----------------------------------------------------------------------
+
+namespace {
+struct NetImpl : torch::nn::Module {
+  torch::nn::Linear embed{nullptr};
+  torch::nn::ModuleList blocks;
+  torch::nn::ModuleDict adapters;
+  explicit NetImpl(int n) {
+    embed = register_module("embed", torch::nn::Linear(2, 3));
+    blocks = register_module("blocks", torch::nn::ModuleList());
+    for (int i = 0; i < n; ++i) blocks->push_back(torch::nn::Linear(3, 3));
+    adapters = register_module("adapters", torch::nn::ModuleDict());
+    adapters->update({{"a", torch::nn::Linear(3, 3).ptr()}, {"b", torch::nn::Linear(3, 3).ptr()}});
+  }
+};
+}  // namespace
+
+// Static fields have no module counterpart: a struct of tensors only mirrors the module.
+struct PlainLin {
+  torch::Tensor weight, bias;
+};
+struct PlainNet {
+  PlainLin embed;
+  std::vector<PlainLin> blocks;
+  std::map<std::string, PlainLin> adapters;
+};
+
+TEST_CASE("containers: from_module / to_module with ModuleList and ModuleDict") {
+  NetImpl net(3);
+  std::vector<std::string> names;
+  for (const auto& p : net.named_parameters()) names.push_back(p.key());
+  const PlainNet p = td::from_module<PlainNet>(net);
+  CHECK(td::key_paths(p) == names);  // the module's own names, in its order
+  REQUIRE(p.blocks.size() == 3);
+  CHECK(p.blocks[2].weight.is_same(net.blocks[2]->as<torch::nn::Linear>()->weight));
+  CHECK(p.adapters.at("b").bias.is_same(net.adapters["b"]->as<torch::nn::Linear>()->bias));
+
+  const PlainNet zeros = td::apply(p, [](const torch::Tensor& x) { return torch::zeros_like(x); });
+  {
+    auto swap = td::to_module(zeros, net);
+    CHECK(net.blocks[1]->as<torch::nn::Linear>()->weight.abs().sum().item<float>() == 0.0f);
+  }
+  CHECK(net.blocks[1]->as<torch::nn::Linear>()->weight.is_same(p.blocks[1].weight));
+}

@@ -1,0 +1,112 @@
+// The examples of docs/core.md's "Containers" and "Your own node types" sections, compiled and
+// checked.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+
+namespace td = tensordict;
+
+namespace docs_containers {
+
+struct Linear {
+  torch::Tensor weight, bias;
+};
+struct Block {
+  Linear attn, mlp;
+};
+struct Model {
+  Linear embed;
+  std::vector<Block> blocks;               // length from a run-time config
+  std::array<Linear, 2> heads;             // fixed length: part of the compile-time spec
+  std::map<std::string, Linear> adapters;  // keyed by name
+  std::optional<Linear> proj;              // present or not
+};
+
+Linear linear(int64_t n) { return {torch::randn({n, n}), torch::zeros({n})}; }
+
+Model make_model(std::size_t layers) {
+  Model m{linear(4), {}, {linear(4), linear(4)}, {{"lora", linear(4)}}, std::nullopt};
+  for (std::size_t i = 0; i < layers; ++i) m.blocks.push_back({linear(4), linear(4)});
+  return m;
+}
+
+// A class with private members and a fixed set of children.
+class Conv {
+ public:
+  Conv(torch::Tensor w, int stride) : w_(std::move(w)), stride_(stride) {}
+  const torch::Tensor& weight() const { return w_; }
+
+ private:
+  friend struct tensordict::node<Conv>;
+  torch::Tensor w_;
+  int stride_;
+};
+
+// A ring buffer: a run-time number of children, the oldest first.
+struct Ring {
+  std::vector<torch::Tensor> slots;
+  std::size_t head = 0;
+};
+
+}  // namespace docs_containers
+
+// [nodes]
+template <>
+struct tensordict::node<docs_containers::Conv> {
+  static constexpr std::array<std::string_view, 2> keys{"weight", "stride"};
+  static auto children(auto& c) { return std::tie(c.w_, c.stride_); }  // stride_: a static field
+};
+
+template <>
+struct tensordict::node<docs_containers::Ring> {
+  static std::size_t size(const docs_containers::Ring& r) { return r.slots.size(); }
+  static auto& child(auto& r, std::size_t i) { return r.slots[(r.head + i) % r.slots.size()]; }
+};
+// [nodes]
+
+using namespace docs_containers;
+
+TEST_CASE("docs: containers are nodes, keyed as torch's state_dict") {
+  Model model = make_model(3);
+  CHECK(td::leaf_count(model) == 20);
+  CHECK(td::key_paths(model)[2] == "blocks.0.attn.weight");
+  CHECK(td::key_paths(model)[18] == "adapters.lora.weight");
+
+  Model doubled = td::apply(model, [](const torch::Tensor& w) { return 2 * w; });
+  CHECK(torch::equal(doubled.blocks[2].mlp.weight, 2 * model.blocks[2].mlp.weight));
+
+  auto w = td::get<"blocks.1.attn.weight">(model);  // the index is checked at run time
+  CHECK(w.is_same(model.blocks[1].attn.weight));
+
+  auto [leaves, spec] = td::flatten(model);  // leaves: a std::vector<torch::Tensor>
+  Model back = td::unflatten(leaves, spec);  // the spec holds the lengths and keys
+  CHECK(back.blocks.size() == 3);
+
+  static_assert(td::spec<std::array<Linear, 2>>::keys[3] == "1.bias");  // still constexpr
+  static_assert(!td::static_tree<Model>);  // a vector's length is known at run time
+}
+
+TEST_CASE("docs: trees whose containers differ do not zip") {
+  Model a = make_model(3), b = make_model(2);
+  CHECK_THROWS_WITH_AS((void)td::apply(a, [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; }, b),
+                       "apply: trees of docs_containers::Model differ in shape at 'blocks': "
+                       "length 3 in tree #1, 2 in tree #2",
+                       td::SpecMismatchError);
+}
+
+TEST_CASE("docs: nodes of your own") {
+  std::vector<Conv> convs{Conv(torch::ones({2, 2}), 2)};
+  Ring ring{{torch::zeros({1}), torch::ones({1})}, 1};
+  CHECK(td::key_paths(convs) == std::vector<std::string>{"0.weight"});
+  auto scaled = td::apply(convs, [](const torch::Tensor& x) { return x * 3; });
+  CHECK(torch::equal(scaled[0].weight(), torch::full({2, 2}, 3.0)));
+  CHECK(td::leaves(ring)[0].item<float>() == 1.0f);  // the oldest slot first
+}
