@@ -56,6 +56,15 @@ check("tensorclass activation", p.activation == "relu")
 check("tensorclass layers", p.layers == 3)
 check("tensorclass batch size", p.batch_size == torch.Size([2]))
 
+c = load_memmap(f"{root}/containers")
+names = sorted(c.flatten_keys(".").keys(include_nested=True, leaves_only=True))
+want = sorted([f"blocks.{i}.{n}" for i in range(3) for n in ("weight", "bias")] +
+              ["adapters.lora.weight", "adapters.lora.bias"])
+check("container keys", names == want)
+for i in range(3):
+    check(f"container blocks.{i}", torch.equal(c["blocks", str(i), "weight"], torch.full((2, 2), float(i))))
+check("container adapters", torch.equal(c["adapters", "lora", "weight"], torch.ones(1, 2)))
+
 for f in failures:
     print("FAILED:", f)
 print(f"{len(failures)} failed" if failures else "all values match")

@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include <doctest/doctest.h>
+
+#include <map>
 #include <torch/torch.h>
 
 #include "types.hpp"
@@ -404,6 +406,14 @@ struct Policy {
   int64_t layers = 0;
   td::BatchSize batch_size;
 };
+// Containers are nested levels keyed as torch's state_dict names them.
+struct IoLin {
+  torch::Tensor weight, bias;
+};
+struct IoNet {
+  std::vector<IoLin> blocks;
+  std::map<std::string, IoLin> adapters;
+};
 }  // namespace
 
 // Writes the saves that scripts/check_python_interop.py loads with Python tensordict (into
@@ -426,8 +436,13 @@ TEST_CASE("interop: the saves Python checks") {
   Policy p{.weight = torch::arange(6, torch::kFloat).view({2, 3}), .bias = torch::ones({2}),
            .activation = "relu", .layers = 3, .batch_size = {2}};
   td::memmap(p, out / "tensorclass", {.overwrite = true});
+  IoNet net;
+  for (int i = 0; i < 3; ++i) net.blocks.push_back({torch::full({2, 2}, float(i)), torch::full({2}, float(i))});
+  net.adapters["lora"] = {torch::ones({1, 2}), torch::zeros({1})};
+  td::memmap(td::to_tensordict(net), out / "containers", {.overwrite = true});
 
   // The C++ side reads them back too.
+  CHECK(td::load_memmap<IoNet>(out / "containers").blocks.size() == 3);
   CHECK(td::load_memmap(out / "dict").keys() == d.keys());
   Policy back = td::load_memmap<Policy>(out / "tensorclass");
   CHECK(back.layers == 3);
