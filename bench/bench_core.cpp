@@ -174,6 +174,22 @@ __attribute__((noinline)) void counted_flatten_hand(int n, const Wide& p) {
   }
 }
 
+// The kernel-free identity map: what remains is the traversal and the rebuild.
+__attribute__((noinline)) void counted_identity_struct(int n, const Wide& p) {
+  for (int i = 0; i < n; ++i) {
+    Wide out = td::apply(p, [](const torch::Tensor& a) { return a; });
+    benchmark::DoNotOptimize(out);
+  }
+}
+#define TD_COPY(x) out.x = p.x;
+__attribute__((noinline)) void counted_identity_hand(int n, const Wide& p) {
+  for (int i = 0; i < n; ++i) {
+    Wide out;
+    TD_EACH(TD_COPY)
+    benchmark::DoNotOptimize(out);
+  }
+}
+#undef TD_COPY
 __attribute__((noinline)) void counted_apply_vector(int n, const Stack12& p, const Stack12& g) {
   for (int i = 0; i < n; ++i) benchmark::DoNotOptimize(step_vector(p, g));
 }
@@ -195,6 +211,8 @@ int main(int argc, char** argv) {
     counted_apply_hand(n, p, g);
     counted_flatten_struct(n, p);
     counted_flatten_hand(n, p);
+    counted_identity_struct(n, p);
+    counted_identity_hand(n, p);
     Stack12 sp = make_stack(), sg = make_stack();
     counted_apply_vector(n, sp, sg);
     counted_apply_vector_hand(n, sp, sg);

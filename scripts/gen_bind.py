@@ -37,7 +37,7 @@ for n in range(1, MAX_FIELDS + 1):
     names = ",".join(f"a{i}" for i in range(n))
     out += [
         "template <class T>",
-        f"constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, {n}>) noexcept {{",
+        f"[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, {n}>) noexcept {{",
         f"  auto& [{names}] = t;",
         f"  return std::forward_as_tuple({names});",
         "}",

@@ -190,9 +190,10 @@ struct field_type_impl<T, I> {
 template <class T, std::size_t I>
 using field_type_t = typename detail::field_type_impl<std::remove_cv_t<T>, I>::type;
 
-/// Field I of a tree, as a reference with the constness of `t`.
+/// Field I of a tree, as a reference with the constness of `t`. Always inlined: out of line,
+/// an aggregate's field access would build a tuple of references to every field.
 template <std::size_t I, class T>
-constexpr decltype(auto) get_field(T& t) noexcept {
+[[gnu::always_inline]] constexpr decltype(auto) get_field(T& t) noexcept {
   using U = std::remove_cv_t<T>;
   if constexpr (hana_struct<U>) {
     return boost::hana::second(boost::hana::at_c<I>(boost::hana::accessors<U>()))(t);

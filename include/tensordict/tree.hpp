@@ -246,21 +246,19 @@ TENSORDICT_INLINE std::array<at::Tensor, sizeof...(J)> gather_leaves(const T& t,
 // The dynamic engine: trees holding containers. Leaf indices and key paths are counted at run
 // time; static nodes inside are still unrolled at compile time.
 
-// The path of the node being visited, and the number of leaves visited so far.
+// The path of the node being visited, and the number of leaves visited so far. Pushing is two
+// stores (an index is formatted only when a path is asked for, which most traversals never do).
 class Cursor {
  public:
   std::size_t leaf = 0;
 
   void push(std::string_view key) {
-    if (depth_ == max_depth) {
-      throw Error("tensordict: a tree nests deeper than " + std::to_string(max_depth) + " levels");
-    }
-    parts_[depth_++] = key;
+    if (depth_ == max_depth) too_deep();
+    parts_[depth_++] = Part{key, npos_index};
   }
   void push_index(std::size_t i) {
-    if (depth_ == max_depth) push({});
-    parts_[depth_] = index_key(i, nums_[depth_]);
-    ++depth_;
+    if (depth_ == max_depth) too_deep();
+    parts_[depth_++] = Part{{}, i};
   }
   void pop() noexcept { --depth_; }
   std::size_t depth() const noexcept { return depth_; }
@@ -268,15 +266,28 @@ class Cursor {
   KeyPath path() const {
     dotted_.clear();
     for (std::size_t i = 0; i < depth_; ++i) {
+      const Part& p = parts_[i];
+      views_[i] = p.index == npos_index ? p.key : index_key(p.index, nums_[i]);
       if (i) dotted_.push_back('.');
-      dotted_.append(parts_[i]);
+      dotted_.append(views_[i]);
     }
-    return KeyPath{parts_.data(), depth_, dotted_};
+    return KeyPath{views_.data(), depth_, dotted_};
   }
 
  private:
-  std::array<std::string_view, max_depth> parts_{};
-  std::array<std::array<char, 24>, max_depth> nums_{};
+  static constexpr std::size_t npos_index = static_cast<std::size_t>(-1);
+  struct Part {
+    std::string_view key;
+    std::size_t index;
+  };
+  [[noreturn, gnu::cold]] static void too_deep() {
+    throw Error("tensordict: a tree nests deeper than " + std::to_string(max_depth) + " levels");
+  }
+  // Left uninitialised: only the first depth_ entries are ever read, and a cursor is made for
+  // every traversal of a tree with containers.
+  std::array<Part, max_depth> parts_;
+  mutable std::array<std::string_view, max_depth> views_;
+  mutable std::array<std::array<char, 24>, max_depth> nums_;
   std::size_t depth_ = 0;
   mutable std::string dotted_;
 };
@@ -298,16 +309,16 @@ struct DynLoc {
 };
 
 template <class M, class F, class... Ts>
-void dzip_value(Cursor& c, F& f, Ts&... ts);
+TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts);
 
 template <class T, std::size_t I, class F, class... Ts>
-void dzip_child(Cursor& c, F& f, Ts&... ts) {
+TENSORDICT_INLINE void dzip_child(Cursor& c, F& f, Ts&... ts) {
   c.push(static_node<T>::template key<I>);
   dzip_value<child_t<T, I>>(c, f, child<I>(ts)...);
   c.pop();
 }
 template <class T, class F, std::size_t... I, class... Ts>
-void dzip_children(Cursor& c, F& f, std::index_sequence<I...>, Ts&... ts) {
+TENSORDICT_INLINE void dzip_children(Cursor& c, F& f, std::index_sequence<I...>, Ts&... ts) {
   (dzip_child<T, I>(c, f, ts...), ...);
 }
 
@@ -345,7 +356,7 @@ struct static_tag {};
 struct batch_tag {};
 
 template <class M, class F, class... Ts>
-void dzip_value(Cursor& c, F& f, Ts&... ts) {
+TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
     f(leaf_tag{}, DynLoc{&c}, ts...);
@@ -534,6 +545,42 @@ using root_t = std::remove_cvref_t<T>;
 
 }  // namespace detail
 
+namespace detail {
+// Leaf slots of a value, as the run-time engine visits them: parts whose shape is static are
+// constants, so a vector of static blocks costs one multiplication.
+template <class M>
+std::size_t count_leaves(const M& v) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+    return 1;
+  } else if constexpr ((k == FieldKind::subtree) && !has_runtime_shape<M>()) {
+    return layout<M>::sizes.leaves;
+  } else if constexpr (k == FieldKind::subtree) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (std::size_t{0} + ... + count_leaves(child<I>(v)));
+    }(std::make_index_sequence<static_node<M>::size>{});
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    return v ? count_leaves(*v) : 0;
+  } else if constexpr (k == FieldKind::container) {
+    using N = dynamic_node<M>;
+    using C = typename N::child_t;
+    if constexpr (!has_runtime_shape<C>()) {
+      return N::size(v) * leaves_in<C>();
+    } else {
+      std::size_t n = 0;
+      if constexpr (N::indexed) {
+        for (std::size_t i = 0, e = N::size(v); i < e; ++i) n += count_leaves(N::at(v, i));
+      } else {
+        for (const auto& kv : v) n += count_leaves(kv.second);
+      }
+      return n;
+    }
+  } else {
+    return 0;
+  }
+}
+}  // namespace detail
+
 /// Number of leaf slots of a tree: `spec<T>::leaf_count` for a static tree; for a tree with
 /// containers, counted (absent leaves included, absent optional subtrees excluded).
 template <class T>
@@ -542,9 +589,8 @@ template <class T>
   if constexpr (static_tree<T>) {
     return spec<T>::leaf_count;
   } else {
-    std::size_t n = 0;
-    detail::visit_leaves([&](auto, const auto&) { ++n; }, t);
-    return n;
+    static_assert(detail::checked_tree<T>, "tensordict: not a valid tree (see the message above)");
+    return detail::count_leaves(t);
   }
 }
 
@@ -837,6 +883,7 @@ template <tree T>
     return detail::gather_leaves(t, std::make_index_sequence<spec<T>::leaf_count>{});
   } else {
     std::vector<at::Tensor> out;
+    out.reserve(leaf_count(t));  // one allocation
     detail::visit_leaves([&](const auto&, const auto& s) { out.push_back(detail::leaf_get(s)); },
                          t);
     return out;

@@ -560,3 +560,21 @@ TEST_CASE("containers: from_module / to_module with ModuleList and ModuleDict") 
   }
   CHECK(net.blocks[1]->as<torch::nn::Linear>()->weight.is_same(p.blocks[1].weight));
 }
+
+TEST_CASE("containers: vmap maps over every leaf of a vector of layers") {
+  torch::manual_seed(1);
+  const std::vector<Lin> layers{{torch::randn({5, 3, 3}), torch::randn({5, 3})},
+                                {torch::randn({5, 3, 3}), torch::randn({5, 3})}};
+  auto f = [](const std::vector<Lin>& ls, const torch::Tensor& x) {
+    torch::Tensor h = x;
+    for (const Lin& l : ls) h = torch::tanh(torch::linear(h, l.weight, l.bias));
+    return h;
+  };
+  const torch::Tensor x = torch::randn({2, 3});
+  const torch::Tensor y = td::vmap(f, {0, td::none})(layers, x);
+  REQUIRE(y.sizes() == torch::IntArrayRef({5, 2, 3}));
+  for (int64_t i = 0; i < 5; ++i) {
+    const auto one = td::apply(layers, [&](const torch::Tensor& w) { return w[i]; });
+    CHECK(torch::allclose(y[i], f(one, x)));
+  }
+}

@@ -22,7 +22,7 @@ auto field_types(T&, std::integral_constant<std::size_t, 0>) noexcept {
   return type_list<>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 1>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 1>) noexcept {
   auto& [a0] = t;
   return std::forward_as_tuple(a0);
 }
@@ -32,7 +32,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 1>) noexcept {
   return type_list<decltype(a0)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 2>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 2>) noexcept {
   auto& [a0,a1] = t;
   return std::forward_as_tuple(a0,a1);
 }
@@ -42,7 +42,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 2>) noexcept {
   return type_list<decltype(a0),decltype(a1)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 3>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 3>) noexcept {
   auto& [a0,a1,a2] = t;
   return std::forward_as_tuple(a0,a1,a2);
 }
@@ -52,7 +52,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 3>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 4>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 4>) noexcept {
   auto& [a0,a1,a2,a3] = t;
   return std::forward_as_tuple(a0,a1,a2,a3);
 }
@@ -62,7 +62,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 4>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 5>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 5>) noexcept {
   auto& [a0,a1,a2,a3,a4] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4);
 }
@@ -72,7 +72,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 5>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 6>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 6>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5);
 }
@@ -82,7 +82,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 6>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 7>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 7>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6);
 }
@@ -92,7 +92,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 7>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 8>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 8>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7);
 }
@@ -102,7 +102,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 8>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 9>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 9>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8);
 }
@@ -112,7 +112,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 9>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 10>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 10>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9);
 }
@@ -122,7 +122,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 10>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 11>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 11>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10);
 }
@@ -132,7 +132,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 11>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 12>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 12>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11);
 }
@@ -142,7 +142,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 12>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 13>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 13>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12);
 }
@@ -152,7 +152,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 13>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 14>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 14>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13);
 }
@@ -162,7 +162,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 14>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 15>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 15>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14);
 }
@@ -172,7 +172,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 15>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 16>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 16>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15);
 }
@@ -182,7 +182,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 16>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 17>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 17>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16);
 }
@@ -192,7 +192,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 17>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 18>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 18>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17);
 }
@@ -202,7 +202,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 18>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 19>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 19>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18);
 }
@@ -212,7 +212,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 19>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 20>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 20>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19);
 }
@@ -222,7 +222,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 20>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 21>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 21>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20);
 }
@@ -232,7 +232,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 21>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 22>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 22>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21);
 }
@@ -242,7 +242,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 22>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 23>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 23>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22);
 }
@@ -252,7 +252,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 23>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 24>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 24>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23);
 }
@@ -262,7 +262,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 24>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 25>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 25>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24);
 }
@@ -272,7 +272,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 25>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 26>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 26>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25);
 }
@@ -282,7 +282,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 26>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 27>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 27>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26);
 }
@@ -292,7 +292,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 27>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 28>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 28>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27);
 }
@@ -302,7 +302,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 28>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 29>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 29>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28);
 }
@@ -312,7 +312,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 29>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 30>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 30>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29);
 }
@@ -322,7 +322,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 30>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 31>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 31>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30);
 }
@@ -332,7 +332,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 31>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 32>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 32>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31);
 }
@@ -342,7 +342,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 32>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 33>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 33>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32);
 }
@@ -352,7 +352,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 33>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 34>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 34>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33);
 }
@@ -362,7 +362,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 34>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 35>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 35>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34);
 }
@@ -372,7 +372,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 35>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 36>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 36>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35);
 }
@@ -382,7 +382,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 36>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 37>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 37>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36);
 }
@@ -392,7 +392,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 37>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 38>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 38>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37);
 }
@@ -402,7 +402,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 38>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 39>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 39>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38);
 }
@@ -412,7 +412,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 39>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 40>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 40>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39);
 }
@@ -422,7 +422,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 40>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 41>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 41>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40);
 }
@@ -432,7 +432,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 41>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 42>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 42>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41);
 }
@@ -442,7 +442,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 42>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 43>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 43>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42);
 }
@@ -452,7 +452,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 43>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 44>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 44>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43);
 }
@@ -462,7 +462,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 44>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 45>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 45>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44);
 }
@@ -472,7 +472,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 45>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 46>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 46>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45);
 }
@@ -482,7 +482,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 46>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 47>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 47>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46);
 }
@@ -492,7 +492,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 47>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 48>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 48>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47);
 }
@@ -502,7 +502,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 48>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 49>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 49>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48);
 }
@@ -512,7 +512,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 49>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 50>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 50>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49);
 }
@@ -522,7 +522,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 50>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 51>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 51>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50);
 }
@@ -532,7 +532,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 51>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 52>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 52>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51);
 }
@@ -542,7 +542,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 52>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 53>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 53>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52);
 }
@@ -552,7 +552,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 53>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 54>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 54>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53);
 }
@@ -562,7 +562,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 54>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 55>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 55>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54);
 }
@@ -572,7 +572,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 55>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 56>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 56>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55);
 }
@@ -582,7 +582,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 56>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 57>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 57>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56);
 }
@@ -592,7 +592,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 57>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 58>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 58>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57);
 }
@@ -602,7 +602,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 58>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 59>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 59>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58);
 }
@@ -612,7 +612,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 59>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 60>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 60>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59);
 }
@@ -622,7 +622,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 60>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 61>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 61>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60);
 }
@@ -632,7 +632,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 61>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 62>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 62>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61);
 }
@@ -642,7 +642,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 62>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 63>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 63>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62);
 }
@@ -652,7 +652,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 63>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 64>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 64>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63);
 }
@@ -662,7 +662,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 64>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 65>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 65>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64);
 }
@@ -672,7 +672,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 65>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 66>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 66>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65);
 }
@@ -682,7 +682,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 66>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 67>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 67>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66);
 }
@@ -692,7 +692,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 67>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 68>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 68>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67);
 }
@@ -702,7 +702,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 68>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 69>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 69>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68);
 }
@@ -712,7 +712,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 69>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 70>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 70>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69);
 }
@@ -722,7 +722,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 70>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 71>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 71>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70);
 }
@@ -732,7 +732,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 71>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 72>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 72>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71);
 }
@@ -742,7 +742,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 72>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 73>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 73>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72);
 }
@@ -752,7 +752,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 73>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 74>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 74>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73);
 }
@@ -762,7 +762,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 74>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 75>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 75>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74);
 }
@@ -772,7 +772,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 75>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 76>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 76>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75);
 }
@@ -782,7 +782,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 76>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 77>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 77>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76);
 }
@@ -792,7 +792,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 77>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 78>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 78>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77);
 }
@@ -802,7 +802,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 78>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 79>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 79>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78);
 }
@@ -812,7 +812,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 79>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 80>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 80>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79);
 }
@@ -822,7 +822,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 80>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 81>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 81>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80);
 }
@@ -832,7 +832,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 81>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 82>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 82>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81);
 }
@@ -842,7 +842,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 82>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 83>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 83>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82);
 }
@@ -852,7 +852,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 83>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 84>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 84>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83);
 }
@@ -862,7 +862,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 84>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 85>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 85>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84);
 }
@@ -872,7 +872,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 85>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 86>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 86>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85);
 }
@@ -882,7 +882,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 86>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 87>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 87>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86);
 }
@@ -892,7 +892,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 87>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 88>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 88>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87);
 }
@@ -902,7 +902,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 88>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 89>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 89>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88);
 }
@@ -912,7 +912,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 89>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 90>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 90>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89);
 }
@@ -922,7 +922,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 90>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 91>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 91>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90);
 }
@@ -932,7 +932,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 91>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 92>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 92>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91);
 }
@@ -942,7 +942,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 92>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 93>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 93>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92);
 }
@@ -952,7 +952,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 93>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 94>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 94>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93);
 }
@@ -962,7 +962,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 94>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 95>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 95>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94);
 }
@@ -972,7 +972,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 95>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 96>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 96>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95);
 }
@@ -982,7 +982,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 96>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 97>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 97>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96);
 }
@@ -992,7 +992,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 97>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 98>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 98>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97);
 }
@@ -1002,7 +1002,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 98>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 99>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 99>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98);
 }
@@ -1012,7 +1012,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 99>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 100>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 100>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99);
 }
@@ -1022,7 +1022,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 100>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 101>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 101>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100);
 }
@@ -1032,7 +1032,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 101>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 102>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 102>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101);
 }
@@ -1042,7 +1042,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 102>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 103>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 103>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102);
 }
@@ -1052,7 +1052,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 103>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 104>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 104>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103);
 }
@@ -1062,7 +1062,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 104>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 105>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 105>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104);
 }
@@ -1072,7 +1072,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 105>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 106>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 106>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105);
 }
@@ -1082,7 +1082,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 106>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 107>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 107>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106);
 }
@@ -1092,7 +1092,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 107>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 108>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 108>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107);
 }
@@ -1102,7 +1102,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 108>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 109>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 109>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108);
 }
@@ -1112,7 +1112,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 109>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 110>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 110>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109);
 }
@@ -1122,7 +1122,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 110>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 111>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 111>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110);
 }
@@ -1132,7 +1132,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 111>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 112>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 112>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111);
 }
@@ -1142,7 +1142,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 112>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 113>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 113>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112);
 }
@@ -1152,7 +1152,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 113>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 114>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 114>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113);
 }
@@ -1162,7 +1162,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 114>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 115>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 115>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114);
 }
@@ -1172,7 +1172,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 115>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 116>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 116>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115);
 }
@@ -1182,7 +1182,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 116>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 117>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 117>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116);
 }
@@ -1192,7 +1192,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 117>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 118>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 118>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117);
 }
@@ -1202,7 +1202,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 118>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 119>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 119>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118);
 }
@@ -1212,7 +1212,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 119>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 120>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 120>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119);
 }
@@ -1222,7 +1222,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 120>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118),decltype(a119)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 121>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 121>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120);
 }
@@ -1232,7 +1232,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 121>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118),decltype(a119),decltype(a120)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 122>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 122>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121);
 }
@@ -1242,7 +1242,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 122>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118),decltype(a119),decltype(a120),decltype(a121)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 123>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 123>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122);
 }
@@ -1252,7 +1252,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 123>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118),decltype(a119),decltype(a120),decltype(a121),decltype(a122)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 124>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 124>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123);
 }
@@ -1262,7 +1262,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 124>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118),decltype(a119),decltype(a120),decltype(a121),decltype(a122),decltype(a123)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 125>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 125>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123,a124] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123,a124);
 }
@@ -1272,7 +1272,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 125>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118),decltype(a119),decltype(a120),decltype(a121),decltype(a122),decltype(a123),decltype(a124)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 126>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 126>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123,a124,a125] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123,a124,a125);
 }
@@ -1282,7 +1282,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 126>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118),decltype(a119),decltype(a120),decltype(a121),decltype(a122),decltype(a123),decltype(a124),decltype(a125)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 127>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 127>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123,a124,a125,a126] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123,a124,a125,a126);
 }
@@ -1292,7 +1292,7 @@ auto field_types(T& t, std::integral_constant<std::size_t, 127>) noexcept {
   return type_list<decltype(a0),decltype(a1),decltype(a2),decltype(a3),decltype(a4),decltype(a5),decltype(a6),decltype(a7),decltype(a8),decltype(a9),decltype(a10),decltype(a11),decltype(a12),decltype(a13),decltype(a14),decltype(a15),decltype(a16),decltype(a17),decltype(a18),decltype(a19),decltype(a20),decltype(a21),decltype(a22),decltype(a23),decltype(a24),decltype(a25),decltype(a26),decltype(a27),decltype(a28),decltype(a29),decltype(a30),decltype(a31),decltype(a32),decltype(a33),decltype(a34),decltype(a35),decltype(a36),decltype(a37),decltype(a38),decltype(a39),decltype(a40),decltype(a41),decltype(a42),decltype(a43),decltype(a44),decltype(a45),decltype(a46),decltype(a47),decltype(a48),decltype(a49),decltype(a50),decltype(a51),decltype(a52),decltype(a53),decltype(a54),decltype(a55),decltype(a56),decltype(a57),decltype(a58),decltype(a59),decltype(a60),decltype(a61),decltype(a62),decltype(a63),decltype(a64),decltype(a65),decltype(a66),decltype(a67),decltype(a68),decltype(a69),decltype(a70),decltype(a71),decltype(a72),decltype(a73),decltype(a74),decltype(a75),decltype(a76),decltype(a77),decltype(a78),decltype(a79),decltype(a80),decltype(a81),decltype(a82),decltype(a83),decltype(a84),decltype(a85),decltype(a86),decltype(a87),decltype(a88),decltype(a89),decltype(a90),decltype(a91),decltype(a92),decltype(a93),decltype(a94),decltype(a95),decltype(a96),decltype(a97),decltype(a98),decltype(a99),decltype(a100),decltype(a101),decltype(a102),decltype(a103),decltype(a104),decltype(a105),decltype(a106),decltype(a107),decltype(a108),decltype(a109),decltype(a110),decltype(a111),decltype(a112),decltype(a113),decltype(a114),decltype(a115),decltype(a116),decltype(a117),decltype(a118),decltype(a119),decltype(a120),decltype(a121),decltype(a122),decltype(a123),decltype(a124),decltype(a125),decltype(a126)>{};
 }
 template <class T>
-constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 128>) noexcept {
+[[gnu::always_inline]] constexpr auto tie_fields(T& t, std::integral_constant<std::size_t, 128>) noexcept {
   auto& [a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123,a124,a125,a126,a127] = t;
   return std::forward_as_tuple(a0,a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17,a18,a19,a20,a21,a22,a23,a24,a25,a26,a27,a28,a29,a30,a31,a32,a33,a34,a35,a36,a37,a38,a39,a40,a41,a42,a43,a44,a45,a46,a47,a48,a49,a50,a51,a52,a53,a54,a55,a56,a57,a58,a59,a60,a61,a62,a63,a64,a65,a66,a67,a68,a69,a70,a71,a72,a73,a74,a75,a76,a77,a78,a79,a80,a81,a82,a83,a84,a85,a86,a87,a88,a89,a90,a91,a92,a93,a94,a95,a96,a97,a98,a99,a100,a101,a102,a103,a104,a105,a106,a107,a108,a109,a110,a111,a112,a113,a114,a115,a116,a117,a118,a119,a120,a121,a122,a123,a124,a125,a126,a127);
 }
