@@ -337,37 +337,35 @@ consteval bool check_tree() {
   }
 }
 
-// Whether any node below T has a shape known only at run time (a container).
-template <class M>
-consteval bool has_container() {
+// Whether some part of M's shape is decided at run time: a container's length or keys, and,
+// when Optionals, an optional subtree's presence.
+template <class M, bool Optionals>
+consteval bool runtime_part() {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::container) {
     return true;
   } else if constexpr (k == FieldKind::optional_subtree) {
-    return has_container<std::remove_cv_t<typename M::value_type>>();
+    return Optionals || runtime_part<std::remove_cv_t<typename M::value_type>, Optionals>();
   } else if constexpr (k == FieldKind::subtree) {
     return []<std::size_t... I>(std::index_sequence<I...>) {
-      return (has_container<typename static_node<M>::template child_t<I>>() || ...);
+      return (runtime_part<typename static_node<M>::template child_t<I>, Optionals>() || ...);
     }(std::make_index_sequence<static_node<M>::size>{});
   } else {
     return false;
   }
 }
 
-// Whether any part of T's shape is decided at run time (a container, or an optional subtree's
+// Whether any node below M is a container (its length is known at run time only).
+template <class M>
+consteval bool has_container() {
+  return runtime_part<M, false>();
+}
+
+// Whether any part of M's shape is decided at run time (a container, or an optional subtree's
 // presence): zipping such trees checks their shapes first.
 template <class M>
 consteval bool has_runtime_shape() {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::container || k == FieldKind::optional_subtree) {
-    return true;
-  } else if constexpr (k == FieldKind::subtree) {
-    return []<std::size_t... I>(std::index_sequence<I...>) {
-      return (has_runtime_shape<typename static_node<M>::template child_t<I>>() || ...);
-    }(std::make_index_sequence<static_node<M>::size>{});
-  } else {
-    return false;
-  }
+  return runtime_part<M, true>();
 }
 
 template <class T>

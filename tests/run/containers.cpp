@@ -366,7 +366,7 @@ torch::Tensor forward(const Model& p, const torch::Tensor& x) {
 }
 }  // namespace
 
-TEST_CASE("containers: grad reaches every leaf; a generic step trains all of it") {
+TEST_CASE("containers: grad reaches every leaf, and a generic step trains all of it") {
   torch::manual_seed(0);
   Model p = td::apply(model(3), [](const torch::Tensor& x) { return torch::randn_like(x) * 0.3; });
   const torch::Tensor x = torch::randn({16, 2});
