@@ -38,6 +38,8 @@
 
 namespace tensordict {
 
+class TensorDict;
+
 /// The customization point that makes a type of your own a node. Specialise it in namespace
 /// `tensordict` in one of two shapes:
 ///
@@ -123,6 +125,11 @@ struct holds_tensor_impl<std::array<U, N>> : holds_tensor_impl<std::remove_cv_t<
 template <class M>
 consteval FieldKind kind_of();
 
+// The runtime TensorDict holds tensors without being a template: named so that a struct member
+// of that type is never taken for a static field.
+template <class M>
+inline constexpr bool is_tensordict = std::is_same_v<M, TensorDict>;
+
 // Whether a child of this type makes its container a node (rather than a static value).
 template <class M>
 consteval bool is_tree_part() {
@@ -200,7 +207,8 @@ inline constexpr FieldKind field_kind_v = detail::kind_of<std::remove_cv_t<M>>()
 
 /// A type that holds a tensor in its template arguments (e.g. `std::list<torch::Tensor>`).
 template <class M>
-inline constexpr bool holds_tensor_v = detail::holds_tensor_impl<std::remove_cv_t<M>>::value;
+inline constexpr bool holds_tensor_v = detail::holds_tensor_impl<std::remove_cv_t<M>>::value ||
+                                       detail::is_tensordict<std::remove_cv_t<M>>;
 
 namespace detail {
 
