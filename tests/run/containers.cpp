@@ -578,3 +578,24 @@ TEST_CASE("containers: vmap maps over every leaf of a vector of layers") {
     CHECK(torch::allclose(y[i], f(one, x)));
   }
 }
+
+TEST_CASE("TensorDict: grad, value_and_grad, parameters, clone, detach and to as free functions") {
+  const td::TensorDict d{{"w", torch::randn({3})}, {"sub", td::TensorDict{{"b", torch::randn({2})}}},
+                         {"name", "policy"}};
+  auto loss = [](const td::TensorDict& p, double k) {
+    return (p.get("w") * k).sum() + p.get({"sub", "b"}).pow(2).sum();
+  };
+  const td::TensorDict g = td::grad(loss)(d, 2.0);
+  CHECK(torch::allclose(g.get("w"), torch::full({3}, 2.0)));
+  CHECK(torch::allclose(g.get({"sub", "b"}), 2 * d.get({"sub", "b"})));
+  CHECK(g.keys() == d.keys());
+  auto [value, g2] = td::value_and_grad(loss)(d, 1.0);
+  CHECK(value.item<double>() == doctest::Approx(loss(d, 1.0).item<double>()));
+  CHECK(torch::allclose(g2.get("w"), torch::ones({3})));
+  CHECK(td::parameters(d).size() == 2);
+  const td::TensorDict c = td::clone(d);
+  CHECK_FALSE(c.get("w").is_same(d.get("w")));
+  CHECK(torch::equal(c.get("w"), d.get("w")));
+  CHECK(td::detach(d).get({"sub", "b"}).data_ptr() == d.get({"sub", "b"}).data_ptr());  // same storage
+  CHECK((td::to(d, torch::kDouble).get("w").scalar_type() == torch::kDouble));
+}
