@@ -53,8 +53,8 @@ static void BM_apply_hand(benchmark::State& state) {
 static void BM_flatten_unflatten_struct(benchmark::State& state) {
   Wide p = make_wide();
   for (auto _ : state) {
-    auto flat = td::flatten(p);
-    Wide back = td::unflatten(flat.leaves, flat.spec);
+    auto flat = td::tree_flatten(p);
+    Wide back = td::tree_unflatten(flat.leaves, flat.spec);
     benchmark::DoNotOptimize(back);
   }
 }
@@ -160,8 +160,8 @@ __attribute__((noinline)) void counted_apply_hand(int n, const Wide& p, const Wi
 }
 __attribute__((noinline)) void counted_flatten_struct(int n, const Wide& p) {
   for (int i = 0; i < n; ++i) {
-    auto flat = td::flatten(p);
-    Wide back = td::unflatten(flat.leaves, flat.spec);
+    auto flat = td::tree_flatten(p);
+    Wide back = td::tree_unflatten(flat.leaves, flat.spec);
     benchmark::DoNotOptimize(back);
   }
 }

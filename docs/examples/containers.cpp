@@ -86,8 +86,8 @@ TEST_CASE("docs: containers are nodes, keyed as torch's state_dict") {
   auto w = td::get<"blocks.1.attn.weight">(model);  // the index is checked at run time
   CHECK(w.is_same(model.blocks[1].attn.weight));
 
-  auto [leaves, spec] = td::flatten(model);  // leaves: a std::vector<torch::Tensor>
-  Model back = td::unflatten(leaves, spec);  // the spec holds the lengths and keys
+  auto [leaves, spec] = td::tree_flatten(model);  // leaves: a std::vector<torch::Tensor>
+  Model back = td::tree_unflatten(leaves, spec);  // the spec holds the lengths and keys
   CHECK(back.blocks.size() == 3);
 
   static_assert(td::spec<std::array<Linear, 2>>::keys[3] == "1.bias");  // still constexpr

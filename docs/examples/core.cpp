@@ -41,10 +41,10 @@ struct State {
 TEST_CASE("a struct that is a pytree: flatten and unflatten") {
   torch::manual_seed(0);
   Linear params{torch::randn({2, 3}), torch::zeros({2}), "relu"};
-  auto [leaves, spec] = td::flatten(params);
+  auto [leaves, spec] = td::tree_flatten(params);
   CHECK(leaves[0].sizes() == torch::IntArrayRef{2, 3});
   CHECK(leaves[1].sizes() == torch::IntArrayRef{2});
-  Linear back = td::unflatten(leaves, spec);  // a Linear again
+  Linear back = td::tree_unflatten(leaves, spec);  // a Linear again
   static_assert(td::spec<Linear>::leaf_count == 2);
   CHECK(back.activation == "relu");
 }

@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "detail/functorch.hpp"
 #include "dict.hpp"
 #include "tree.hpp"
 
@@ -67,44 +68,14 @@ namespace detail {
 
 inline bool differentiable(const at::Tensor& x) { return x.is_floating_point() || x.is_complex(); }
 
-// Set while a `tensordict::vmap` runs (vmap.hpp installs it): a gradient taken inside then goes
-// through libtorch's functorch grad transform, so that each element of the batch gets its own
-// gradient (per-sample gradients). Plain autograd there would differentiate the whole batch at
-// once. The functorch calls stay in vmap.hpp; this header only sees the hooks.
-struct GradTransform {
-  int64_t (*push)();                                // enters a grad level, returns it
-  void (*pop)();                                    // leaves it
-  at::Tensor (*wrap)(const at::Tensor&, int64_t);   // a tensor as seen at that level
-  at::Tensor (*unwrap)(const at::Tensor&, int64_t); // a result back out of it
-};
-inline thread_local const GradTransform* grad_transform = nullptr;
-
-// A grad level for a scope when a transform is installed; a no-op otherwise.
-class GradLevel {
- public:
-  GradLevel() : t_(grad_transform) {
-    if (t_) level_ = t_->push();
-  }
-  ~GradLevel() {
-    if (t_) t_->pop();
-  }
-  GradLevel(const GradLevel&) = delete;
-  GradLevel& operator=(const GradLevel&) = delete;
-  at::Tensor wrap(const at::Tensor& x) const { return t_ && x.defined() ? t_->wrap(x, level_) : x; }
-  at::Tensor unwrap(const at::Tensor& x) const { return t_ && x.defined() ? t_->unwrap(x, level_) : x; }
-  bool active() const noexcept { return t_ != nullptr; }
-
- private:
-  const GradTransform* t_;
-  int64_t level_ = 0;
-};
-
 template <class F, class P, class... A>
 std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& params, A&&... args) {
   // Fresh leaves that share storage with the inputs: gradients flow to them only, whatever
   // the inputs' own requires_grad, and nothing is copied.
   at::AutoGradMode enable(true);
-  const GradLevel level;
+  // Inside a vmap (or any functorch transform) the gradient is taken at a grad level of its
+  // own, so that each element of the batch gets its own gradient (per-sample gradients).
+  const functorch::GradLevel level;
   P inputs = map_leaves(params, [&](const at::Tensor& x) {
     if (level.active()) {
       const at::Tensor w = level.wrap(x);

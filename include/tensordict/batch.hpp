@@ -893,9 +893,9 @@ inline Padded pad_tensors(const std::string& key, const std::vector<at::Tensor>&
   std::vector<int64_t> maxes = xs[0].sizes().vec();
   for (std::size_t i = 1; i < xs.size(); ++i) {
     if (xs[i].dim() != xs[0].dim() || xs[i].scalar_type() != xs[0].scalar_type()) {
-      throw SpecMismatchError("lazy stack: key " + key + " is " + dtype_name(xs[i].scalar_type()) +
+      throw SpecMismatchError("lazy stack: key " + key + " is " + tensordict::dtype_name(xs[i].scalar_type()) +
                               ' ' + shape_str(xs[i].sizes()) + " in element " + std::to_string(i) +
-                              " and " + dtype_name(xs[0].scalar_type()) + ' ' +
+                              " and " + tensordict::dtype_name(xs[0].scalar_type()) + ' ' +
                               shape_str(xs[0].sizes()) + " in element 0");
     }
     for (std::size_t d = 0; d < maxes.size(); ++d) maxes[d] = std::max(maxes[d], xs[i].size(static_cast<int64_t>(d)));

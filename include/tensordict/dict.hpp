@@ -25,204 +25,16 @@
 #include <nlohmann/json.hpp>
 
 #include "batch_size.hpp"
+#include "detail/text.hpp"
+#include "dtype.hpp"
+#include "key.hpp"
+#include "non_tensor.hpp"
 #include "consolidate.hpp"
 #include "detail/what.hpp"
 #include "errors.hpp"
 
 namespace tensordict {
 
-class NestedKey;
-
-/// A key argument: one name (`"step"`) or a nested key as a list of names
-/// (`{"layer", "weight"}`, Python's tuple). It only refers to the caller's strings, so it lives
-/// as long as the call; `NestedKey` is the owning form that functions return.
-class Key {
- public:
-  Key(const char* name) : one_(name), n_(1) {}                   // NOLINT: implicit by design
-  Key(const std::string& name) : one_(name), n_(1) {}            // NOLINT
-  Key(std::string_view name) : one_(name), n_(1) {}              // NOLINT
-// A Key is a parameter type: the list it views lives until the end of the caller's full
-// expression, which outlives the call, so GCC's warning about the list's lifetime is moot here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winit-list-lifetime"
-#endif
-  Key(std::initializer_list<std::string_view> parts)             // NOLINT
-      : views_(parts.begin()), n_(parts.size()) {}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-  Key(const NestedKey& key);                                     // NOLINT
-
-  /// Number of names (1 for a flat key).
-  std::size_t size() const noexcept { return n_; }
-  /// Name `i`, outermost first.
-  std::string_view operator[](std::size_t i) const noexcept {
-    return views_ ? views_[i] : strs_ ? std::string_view(strs_[i]) : one_;
-  }
-
- private:
-  std::string_view one_;
-  const std::string_view* views_ = nullptr;
-  const std::string* strs_ = nullptr;
-  std::size_t n_ = 0;
-};
-
-/// A nested key that owns its names, as `keys()` returns them. Prints as `'step'` or
-/// `('layer', 'weight')`, as Python does.
-class NestedKey {
- public:
-  NestedKey() = default;
-  NestedKey(const char* name) : parts_{name} {}                       // NOLINT
-  NestedKey(std::string name) : parts_{std::move(name)} {}            // NOLINT
-  NestedKey(std::initializer_list<std::string> parts) : parts_(parts) {}
-  explicit NestedKey(std::vector<std::string> parts) : parts_(std::move(parts)) {}
-  explicit NestedKey(const Key& key) {
-    parts_.reserve(key.size());
-    for (std::size_t i = 0; i < key.size(); ++i) parts_.emplace_back(key[i]);
-  }
-
-  /// The names, outermost first.
-  const std::vector<std::string>& parts() const noexcept { return parts_; }
-  std::size_t size() const noexcept { return parts_.size(); }
-  const std::string& operator[](std::size_t i) const { return parts_.at(i); }
-  const std::string& back() const { return parts_.back(); }
-  /// This key with `name` appended.
-  NestedKey operator/(std::string_view name) const {
-    NestedKey k = *this;
-    k.parts_.emplace_back(name);
-    return k;
-  }
-  /// The names joined by `sep` (`"layer.weight"`).
-  std::string join(std::string_view sep = ".") const {
-    std::string out;
-    for (std::size_t i = 0; i < parts_.size(); ++i) {
-      if (i) out.append(sep);
-      out += parts_[i];
-    }
-    return out;
-  }
-  friend bool operator==(const NestedKey&, const NestedKey&) = default;
-  friend auto operator<=>(const NestedKey&, const NestedKey&) = default;
-  friend std::ostream& operator<<(std::ostream& os, const NestedKey& k) {
-    if (k.parts_.size() == 1) return os << '\'' << k.parts_[0] << '\'';
-    os << '(';
-    for (std::size_t i = 0; i < k.parts_.size(); ++i) os << (i ? ", '" : "'") << k.parts_[i] << '\'';
-    return os << ')';
-  }
-
- private:
-  std::vector<std::string> parts_;
-};
-
-inline Key::Key(const NestedKey& key) : strs_(key.parts().data()), n_(key.size()) {}
-
-namespace detail {
-inline std::string key_str(const Key& k) {
-  std::ostringstream os;
-  os << NestedKey(k);
-  return os.str();
-}
-inline std::string shape_str(c10::IntArrayRef s) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << ']';
-  return os.str();
-}
-inline std::string bs_str(const BatchSize& b) {
-  std::ostringstream os;
-  os << b;
-  return os.str();
-}
-// Python's name of a dtype (`torch.float32`), as in reprs and in meta.json files.
-inline std::string dtype_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::kFloat: return "torch.float32";
-    case c10::kDouble: return "torch.float64";
-    case c10::kHalf: return "torch.float16";
-    case c10::kBFloat16: return "torch.bfloat16";
-    case c10::kByte: return "torch.uint8";
-    case c10::kChar: return "torch.int8";
-    case c10::kShort: return "torch.int16";
-    case c10::kInt: return "torch.int32";
-    case c10::kLong: return "torch.int64";
-    case c10::kBool: return "torch.bool";
-    case c10::kComplexFloat: return "torch.complex64";
-    case c10::kComplexDouble: return "torch.complex128";
-    default: return std::string("torch.") + c10::toString(t);
-  }
-}
-// A JSON array nested `dims` deep, flattened in row-major order.
-inline void flatten_json(const nlohmann::json& j, std::size_t dims,
-                         std::vector<nlohmann::json>& out) {
-  if (dims == 0) {
-    out.push_back(j);
-    return;
-  }
-  for (const auto& x : j) flatten_json(x, dims - 1, out);
-}
-// The values at `pos` (row-major over `sizes`), as arrays nested once per dim.
-inline nlohmann::json nest_json(const std::vector<nlohmann::json>& flat,
-                                const std::vector<int64_t>& pos, c10::IntArrayRef sizes,
-                                std::size_t d, std::size_t& next) {
-  if (d == sizes.size()) return flat.at(static_cast<std::size_t>(pos.at(next++)));
-  nlohmann::json arr = nlohmann::json::array();
-  for (int64_t i = 0; i < sizes[d]; ++i) arr.push_back(nest_json(flat, pos, sizes, d + 1, next));
-  return arr;
-}
-inline bool starts_with(c10::IntArrayRef shape, const BatchSize& b) {
-  if (shape.size() < b.size()) return false;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    if (shape[i] != b[i]) return false;
-  }
-  return true;
-}
-}  // namespace detail
-
-/// A value that is not a tensor (a string, a number, a bool, any JSON value): Python's
-/// `NonTensorData`. With `metadata` set it is Python's `MetaData`: one value for a whole stack.
-struct NonTensorData {
-  nlohmann::json value;
-  bool metadata = false;
-  friend bool operator==(const NonTensorData&, const NonTensorData&) = default;
-};
-
-/// A value that stays one value for a whole stack of trees (Python's `MetaData`): as a struct
-/// field (`MetaData<std::string> activation`) it is a static field that stacking keeps once; as
-/// a TensorDict entry (`{"activation", MetaData("relu")}`) it is non-tensor data marked so.
-template <class V>
-struct MetaData {
-  V value;
-  /// The value, where a `V` is expected.
-  operator const V&() const noexcept { return value; }  // NOLINT: implicit by design
-  friend bool operator==(const MetaData&, const MetaData&) = default;
-  /// Prints the value.
-  friend std::ostream& operator<<(std::ostream& os, const MetaData& m)
-    requires requires { os << m.value; }
-  {
-    return os << m.value;
-  }
-};
-MetaData(const char*) -> MetaData<std::string>;
-template <class V>
-MetaData(V) -> MetaData<V>;
-
-template <class V>
-void to_json(nlohmann::json& j, const MetaData<V>& m) {
-  j = m.value;
-}
-template <class V>
-void from_json(const nlohmann::json& j, MetaData<V>& m) {
-  m.value = j.template get<V>();
-}
-
-/// Per-element non-tensor values of a stack whose elements differ (Python's `NonTensorStack`),
-/// as a JSON array nested once per stacked dim.
-struct NonTensorStack {
-  nlohmann::json values = nlohmann::json::array();
-  friend bool operator==(const NonTensorStack&, const NonTensorStack&) = default;
-};
 
 class TensorDict;
 
@@ -296,28 +108,36 @@ struct KeysOptions {
 };
 
 namespace detail {
-// Keys are looked up by `std::string_view` without building a string (transparent lookup).
-struct KeyHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+// An entry's name carries its hash: a lookup compares hashes before strings, and finding a
+// node's bucket never hashes its string again (what a hash map that caches codes does, without
+// telling the standard library anything about our hasher).
+struct HashedName {
+  std::string name;
+  std::size_t hash;
+  explicit HashedName(std::string_view n, std::size_t h) : name(n), hash(h) {}
 };
-struct KeyEq {
+// A name being looked up, hashed once per lookup.
+struct NameRef {
+  std::string_view name;
+  std::size_t hash;
+  explicit NameRef(std::string_view n) noexcept : name(n), hash(std::hash<std::string_view>{}(n)) {}
+};
+struct NameHash {
   using is_transparent = void;
-  bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+  std::size_t operator()(const HashedName& n) const noexcept { return n.hash; }
+  std::size_t operator()(const NameRef& n) const noexcept { return n.hash; }
+};
+struct NameEq {
+  using is_transparent = void;
+  bool operator()(const HashedName& a, const HashedName& b) const noexcept {
+    return a.hash == b.hash && a.name == b.name;
+  }
+  bool operator()(const NameRef& a, const HashedName& b) const noexcept {
+    return a.hash == b.hash && a.name == b.name;
+  }
+  bool operator()(const HashedName& a, const NameRef& b) const noexcept { return b.hash == a.hash && a.name == b.name; }
 };
 }  // namespace detail
-}  // namespace tensordict
-
-#if defined(__GLIBCXX__)
-// libstdc++ stores hash codes in the nodes only for hashers it deems slow; a custom hasher is
-// deemed fast, and then every lookup compares each string of the bucket chain and recomputes
-// each node's bucket from its key. String hashing is not fast: say so, as std::hash<std::string>
-// does, so lookups compare stored codes first (the cost of std::unordered_map<std::string, T>).
-template <>
-struct std::__is_fast_hash<tensordict::detail::KeyHash> : std::false_type {};
-#endif
-
-namespace tensordict {
 
 /// The runtime tree: key → tensor | TensorDict | non-tensor data, in insertion order, with a
 /// batch size (the leading dims every tensor shares) and an optional device.
@@ -328,19 +148,19 @@ namespace tensordict {
 /// Copies share tensors and copy structure: changing the keys of a copy leaves the original as
 /// it is (Python's `td.copy()`).
 class TensorDict {
-  using Map = std::unordered_map<std::string, Entry, detail::KeyHash, detail::KeyEq>;
+  using Map = std::unordered_map<detail::HashedName, Entry, detail::NameHash, detail::NameEq>;
   using Node = Map::value_type;
   std::vector<Node*> order_;  // entries in insertion order; they live in map_ (below)
 
   // The entries in order, as references (declared first: later members use the type).
   auto nodes() const noexcept {
     return order_ | std::views::transform([](const Node* n) {
-             return std::pair<const std::string&, const Entry&>(n->first, n->second);
+             return std::pair<const std::string&, const Entry&>(n->first.name, n->second);
            });
   }
   auto nodes() noexcept {
     return order_ | std::views::transform(
-               [](Node* n) { return std::pair<const std::string&, Entry&>(n->first, n->second); });
+               [](Node* n) { return std::pair<const std::string&, Entry&>(n->first.name, n->second); });
   }
 
  public:
@@ -528,7 +348,7 @@ class TensorDict {
     require(key);
     TensorDict& level = parent_of(key);
     const std::string_view name = key[key.size() - 1];
-    auto it = level.map_.find(name);
+    auto it = level.map_.find(detail::NameRef(name));
     level.order_.erase(std::find(level.order_.begin(), level.order_.end(), &*it));
     Entry out = std::move(it->second);
     level.map_.erase(it);
@@ -549,9 +369,9 @@ class TensorDict {
       TensorDict& level = parent_of(old_key);
       // The node keeps its address, so its place in the order stays.
       const std::string_view old_name = old_key[old_key.size() - 1];
-      auto node = level.map_.extract(level.map_.find(old_name));
+      auto node = level.map_.extract(level.map_.find(detail::NameRef(old_name)));
       const std::string_view new_name = new_key[new_key.size() - 1];
-      node.key() = std::string(new_name);
+      node.key() = detail::HashedName(new_name, detail::NameRef(new_name).hash);
       level.map_.insert(std::move(node));
     } else {
       Entry e = pop(old_key);
@@ -777,7 +597,7 @@ class TensorDict {
       return;
     }
     os << "Tensor(shape=torch.Size(" << detail::shape_str(t.sizes()) << "), device=" << t.device()
-       << ", dtype=" << detail::dtype_name(t.scalar_type()) << ')';
+       << ", dtype=" << dtype_name(t.scalar_type()) << ')';
   }
 
   void extend_batch_size(const NestedKey& prefix, const BatchSize& b) {
@@ -848,10 +668,11 @@ class TensorDict {
         [[unlikely]] {
       check_entry(full, Entry(value), batch_size_);  // throws, naming the key and shapes
     }
-    if (auto it = map_.find(name); it != map_.end()) {
+    const detail::NameRef ref(name);
+    if (auto it = map_.find(ref); it != map_.end()) {
       it->second.assign(value);
     } else {
-      order_.push_back(&*map_.emplace(std::string(name), Entry(value)).first);
+      order_.push_back(&*map_.emplace(detail::HashedName(name, ref.hash), Entry(value)).first);
     }
   }
 
@@ -869,16 +690,17 @@ class TensorDict {
       value = Entry(value.tensor().to(*device_));
     }
     check_entry(full, value, batch_size_);
-    if (auto it = map_.find(name); it != map_.end()) {
+    const detail::NameRef ref(name);
+    if (auto it = map_.find(ref); it != map_.end()) {
       it->second = std::move(value);
     } else {
-      order_.push_back(&*map_.emplace(std::string(name), std::move(value)).first);
+      order_.push_back(&*map_.emplace(detail::HashedName(name, ref.hash), std::move(value)).first);
     }
   }
 
   TensorDict& child_for_set(const Key& full, std::size_t i) {
     const std::string_view name = full[i];
-    if (auto it = map_.find(name); it != map_.end()) {
+    if (auto it = map_.find(detail::NameRef(name)); it != map_.end()) {
       Entry& e = it->second;
       if (!e.is_tensordict()) {
         throw KeyError("set " + detail::key_str(full) + ": '" + std::string(name) + "' holds " +
@@ -894,7 +716,7 @@ class TensorDict {
   const Entry* find(const Key& key) const {
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(key[i]);
+      auto it = level->map_.find(detail::NameRef(key[i]));
       if (it == level->map_.end()) return nullptr;
       const Entry& e = it->second;
       if (i + 1 == key.size()) return &e;
@@ -908,7 +730,7 @@ class TensorDict {
   [[gnu::always_inline]] const Entry* require(const Key& key) const {
     if (key.size() == 1) {
       const std::string_view name = key[0];
-      auto it = map_.find(name);
+      auto it = map_.find(detail::NameRef(name));
       if (it != map_.end()) [[likely]] return &it->second;
     }
     return require_slow(key);
@@ -917,7 +739,7 @@ class TensorDict {
     if (key.size() == 0) throw KeyError("empty key");
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(key[i]);
+      auto it = level->map_.find(detail::NameRef(key[i]));
       if (it == level->map_.end()) {
         std::ostringstream os;
         os << "key " << NestedKey(key) << " not found";
@@ -930,7 +752,7 @@ class TensorDict {
         }
         os << ": [";
         for (std::size_t j = 0; j < level->order_.size(); ++j) {
-          os << (j ? ", '" : "'") << level->order_[j]->first << '\'';
+          os << (j ? ", '" : "'") << level->order_[j]->first.name << '\'';
         }
         os << ']';
         throw KeyError(os.str());
@@ -949,7 +771,7 @@ class TensorDict {
   TensorDict& parent_of(const Key& key) {
     TensorDict* level = this;
     for (std::size_t i = 0; i + 1 < key.size(); ++i) {
-      level = &level->map_.find(key[i])->second.tensordict();
+      level = &level->map_.find(detail::NameRef(key[i]))->second.tensordict();
     }
     return *level;
   }
@@ -973,11 +795,11 @@ class TensorDict {
     std::vector<std::string> missing, extra;
     for (const auto& [k, v] : a.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!b.map_.contains(k)) missing.push_back(k);
+      if (!b.map_.contains(detail::NameRef(k))) missing.push_back(k);
     }
     for (const auto& [k, v] : b.nodes()) {
       if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!a.map_.contains(k)) extra.push_back(k);
+      if (!a.map_.contains(detail::NameRef(k))) extra.push_back(k);
     }
     if (missing.empty() && extra.empty()) return;
     std::ostringstream os;

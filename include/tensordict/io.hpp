@@ -29,6 +29,7 @@
 #include "batch.hpp"
 #include "convert.hpp"
 #include "dict.hpp"
+#include "dtype.hpp"
 #include "errors.hpp"
 #include "io/format.hpp"
 
@@ -53,16 +54,7 @@ namespace detail {
 namespace fs = std::filesystem;
 
 inline at::ScalarType scalar_type_of(const std::string& name, const std::string& file) {
-  static const std::pair<std::string_view, at::ScalarType> table[] = {
-      {"torch.bool", at::kBool},          {"torch.uint8", at::kByte},
-      {"torch.int8", at::kChar},          {"torch.int16", at::kShort},
-      {"torch.int32", at::kInt},          {"torch.int64", at::kLong},
-      {"torch.float16", at::kHalf},       {"torch.bfloat16", at::kBFloat16},
-      {"torch.float32", at::kFloat},      {"torch.float64", at::kDouble},
-      {"torch.complex64", at::kComplexFloat}, {"torch.complex128", at::kComplexDouble}};
-  for (const auto& [n, t] : table) {
-    if (n == name) return t;
-  }
+  if (auto t = dtype_from_name(name)) return *t;
   throw FormatError(file + ": dtype '" + name + "' is not supported by this libtorch");
 }
 

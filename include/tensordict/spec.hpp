@@ -18,42 +18,11 @@
 #include <ATen/core/Tensor.h>
 
 #include "batch_size.hpp"
+#include "key.hpp"
 #include "node.hpp"
 #include "reflect.hpp"
 
 namespace tensordict {
-
-/// A leaf's key path: its names from the root (`{"layer", "weight"}`) and the same joined with
-/// dots (`"layer.weight"`). Constexpr, backed by static storage.
-struct KeyPath {
-  const std::string_view* first = nullptr;
-  std::size_t depth = 0;
-  std::string_view dotted;
-
-  constexpr std::size_t size() const noexcept { return depth; }
-  constexpr std::string_view operator[](std::size_t i) const { return first[i]; }
-  constexpr const std::string_view* begin() const noexcept { return first; }
-  constexpr const std::string_view* end() const noexcept { return first + depth; }
-  /// The names, outermost first.
-  constexpr std::span<const std::string_view> parts() const noexcept { return {first, depth}; }
-  /// `"layer.weight"`.
-  constexpr std::string_view str() const noexcept { return dotted; }
-  /// The names as a vector of strings, the shape of a TensorDict's nested key.
-  std::vector<std::string> to_vector() const { return {begin(), end()}; }
-  /// Whether this path is `key` or lies under it (`"layer"` covers `"layer.weight"`).
-  constexpr bool under(std::string_view key) const noexcept {
-    return dotted == key ||
-           (dotted.size() > key.size() && dotted.substr(0, key.size()) == key &&
-            dotted[key.size()] == '.');
-  }
-  friend constexpr bool operator==(const KeyPath& a, std::string_view b) noexcept {
-    return a.dotted == b;
-  }
-  friend constexpr bool operator==(const KeyPath& a, const KeyPath& b) noexcept {
-    return a.dotted == b.dotted;
-  }
-  friend std::ostream& operator<<(std::ostream& os, const KeyPath& k) { return os << k.dotted; }
-};
 
 namespace detail {
 

@@ -26,20 +26,11 @@
 #include "consolidate.hpp"
 #include "detail/what.hpp"
 #include "errors.hpp"
+#include "key.hpp"
 #include "node.hpp"
 #include "spec.hpp"
 
 namespace tensordict {
-
-/// A string usable as a template argument: `replace<"layer.bias">(tree, value)`.
-template <std::size_t N>
-struct fixed_string {
-  char data[N]{};
-  constexpr fixed_string(const char (&s)[N]) {  // NOLINT: implicit by design
-    for (std::size_t i = 0; i < N; ++i) data[i] = s[i];
-  }
-  constexpr std::string_view view() const { return {data, N - 1}; }
-};
 
 namespace detail {
 
@@ -1088,7 +1079,7 @@ class TreeSpec {
   /// become absent leaves.
   [[nodiscard]] TENSORDICT_INLINE T unflatten(std::span<const at::Tensor> leaves) const {
     if (leaves.size() != count_) {
-      throw SpecMismatchError("unflatten<" + std::string(type_name_v<T>) + ">: expected " +
+      throw SpecMismatchError("tree_unflatten<" + std::string(type_name_v<T>) + ">: expected " +
                               std::to_string(count_) + " leaves, got " +
                               std::to_string(leaves.size()));
     }
@@ -1173,7 +1164,8 @@ class TreeSpec {
   std::size_t count_;
 };
 
-/// A tree's leaves and spec, as `flatten` returns them; `auto [leaves, spec] = flatten(t)`.
+/// A tree's leaves and spec, as `tree_flatten` returns them;
+/// `auto [leaves, spec] = tree_flatten(t)`.
 /// `leaves` is a `std::array` for a static tree, a `std::vector` otherwise.
 template <tree T>
 using leaves_t = decltype(tensordict::leaves(std::declval<const T&>()));
@@ -1186,28 +1178,28 @@ struct Flattened {
 
 /// Splits a tree into its leaf slots (absent ones undefined) and its runtime spec.
 template <tree T>
-[[nodiscard]] TENSORDICT_INLINE Flattened<T> flatten(const T& t) {
+[[nodiscard]] TENSORDICT_INLINE Flattened<T> tree_flatten(const T& t) {
   return {tensordict::leaves(t), TreeSpec<T>(t)};
 }
 
 /// The tree of `spec` whose leaves are `leaves`, in key order. `leaves` must hold exactly
 /// `spec.num_leaves()` tensors (undefined ones become absent leaves).
 template <tree T>
-[[nodiscard]] TENSORDICT_INLINE T unflatten(std::span<const at::Tensor> leaves,
+[[nodiscard]] TENSORDICT_INLINE T tree_unflatten(std::span<const at::Tensor> leaves,
                                             const TreeSpec<T>& spec) {
   return spec.unflatten(leaves);
 }
 
-/// `unflatten` from the array `flatten` returned: the count is checked at compile time.
+/// `tree_unflatten` from the array `tree_flatten` returned: the count is checked at compile time.
 template <static_tree T>
-[[nodiscard]] TENSORDICT_INLINE T unflatten(
+[[nodiscard]] TENSORDICT_INLINE T tree_unflatten(
     const std::array<at::Tensor, spec<T>::leaf_count>& leaves, const TreeSpec<T>& spec) {
   return spec.unflatten(leaves);
 }
 
-/// `unflatten` from the vector `flatten` returned for a tree with containers.
+/// `tree_unflatten` from the vector `tree_flatten` returned for a tree with containers.
 template <tree T>
-[[nodiscard]] T unflatten(const std::vector<at::Tensor>& leaves, const TreeSpec<T>& spec) {
+[[nodiscard]] T tree_unflatten(const std::vector<at::Tensor>& leaves, const TreeSpec<T>& spec) {
   return spec.unflatten(std::span<const at::Tensor>(leaves));
 }
 

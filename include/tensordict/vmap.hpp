@@ -2,8 +2,7 @@
 /// \file
 /// `vmap` for C++: runs a function once on batched tensors through libtorch's own functorch
 /// layer (the machinery behind Python's `torch.vmap`), with trees (structs, TensorDicts) as
-/// arguments and results. This is the one header of the library that uses functorch's C++ API
-/// (`ATen/functorch/`), which Debian's libtorch 1.13 and libtorch 2.x both ship and export.
+/// arguments and results. The functorch calls themselves live in `detail/functorch.hpp`.
 ///
 ///     auto y = td::vmap(forward, {0, td::none})(stacked_params, x);  // one call, 4 models
 
@@ -18,11 +17,9 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/functorch/BatchedTensorImpl.h>
-#include <ATen/functorch/DynamicLayer.h>
-#include <ATen/functorch/TensorWrapper.h>
 
 #include "autograd.hpp"
+#include "detail/functorch.hpp"
 #include "batch.hpp"
 #include "detail/what.hpp"
 #include "dict.hpp"
@@ -37,9 +34,6 @@ using InDim = std::optional<int64_t>;
 /// `none` in `in_dims`: the argument is not mapped.
 inline constexpr std::nullopt_t none = std::nullopt;
 
-/// What random operations inside `vmap` do, as Python's `randomness=`: `error` (the default)
-/// raises, `same` draws one value for the whole batch, `different` one per element.
-enum class Randomness { error, same, different };
 
 /// The out dims of `vmap`: one for every result (`0`), or one per element of a tuple result
 /// (`{0, 1}`).
@@ -67,49 +61,6 @@ struct VmapOptions {
 };
 
 namespace detail {
-
-namespace ft = at::functorch;
-
-// functorch's grad transform, for `grad` and `value_and_grad` called inside `vmap` (see
-// autograd.hpp): per-sample gradients, as Python's vmap(grad(f)).
-inline int64_t push_grad_level() {
-  return ft::initAndPushDynamicLayer(ft::TransformType::Grad, c10::nullopt, c10::nullopt,
-                                     c10::GradMode::is_enabled());
-}
-inline void pop_grad_level() { ft::popDynamicLayerAndDeleteMetadata(); }
-inline at::Tensor wrap_for_grad(const at::Tensor& x, int64_t level) {
-  return ft::makeTensorWrapper(x, level);
-}
-inline at::Tensor unwrap_for_grad(const at::Tensor& x, int64_t level) {
-  const auto* w = ft::maybeGetTensorWrapper(x);
-  return w != nullptr && w->level() == level ? w->value() : x;
-}
-inline constexpr GradTransform functorch_grad{push_grad_level, pop_grad_level, wrap_for_grad,
-                                              unwrap_for_grad};
-
-// One vmap level pushed on functorch's interpreter stack for a scope; popped on the way out,
-// also when the function throws. While it lives, gradients go through functorch's grad.
-class VmapLevel {
- public:
-  VmapLevel(int64_t batch, Randomness r) : previous_(grad_transform) {
-    const auto rt = r == Randomness::error  ? ft::RandomnessType::Error
-                    : r == Randomness::same ? ft::RandomnessType::Same
-                                            : ft::RandomnessType::Different;
-    level_ = ft::initAndPushDynamicLayer(ft::TransformType::Vmap, batch, rt);
-    grad_transform = &functorch_grad;  // only once the level is pushed: the destructor undoes both
-  }
-  ~VmapLevel() {
-    ft::popDynamicLayerAndDeleteMetadata();
-    grad_transform = previous_;
-  }
-  VmapLevel(const VmapLevel&) = delete;
-  VmapLevel& operator=(const VmapLevel&) = delete;
-  int64_t level() const noexcept { return level_; }
-
- private:
-  const GradTransform* previous_;
-  int64_t level_ = 0;
-};
 
 // The batch size that the mapped arguments agree on; the first one found sets it, and each
 // later one is checked against it (the error names both).
@@ -193,12 +144,12 @@ decltype(auto) wrap_arg(A&& a, InDim dim, int64_t level) {
   if constexpr (is_tensor_arg<A> || is_tree_arg<A>) {
     if (!dim) return R(a);
     if constexpr (is_tensor_arg<A>) {
-      return ft::addBatchDim(a, wrap_in_dim(*dim, a, "an argument"), level);
+      return functorch::add_batch_dim(a, wrap_in_dim(*dim, a, "an argument"), level);
     } else {
       const int64_t d = *dim;
       return rebatch(
           "vmap", a,
-          [&](const at::Tensor& x) { return ft::addBatchDim(x, wrap_in_dim(d, x, "a leaf"), level); },
+          [&](const at::Tensor& x) { return functorch::add_batch_dim(x, wrap_in_dim(d, x, "a leaf"), level); },
           without_dim(batch_size(a), d));
     }
   } else {
@@ -209,8 +160,8 @@ decltype(auto) wrap_arg(A&& a, InDim dim, int64_t level) {
 // A result tensor without this level's batch dim, which goes to `out_dim`; a result that does
 // not depend on the mapped inputs is expanded along it, as Python's vmap does.
 inline at::Tensor unwrap_tensor(const at::Tensor& t, int64_t level, int64_t batch, int64_t out_dim) {
-  const auto* b = ft::maybeGetBatchedImpl(t);
-  if (b == nullptr || b->level() != level) {
+  const auto b = functorch::unbatch(t, level);
+  if (!b) {
     const int64_t d = out_dim < 0 ? out_dim + t.dim() + 1 : out_dim;
     if (d < 0 || d > t.dim()) {
       throw IndexError("vmap: out_dim " + std::to_string(out_dim) + " is out of range for a result of shape " +
@@ -220,13 +171,13 @@ inline at::Tensor unwrap_tensor(const at::Tensor& t, int64_t level, int64_t batc
     sizes.insert(sizes.begin() + d, batch);
     return t.unsqueeze(d).expand(sizes);
   }
-  const at::Tensor& v = b->value();
+  const at::Tensor& v = b->value;
   const int64_t d = out_dim < 0 ? out_dim + v.dim() : out_dim;
   if (d < 0 || d >= v.dim()) {
     throw IndexError("vmap: out_dim " + std::to_string(out_dim) + " is out of range for a result of shape " +
                      shape_str(v.sizes()));
   }
-  return v.movedim(b->bdim(), d);
+  return v.movedim(b->bdim, d);
 }
 
 template <class R>
@@ -299,7 +250,7 @@ class Vmapped {
                   "a tensor)");
     }
     const int64_t batch = *found.size;
-    detail::VmapLevel level(batch, o_.randomness);
+    detail::functorch::VmapLevel level(batch, o_.randomness);
     try {
       return unwrap_out(f_(detail::wrap_arg(std::forward<A>(args), dim_of(I), level.level())...),
                         level.level(), batch);

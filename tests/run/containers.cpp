@@ -251,11 +251,11 @@ TEST_CASE("containers: zipped trees must agree in shape; the error names the pla
 
 TEST_CASE("containers: the runtime spec holds lengths, keys and presence") {
   const Model m = model(3);
-  auto [leaves, spec] = td::flatten(m);
+  auto [leaves, spec] = td::tree_flatten(m);
   static_assert(std::is_same_v<decltype(leaves), std::vector<torch::Tensor>>);
   CHECK(leaves.size() == 20);
   CHECK(spec.num_leaves() == 20);
-  const Model back = td::unflatten(leaves, spec);
+  const Model back = td::tree_unflatten(leaves, spec);
   CHECK(back.blocks.size() == 3);
   CHECK(back.blocks[2].attn.weight.is_same(m.blocks[2].attn.weight));
   CHECK(back.adapters.at("b").bias.is_same(m.adapters.at("b").bias));
@@ -275,17 +275,17 @@ TEST_CASE("containers: the runtime spec holds lengths, keys and presence") {
   CHECK_FALSE(spec == td::TreeSpec(other));
 
   leaves.pop_back();
-  CHECK_THROWS_AS((void)td::unflatten(leaves, spec), td::SpecMismatchError);
+  CHECK_THROWS_AS((void)td::tree_unflatten(leaves, spec), td::SpecMismatchError);
 
   // The static engine keeps its constant count for arrays, tuples and optionals.
   Small s{lin(1, 1), {block(), block()}};
-  auto [sl, ss] = td::flatten(s);
+  auto [sl, ss] = td::tree_flatten(s);
   static_assert(std::tuple_size_v<decltype(sl)> == 10);
-  const Small sb = td::unflatten(sl, ss);
+  const Small sb = td::tree_unflatten(sl, ss);
   CHECK(sb.blocks[1].mlp.weight.is_same(s.blocks[1].mlp.weight));
   std::optional<Lin> none;
-  auto [nl, ns] = td::flatten(none);
-  CHECK_FALSE(td::unflatten(nl, ns).has_value());
+  auto [nl, ns] = td::tree_flatten(none);
+  CHECK_FALSE(td::tree_unflatten(nl, ns).has_value());
   CHECK_FALSE(ns == td::TreeSpec(std::optional<Lin>(lin(1, 1))));
 }
 

@@ -116,6 +116,47 @@ TEST_CASE("TensorDict: get, set, contains, erase, pop, rename_key, setdefault") 
   CHECK(state.setdefault("new", torch::tensor(1)).tensor().item<int64_t>() == 1);
 }
 
+TEST_CASE("Key: a key built from a braced list outlives the list; long lists; many names hashed") {
+  td::TensorDict d;
+  const std::vector<std::string_view> names{"a", "b", "c", "d", "e", "f", "g", "h"};
+  d.set({"a", "b", "c", "d", "e", "f", "g", "h"}, torch::ones({1}));  // more names than kept inline
+  // The list's array is gone after this line; the key keeps its own copy of the views.
+  const td::Key k = {"a", "b", "c", "d", "e", "f", "g", "h"};
+  CHECK(k.size() == 8);
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK(k[i] == names[i]);
+  CHECK(d.get(k).equal(torch::ones({1})));
+  const td::Key two = {"a", "b"};
+  CHECK(d.contains(two));
+  CHECK(d.get<td::TensorDict>(two).size() == 1);
+  // Many keys, some sharing prefixes and lengths: every lookup finds its own entry.
+  td::TensorDict wide;
+  for (int i = 0; i < 2000; ++i) wide.set("k" + std::to_string(i), torch::full({1}, i));
+  for (int i = 0; i < 2000; ++i) CHECK(wide.get("k" + std::to_string(i)).item<int64_t>() == i);
+  CHECK_FALSE(wide.contains("k2000"));
+  wide.rename_key("k7", "renamed");
+  CHECK(wide.get("renamed").item<int64_t>() == 7);
+  CHECK_FALSE(wide.contains("k7"));
+  CHECK(wide.keys()[7] == td::NestedKey("renamed"));  // keeps its place
+}
+
+TEST_CASE("dtype names: Python's spelling both ways, from one list") {
+  const std::vector<std::pair<std::string, torch::ScalarType>> known{
+      {"torch.bool", torch::kBool},       {"torch.uint8", torch::kByte},
+      {"torch.int8", torch::kChar},       {"torch.int16", torch::kShort},
+      {"torch.int32", torch::kInt},       {"torch.int64", torch::kLong},
+      {"torch.float16", torch::kHalf},    {"torch.bfloat16", torch::kBFloat16},
+      {"torch.float32", torch::kFloat},   {"torch.float64", torch::kDouble},
+      {"torch.complex64", torch::kComplexFloat}, {"torch.complex128", torch::kComplexDouble}};
+  for (const auto& [name, t] : known) {
+    CHECK(td::dtype_name(t) == name);
+    REQUIRE(td::dtype_from_name(name).has_value());
+    CHECK((*td::dtype_from_name(name) == t));
+  }
+  CHECK_FALSE(td::dtype_from_name("torch.float").has_value());
+  CHECK_FALSE(td::dtype_from_name("float32").has_value());
+  CHECK(td::dtype_name(torch::kQInt8) == "torch.QInt8");  // outside the list: libtorch's name
+}
+
 TEST_CASE("TensorDict: batch size is checked on set, with the key, shape and batch size") {
   TensorDict s({{"pos", torch::zeros({4, 3})}, {"vel", torch::ones({4, 3})}}, td::BatchSize{4});
   CHECK(s.batch_size() == td::BatchSize{4});

@@ -320,4 +320,19 @@ TEST_CASE("vmap: per-sample gradients, grad inside vmap") {
   // Outside vmap, grad is plain autograd again.
   t::Linear whole = td::grad(loss)(p, xs, ys);
   CHECK(whole.weight.allclose(g.weight.sum(0)));
+  // grad reached through the user's own function inside vmap sees the vmap level too (the
+  // transform stack, not the call shape, decides).
+  auto per_sample = [&](const t::Linear& q, const torch::Tensor& x, const torch::Tensor& y) {
+    return td::grad(loss)(q, x, y).weight * 2;
+  };
+  const torch::Tensor w2 = td::vmap(per_sample, {td::none, 0, 0})(p, xs, ys);
+  CHECK(w2.allclose(g.weight * 2));
+  // And grad of a function that uses vmap inside: the ensemble's summed loss, differentiated
+  // with plain autograd through the batched computation.
+  auto ensemble_loss = [&](const t::Linear& e, const torch::Tensor& x, const torch::Tensor& y) {
+    return td::vmap(loss)(e, x, y).sum();
+  };
+  t::Linear gsum = td::grad(ensemble_loss)(ens, xs, ys);
+  CHECK(gsum.weight.allclose(ge.weight, 1e-5, 1e-6));
+  CHECK(gsum.bias.allclose(ge.bias, 1e-5, 1e-6));
 }

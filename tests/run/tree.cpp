@@ -21,12 +21,12 @@ Model make_model() {
 
 TEST_CASE("flatten / unflatten: leaves in key order, spec with static values") {
   Model m = make_model();
-  auto [leaves, spec] = td::flatten(m);
+  auto [leaves, spec] = td::tree_flatten(m);
   REQUIRE(leaves.size() == 5);
   CHECK(leaves[0].is_same(m.layer.weight));
   CHECK(leaves[3].is_same(m.heads[1]));
   CHECK(leaves[4].is_same(*m.mask));
-  Model back = td::unflatten(leaves, spec);
+  Model back = td::tree_unflatten(leaves, spec);
   CHECK(back.layer.activation == "relu");
   CHECK(back.steps == 3);
   CHECK(back.mode == Mode::eval);
@@ -37,14 +37,14 @@ TEST_CASE("flatten / unflatten: leaves in key order, spec with static values") {
 
   // From a runtime list: the count is checked.
   std::vector<torch::Tensor> v(leaves.begin(), leaves.end());
-  CHECK(td::unflatten<Model>(v, spec).layer.bias.is_same(m.layer.bias));
+  CHECK(td::tree_unflatten<Model>(v, spec).layer.bias.is_same(m.layer.bias));
   v.pop_back();
-  CHECK_THROWS_WITH_AS(td::unflatten<Model>(v, spec), "unflatten<t::Model>: expected 5 leaves, got 4",
+  CHECK_THROWS_WITH_AS(td::tree_unflatten<Model>(v, spec), "tree_unflatten<t::Model>: expected 5 leaves, got 4",
                        td::SpecMismatchError);
 
   // An undefined tensor unflattens to an absent leaf (nullopt for optional leaves).
   leaves[4] = torch::Tensor();
-  CHECK_FALSE(td::unflatten(leaves, spec).mask.has_value());
+  CHECK_FALSE(td::tree_unflatten(leaves, spec).mask.has_value());
 }
 
 TEST_CASE("tree spec: equal after replacing a leaf, unequal after changing a static field") {
@@ -290,8 +290,8 @@ TEST_CASE("Hana structs: constructors and private members work with every operat
   CHECK(e2.label() == "enc");
   CHECK(e2.id() == 42);  // the unreflected private member travels with the tree
   CHECK(torch::equal(e2.projection(), torch::full({2}, 3.0)));
-  auto [ls, spec] = td::flatten(e);
-  CHECK(td::unflatten(ls, spec).projection().is_same(e.projection()));
+  auto [ls, spec] = td::tree_flatten(e);
+  CHECK(td::tree_unflatten(ls, spec).projection().is_same(e.projection()));
   Encoder e3 = td::replace<"name">(e, std::string("dec"));
   CHECK(e3.label() == "dec");
   CHECK(e3.id() == 42);

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../detail/dtype_list.hpp"
 #include "../errors.hpp"
 
 namespace tensordict::format {
@@ -25,13 +26,11 @@ struct DType {
   int64_t itemsize;
 };
 
-/// Every dtype the format may name.
+/// Every dtype the format may name (the unsigned ones past uint8 load where libtorch has them).
 inline constexpr DType dtypes[] = {
-    {"torch.bool", 1},      {"torch.uint8", 1},      {"torch.int8", 1},
-    {"torch.int16", 2},     {"torch.int32", 4},      {"torch.int64", 8},
-    {"torch.float16", 2},   {"torch.bfloat16", 2},   {"torch.float32", 4},
-    {"torch.float64", 8},   {"torch.complex64", 8},  {"torch.complex128", 16},
-    {"torch.uint16", 2},    {"torch.uint32", 4},     {"torch.uint64", 8},
+#define TENSORDICT_FORMAT_DTYPE(name, size, st) {name, size},
+    TENSORDICT_DTYPES(TENSORDICT_FORMAT_DTYPE) TENSORDICT_DTYPES_UINT(TENSORDICT_FORMAT_DTYPE)
+#undef TENSORDICT_FORMAT_DTYPE
 };
 
 /// The dtype named `name`, or null.

@@ -1,0 +1,37 @@
+#pragma once
+/// \file
+/// How shapes and batch sizes read in messages and reprs, and the prefix test every batch check
+/// uses.
+
+#include <cstddef>
+#include <sstream>
+#include <string>
+
+#include <c10/util/ArrayRef.h>
+
+#include "../batch_size.hpp"
+
+namespace tensordict::detail {
+
+inline std::string shape_str(c10::IntArrayRef s) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ']';
+  return os.str();
+}
+inline std::string bs_str(const BatchSize& b) {
+  std::ostringstream os;
+  os << b;
+  return os.str();
+}
+// Whether `shape` starts with the batch dims `b`.
+inline bool starts_with(c10::IntArrayRef shape, const BatchSize& b) {
+  if (shape.size() < b.size()) return false;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (shape[i] != b[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace tensordict::detail

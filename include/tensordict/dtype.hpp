@@ -1,0 +1,53 @@
+#pragma once
+/// \file
+/// Dtypes by Python's names (`torch.float32`), both ways, from the one list in
+/// `detail/dtype_list.hpp`.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <c10/core/ScalarType.h>
+#include <torch/version.h>
+
+#include "detail/dtype_list.hpp"
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define TENSORDICT_HAS_UINT_DTYPES 1
+#else
+#define TENSORDICT_HAS_UINT_DTYPES 0
+#endif
+
+namespace tensordict {
+
+/// Python's name of a dtype (`"torch.float32"`), as reprs and `meta.json` spell it; a dtype
+/// the list does not know reads as `torch.` and libtorch's own name.
+inline std::string dtype_name(c10::ScalarType t) {
+#define TENSORDICT_DTYPE_CASE(name, size, st) \
+  case c10::ScalarType::st:                   \
+    return name;
+  switch (t) {
+    TENSORDICT_DTYPES(TENSORDICT_DTYPE_CASE)
+#if TENSORDICT_HAS_UINT_DTYPES
+    TENSORDICT_DTYPES_UINT(TENSORDICT_DTYPE_CASE)
+#endif
+    default:
+      return std::string("torch.") + c10::toString(t);
+  }
+#undef TENSORDICT_DTYPE_CASE
+}
+
+/// The dtype Python names `name` (`"torch.float32"`), or nothing when this libtorch has none
+/// by that name.
+inline std::optional<c10::ScalarType> dtype_from_name(std::string_view name) noexcept {
+#define TENSORDICT_DTYPE_IF(n, size, st) \
+  if (name == n) return c10::ScalarType::st;
+  TENSORDICT_DTYPES(TENSORDICT_DTYPE_IF)
+#if TENSORDICT_HAS_UINT_DTYPES
+  TENSORDICT_DTYPES_UINT(TENSORDICT_DTYPE_IF)
+#endif
+#undef TENSORDICT_DTYPE_IF
+  return std::nullopt;
+}
+
+}  // namespace tensordict
