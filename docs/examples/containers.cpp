@@ -110,3 +110,21 @@ TEST_CASE("docs: nodes of your own") {
   CHECK(torch::equal(scaled[0].weight(), torch::full({2, 2}, 3.0)));
   CHECK(td::leaves(ring)[0].item<float>() == 1.0f);  // the oldest slot first
 }
+
+namespace docs_containers {
+struct Agent {
+  Linear policy;
+  td::TensorDict extras;  // keys chosen at run time, e.g. read from a config
+};
+}  // namespace docs_containers
+
+TEST_CASE("docs: a TensorDict member is a node") {
+  Agent agent{linear(2), td::TensorDict{{"obs_mean", torch::zeros({2})},
+                                        {"head", td::TensorDict{{"w", torch::ones({2, 2})}, {"kind", "linear"}}}}};
+  CHECK(td::key_paths(agent) == std::vector<std::string>{"policy.weight", "policy.bias", "extras.obs_mean", "extras.head.w"});
+  Agent moved = td::apply(agent, [](const torch::Tensor& x) { return x + 1; });
+  CHECK(torch::equal(moved.extras.get({"head", "w"}), torch::full({2, 2}, 2.0)));
+  CHECK(moved.extras.get<std::string>({"head", "kind"}) == "linear");  // non-tensor: static
+  Agent g = td::grad([](const Agent& a) { return a.extras.get("obs_mean").sum(); })(agent);
+  CHECK(torch::equal(g.extras.get("obs_mean"), torch::ones({2})));
+}

@@ -27,7 +27,7 @@ namespace detail {
 // TensorDict (its own methods, in the order its `apply` visits leaves).
 template <class P, class F>
 P map_leaves(const P& p, F&& f) {
-  if constexpr (tree<P>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<P>>) {
     return tensordict::apply(p, f);
   } else {
     return p.apply(f);
@@ -35,7 +35,7 @@ P map_leaves(const P& p, F&& f) {
 }
 template <class P, class F>
 void each_leaf(const P& p, F&& f) {
-  if constexpr (tree<P>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<P>>) {
     tensordict::for_each(p, f);
   } else {
     for (const auto& [k, x] : p.named_tensors()) {
@@ -50,7 +50,7 @@ void each_leaf(const P& p, F&& f) {
 template <grad_tree T>
 [[nodiscard]] std::vector<at::Tensor> parameters(const T& t) {
   std::vector<at::Tensor> out;
-  if constexpr (tree<T>) out.reserve(leaf_count(t));
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) out.reserve(leaf_count(t));
   detail::each_leaf(t, [&](const at::Tensor& x) { out.push_back(x); });
   return out;
 }

@@ -92,6 +92,22 @@ void check_level(const char* op, const M& v, const BatchSize& inherited, Cursor&
     }(std::make_index_sequence<static_node<M>::size>{});
   } else if constexpr (k == FieldKind::optional_subtree) {
     if (v) check_level(op, *v, inherited, c);
+  } else if constexpr (is_tensordict<M>) {
+    const BatchSize& own = v.batch_size();
+    if (!starts_with(own.dims(), inherited)) {
+      const std::string where = c.depth() ? std::string(c.path().dotted) : std::string("TensorDict");
+      throw BatchSizeError(std::string(op) + ": the batch size " + bs_str(own) + " of '" + where +
+                           "' does not start with the enclosing batch size " + bs_str(inherited));
+    }
+    for (const auto& [name, e] : v.entries()) {
+      c.push(name);
+      if (e.is_tensor()) {
+        check_level(op, e.tensor(), own, c);
+      } else if (e.is_tensordict()) {
+        check_level(op, e.tensordict(), own, c);
+      }
+      c.pop();
+    }
   } else if constexpr (k == FieldKind::container) {
     using N = dynamic_node<M>;
     if constexpr (N::indexed) {
@@ -140,7 +156,7 @@ inline void check_dict(const char* op, const TensorDict& td, const BatchSize& in
 /// TensorDict's.
 template <batched_tree T>
 [[nodiscard]] BatchSize batch_size(const T& t) {
-  if constexpr (tree<T>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
     static_assert(detail::root_batch_members<T>() <= 1,
                   "tensordict: a struct has at most one BatchSize member");
     const BatchSize* own = detail::own_batch_size(t);
@@ -154,7 +170,7 @@ template <batched_tree T>
 /// enclosing one); a `BatchSizeError` names the leaf's path, its shape and the batch size.
 template <batched_tree T>
 void check(const T& t, const char* op = "check") {
-  if constexpr (tree<T>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
     detail::Cursor c;
     detail::check_level(op, t, BatchSize{}, c);
   } else {
@@ -169,7 +185,7 @@ namespace detail {
 // their extra dims. The result is validated.
 template <batched_tree T, class F>
 T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
-  if constexpr (tree<T>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
     const BatchSize from = batch_size(t);
     T out = apply_impl<T, false>(op, t, f);
     visit_nonleaf([](const auto&, auto&) {}, [&](BatchSize& b) { b = splice(b, from, to); }, out);
@@ -334,7 +350,7 @@ void set_at(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx, const T& va
     throw BatchSizeError("set_at: the value's batch size " + detail::bs_str(vbs) +
                          " does not fit the indexed batch " + detail::shape_str(sub));
   }
-  if constexpr (tree<T>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
     detail::check_statics("set_at", t, value);
     auto one = [&](const auto& loc, const auto& dst, const auto& src) {
       const at::Tensor& d = detail::leaf_get(dst);
@@ -557,42 +573,61 @@ T combine_structs(const char* op, std::span<const T> ts, F&& f, const BatchSize&
   return out;
 }
 
-// TensorDict version: keys must agree level by level; non-tensor entries must be equal, or
-// become a NonTensorStack when `stack0` (stacking along dim 0) allows it.
-inline TensorDict combine_dicts(const char* op, std::span<const TensorDict> ts,
-                                const std::function<at::Tensor(std::vector<at::Tensor>&)>& f,
-                                const BatchSize& from, const BatchSize& to, bool stack0,
-                                const NestedKey& prefix) {
-  const TensorDict& t0 = ts[0];
+// TensorDict version: keys must agree level by level (as sets: entries are matched by key, the
+// first tree's order is the result's); non-tensor entries must be equal, or become a
+// NonTensorStack when `stack0` (stacking along dim 0) allows it. Nested levels are reached
+// through pointers and entries found through the first tree's hashed names: nothing is copied
+// or allocated per entry but the result.
+[[noreturn]] inline void combine_keys_differ(const char* op, const TensorDict& t0,
+                                             const TensorDict& ti, std::size_t i,
+                                             const NestedKey& prefix) {
+  auto list = [](const TensorDict& t) {
+    std::string out = "[";
+    bool first = true;
+    for (const auto& [k, v] : t.entries()) {
+      out += first ? "'" : ", '";
+      out += k;
+      out += '\'';
+      first = false;
+    }
+    return out + "]";
+  };
+  std::ostringstream os;
+  os << op << ": tree " << i << " has other keys than tree 0";
+  if (prefix.size()) os << " at " << prefix;
+  os << ": " << list(ti) << " vs " << list(t0);
+  throw SpecMismatchError(os.str());
+}
+
+template <class F>
+TensorDict combine_dicts(const char* op, std::span<const TensorDict* const> ts, F& f,
+                         const BatchSize& from, const BatchSize& to, bool stack0,
+                         const NestedKey& prefix) {
+  using N = dynamic_node<TensorDict>;
+  const TensorDict& t0 = *ts[0];
   TensorDict out(splice(t0.batch_size(), from, to), t0.device());
   for (std::size_t i = 1; i < ts.size(); ++i) {
-    auto k0 = t0.keys(), ki = ts[i].keys();
-    if (k0 != ki) {
-      std::ostringstream os;
-      os << op << ": tree " << i << " has other keys than tree 0";
-      if (prefix.size()) os << " at " << prefix;
-      os << ": [";
-      for (std::size_t j = 0; j < ki.size(); ++j) os << (j ? ", " : "") << ki[j];
-      os << "] vs [";
-      for (std::size_t j = 0; j < k0.size(); ++j) os << (j ? ", " : "") << k0[j];
-      os << ']';
-      throw SpecMismatchError(os.str());
-    }
+    if (ts[i]->size() != t0.size()) combine_keys_differ(op, t0, *ts[i], i, prefix);
   }
-  for (const auto& [k, v0] : t0.entries()) {
-    const NestedKey key = prefix / k;
-    std::vector<const Entry*> es;
-    for (const auto& t : ts) es.push_back(&t.entry(k));
-    for (std::size_t i = 1; i < es.size(); ++i) {
+  std::vector<const Entry*> es(ts.size());
+  std::vector<at::Tensor> xs;
+  std::vector<const TensorDict*> subs;
+  for (const auto* node : N::ordered(t0)) {
+    const Entry& v0 = node->second;
+    const std::string& k = node->first.name;
+    es[0] = &v0;
+    for (std::size_t i = 1; i < ts.size(); ++i) {
+      es[i] = N::lookup(*ts[i], node->first);
+      if (!es[i]) combine_keys_differ(op, t0, *ts[i], i, prefix);
       if (es[i]->kind() != v0.kind()) {
         std::ostringstream os;
-        os << op << ": key " << key << " holds " << v0.kind() << " in tree 0 and "
+        os << op << ": key " << (prefix / k) << " holds " << v0.kind() << " in tree 0 and "
            << es[i]->kind() << " in tree " << i;
         throw SpecMismatchError(os.str());
       }
     }
     if (v0.is_tensor()) {
-      std::vector<at::Tensor> xs;
+      xs.clear();
       for (const Entry* e : es) xs.push_back(e->tensor());
       try {
         out.set(k, f(xs));
@@ -600,14 +635,16 @@ inline TensorDict combine_dicts(const char* op, std::span<const TensorDict> ts,
         throw;
       } catch (const std::exception& e) {
         std::ostringstream os;
-        os << op << ": leaf " << key << ": " << what_of(e);
+        os << op << ": leaf " << (prefix / k) << ": " << what_of(e);
         throw LeafError(os.str());
       }
     } else if (v0.is_tensordict()) {
-      std::vector<TensorDict> subs;
-      for (const Entry* e : es) subs.push_back(e->tensordict());
-      out.set(k, combine_dicts(op, subs, f, from, to, stack0, key));
+      subs.clear();
+      for (const Entry* e : es) subs.push_back(&e->tensordict());
+      out.set(k, combine_dicts(op, std::span<const TensorDict* const>(subs), f, from, to, stack0,
+                               prefix / k));
     } else {
+      const NestedKey key = prefix / k;
       bool all_equal = true;
       for (const Entry* e : es) {
         all_equal = all_equal && (v0.is_non_tensor() ? e->non_tensor() == v0.non_tensor()
@@ -649,17 +686,20 @@ inline TensorDict combine_dicts(const char* op, std::span<const TensorDict> ts,
       out.set(k, std::move(st));
     }
   }
-  check_dict(op, out, BatchSize{}, prefix);
+  // Every entry was checked against the level's batch size when it was set.
   return out;
 }
 
 template <batched_tree T, class F>
 T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to, bool stack0) {
-  if constexpr (tree<T>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
     return combine_structs(op, ts, f, to);
   } else {
-    return combine_dicts(op, ts, f, ts[0].batch_size(), to, stack0,
-                         NestedKey(std::vector<std::string>{}));
+    std::vector<const TensorDict*> ptrs;
+    ptrs.reserve(ts.size());
+    for (const auto& t : ts) ptrs.push_back(&t);
+    return combine_dicts(op, std::span<const TensorDict* const>(ptrs), f, ts[0].batch_size(), to,
+                         stack0, NestedKey(std::vector<std::string>{}));
   }
 }
 
@@ -793,7 +833,7 @@ template <batched_tree T>
     return at::where(detail::batch_mask(cond, x), x, y);
   };
   T out = [&] {
-    if constexpr (tree<T>) {
+    if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
       return detail::apply_impl<T, false>("where", a, f, b);
     } else {
       return a.apply(f, b);
@@ -839,7 +879,7 @@ namespace detail {
 template <batched_tree T>
 std::vector<at::Tensor> tensor_leaves(const T& t) {
   std::vector<at::Tensor> out;
-  if constexpr (tree<T>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
     for (const auto& x : tensordict::leaves(t)) out.push_back(x);
   } else {
     for (const auto& [k, x] : t.named_tensors()) {
@@ -856,7 +896,7 @@ std::vector<at::Tensor> tensor_leaves(const T& t) {
 template <batched_tree T>
 [[nodiscard]] T consolidate(const T& t) {
   const auto views = detail::consolidate_leaves(detail::tensor_leaves(t));
-  if constexpr (tree<T>) {
+  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
     return TreeSpec<T>(t).unflatten(views);
   } else {
     std::size_t i = 0;
@@ -940,7 +980,7 @@ class LazyStack {
   }
   /// `padded` for a struct's compile-time key: `padded<"x">()`.
   template <fixed_string K>
-    requires tree<T>
+    requires(tree<T> && !detail::is_tensordict<T>)
   Padded padded(const at::Scalar& pad = 0) const {
     std::vector<at::Tensor> xs;
     for (const auto& e : elements_) xs.push_back(detail::leaf_get(get<K>(e)));
@@ -951,7 +991,7 @@ class LazyStack {
   bool is_dense() const {
     auto shapes = [](const T& e) {
       std::vector<std::vector<int64_t>> out;
-      if constexpr (tree<T>) {
+      if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
         for (const auto& x : tensordict::leaves(e)) out.push_back(x.defined() ? x.sizes().vec() : std::vector<int64_t>{-1});
       } else {
         for (const auto& [k, x] : e.named_tensors()) out.push_back(x.sizes().vec());

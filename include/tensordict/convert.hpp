@@ -44,7 +44,7 @@ TensorDict node_to_tensordict(const M& v, const BatchSize& inherited);
 
 // Adds child `x` of a node under `name` to `out`.
 template <bool Strict, class M>
-void put_child(TensorDict& out, const std::string& name, const M& x) {
+void put_child(TensorDict& out, std::string_view name, const M& x) {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
     if (leaf_get(x).defined()) out.set(name, leaf_get(x));
@@ -60,7 +60,9 @@ void put_child(TensorDict& out, const std::string& name, const M& x) {
 template <bool Strict, class M>
 TensorDict node_to_tensordict(const M& v, const BatchSize& inherited) {
   constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::optional_subtree) {
+  if constexpr (is_tensordict<M>) {
+    return v;  // a TensorDict member is one already, with its own batch size
+  } else if constexpr (k == FieldKind::optional_subtree) {
     return v ? node_to_tensordict<Strict>(*v, inherited) : TensorDict(inherited);
   } else if constexpr (k == FieldKind::subtree) {
     // The batch size first: every entry is checked against it.
@@ -201,7 +203,11 @@ inline std::size_t sequence_length(const TensorDict& td, const NestedKey& prefix
 template <class Root, class M>
 void node_from_tensordict(const TensorDict& td, M& out, const M* like, const NestedKey& prefix) {
   constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::subtree) {
+  if constexpr (is_tensordict<M>) {
+    (void)like;
+    (void)prefix;
+    out = td;  // a TensorDict member takes the level as it is: its keys are its own
+  } else if constexpr (k == FieldKind::subtree) {
     std::vector<bool> used(td.size(), false);
     auto find = [&](std::string_view name) -> const Entry* {
       for (std::size_t j = 0; j < td.entries().size(); ++j) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <ranges>
+#include <span>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -28,6 +29,8 @@
 #include "detail/text.hpp"
 #include "dtype.hpp"
 #include "key.hpp"
+#include "node.hpp"
+#include "tree.hpp"
 #include "non_tensor.hpp"
 #include "consolidate.hpp"
 #include "detail/what.hpp"
@@ -37,6 +40,10 @@ namespace tensordict {
 
 
 class TensorDict;
+namespace detail {
+template <>
+struct dynamic_node<TensorDict>;
+}  // namespace detail
 
 /// One entry of a `TensorDict`: a tensor, a nested `TensorDict`, or non-tensor data.
 /// Strings become `NonTensorData`; numbers and bools become 0-dim tensors, as in Python.
@@ -74,6 +81,7 @@ class Entry {
   const NonTensorData& non_tensor() const { return *std::get<2>(check(2)); }
   NonTensorData& non_tensor() { return *std::get<2>(check(2)); }
   const NonTensorStack& non_tensor_stack() const { return *std::get<3>(check(3)); }
+  NonTensorStack& non_tensor_stack() { return *std::get<3>(check(3)); }
 
  private:
   // Every alternative is one pointer wide, so entries stay small in the hash map's nodes: the
@@ -115,12 +123,14 @@ struct HashedName {
   std::string name;
   std::size_t hash;
   explicit HashedName(std::string_view n, std::size_t h) : name(n), hash(h) {}
+  operator std::string_view() const noexcept { return name; }  // NOLINT: a name reads as one
 };
 // A name being looked up, hashed once per lookup.
 struct NameRef {
   std::string_view name;
   std::size_t hash;
   explicit NameRef(std::string_view n) noexcept : name(n), hash(std::hash<std::string_view>{}(n)) {}
+  explicit NameRef(const HashedName& n) noexcept : name(n.name), hash(n.hash) {}
 };
 struct NameHash {
   using is_transparent = void;
@@ -403,41 +413,45 @@ class TensorDict {
 
   // ---- tree operations ---------------------------------------------------------------------
 
-  /// `f(tensor, tensors of others...)` on every tensor leaf; a tree of the same keys, this
-  /// tree's non-tensor entries and batch size. The others must have the same keys (the error
-  /// lists the difference). A leaf for which `f` returns an undefined tensor is dropped.
+  /// `f(tensor, tensors of others...)` on every tensor leaf, as `tensordict::apply` (this is a
+  /// forwarder to it): a tree of the same keys, this tree's non-tensor entries and batch size.
+  /// The others are matched by key (in any order) and must have the same keys, kinds and
+  /// non-tensor values (`SpecMismatchError` names the place). A leaf for which `f` returns an
+  /// undefined tensor is dropped; a result off the tree's device is moved to it, and one that
+  /// does not start with the batch size is a `BatchSizeError`, as `set` would have it.
   template <class F, class... Others>
     requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
   [[nodiscard]] TensorDict apply(F&& f, const Others&... others) const {
-    auto unnamed = [&](const NestedKey&, const at::Tensor& x, const auto&... ys) {
-      return f(x, ys...);
-    };
-    return map_impl("apply", unnamed, NestedKey(std::vector<std::string>{}), others...);
+    TensorDict out = tensordict::apply(*this, f, others...);
+    out.settle_after_apply("apply");
+    return out;
   }
   /// `apply` with the nested key first: `f(key, tensor, tensors of others...)`.
   template <class F, class... Others>
     requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
   [[nodiscard]] TensorDict named_apply(F&& f, const Others&... others) const {
-    return map_impl("named_apply", f, NestedKey(std::vector<std::string>{}), others...);
+    TensorDict out = tensordict::named_apply(
+        *this,
+        [&](const KeyPath& k, const at::Tensor& x, const auto&... ys) {
+          return f(NestedKey(k.to_vector()), x, ys...);
+        },
+        others...);
+    out.settle_after_apply("named_apply");
+    return out;
   }
-  /// In place: writes `f(tensor, ...)` into every tensor leaf with `copy_`.
+  /// In place: writes `f(tensor, ...)` into every tensor leaf with `copy_` (`tensordict::apply_`).
   template <class F, class... Others>
     requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
   TensorDict& apply_(F&& f, const Others&... others) {
-    TensorDict out = apply(f, others...);
-    for (auto& [k, t] : named_tensors()) {
-      try {
-        t.copy_(out.get(k));
-      } catch (const std::exception& e) {
-        throw LeafError("apply_: leaf " + detail::key_str(k) + ": " + detail::what_of(e));
-      }
-    }
+    tensordict::apply_(*this, f, others...);
     return *this;
   }
   /// Calls `f(key, tensor)` on every tensor leaf, depth first.
   template <class F>
   void named_for_each(F&& f) const {
-    for (const auto& [k, t] : named_tensors()) f(k, t);
+    tensordict::named_for_each(*this, [&](const KeyPath& k, const at::Tensor& x) {
+      f(NestedKey(k.to_vector()), x);
+    });
   }
 
   /// `(selected, rest)`: the tensor leaves for which `pred(key, tensor)` is true, and every other
@@ -588,6 +602,7 @@ class TensorDict {
 
  private:
   friend class Entry;
+  friend struct detail::dynamic_node<TensorDict>;
 
 
 
@@ -846,6 +861,34 @@ class TensorDict {
     return out;
   }
 
+  // After the engine's apply: drops entries whose result is undefined, moves results to the
+  // tree's device, and checks them against the batch size, as `set` does.
+  void settle_after_apply(const char* op, const NestedKey& prefix = NestedKey()) {
+    for (std::size_t i = 0; i < order_.size();) {
+      Node* n = order_[i];
+      Entry& e = n->second;
+      if (e.is_tensordict()) {
+        e.tensordict().settle_after_apply(op, prefix / n->first.name);
+      } else if (e.is_tensor()) {
+        at::Tensor& x = e.tensor();
+        if (!x.defined()) {
+          order_.erase(order_.begin() + static_cast<std::ptrdiff_t>(i));
+          map_.erase(map_.find(detail::NameRef(n->first)));
+          continue;
+        }
+        if (device_ && x.device() != *device_) x = x.to(*device_);
+        if (!batch_size_.empty() && !detail::starts_with(x.sizes(), batch_size_)) {
+          throw BatchSizeError(std::string(op) + ": the result at key " +
+                               detail::key_str(prefix / n->first.name) + " has shape " +
+                               detail::shape_str(x.sizes()) +
+                               ", which does not start with the batch size " +
+                               detail::bs_str(batch_size_));
+        }
+      }
+      ++i;
+    }
+  }
+
   template <class F, class... Others>
   TensorDict map_impl(const char* op, F& f, const NestedKey& prefix,
                       const Others&... others) const {
@@ -992,4 +1035,43 @@ inline void Entry::assign(const at::Tensor& t) {
   }
 }
 
+namespace detail {
+
+// A TensorDict is a node of the tree engine: its children are its entries, in insertion order,
+// keyed by name, and its batch size is visited as a struct's BatchSize member is.
+template <>
+struct dynamic_node<TensorDict> {
+  using child_t = Entry;
+  static constexpr bool indexed = false;
+  static constexpr const char* what = "TensorDict";
+  static std::size_t size(const TensorDict& t) noexcept { return t.order_.size(); }
+  // The entries in order: the tree's own list, nothing allocated.
+  static std::span<TensorDict::Node* const> ordered(TensorDict& t) noexcept { return t.order_; }
+  static std::span<const TensorDict::Node* const> ordered(const TensorDict& t) noexcept {
+    return {t.order_.data(), t.order_.size()};
+  }
+  // The entry named `key`, or null; a name from another TensorDict brings its hash along.
+  template <class V, class K>
+  static auto* lookup(V& t, const K& key) {
+    auto it = t.map_.find(NameRef(key));
+    return it == t.map_.end() ? nullptr : &it->second;
+  }
+  template <class V, class F>
+  static void each(V& t, F&& f) {
+    for (auto* n : ordered(t)) f(n->second);
+  }
+  static BatchSize& batch(TensorDict& t) noexcept { return t.batch_size_; }
+  static const BatchSize& batch(const TensorDict& t) noexcept { return t.batch_size_; }
+  // A TensorDict of t's keys, batch size and device whose entries are mk(entry).
+  template <class Mk>
+  static TensorDict like(const TensorDict& t, Mk&& mk) {
+    TensorDict out(t.batch_size_, t.device_);
+    out.map_.reserve(t.map_.size());
+    out.order_.reserve(t.order_.size());
+    for (const auto* n : t.order_) out.order_.push_back(&*out.map_.emplace(n->first, mk(n->second)).first);
+    return out;
+  }
+};
+
+}  // namespace detail
 }  // namespace tensordict

@@ -294,6 +294,7 @@ template <class M>
 }
 /// `to_module` from a struct of parameters, by field name.
 template <tree T, class M>
+  requires(!detail::is_tensordict<T>)
 [[nodiscard]] ModuleSwap to_module(const T& params, M& module, ToModuleOptions o = {}) {
   if constexpr (std::is_base_of_v<torch::nn::Module, M>) {
     return to_module(to_tensordict(params), static_cast<torch::nn::Module&>(module), o);

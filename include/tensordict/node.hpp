@@ -39,6 +39,7 @@
 namespace tensordict {
 
 class TensorDict;
+class Entry;
 
 /// The customization point that makes a type of your own a node. Specialise it in namespace
 /// `tensordict` in one of two shapes:
@@ -74,7 +75,10 @@ enum class FieldKind {
   optional_leaf,     ///< `std::optional<torch::Tensor>`; `nullopt` is an absent leaf
   subtree,           ///< a node whose children are fixed at compile time (struct, array, tuple)
   optional_subtree,  ///< `std::optional<X>` of a subtree or container: present or not
-  container,         ///< a node whose children are known at run time (vector, map, your own)
+  container,         ///< a node whose children are known at run time (vector, map, your own,
+                     ///< `TensorDict`)
+  entry,             ///< a `TensorDict`'s entry: a leaf, a `TensorDict` or a non-tensor value,
+                     ///< which one known at run time
   batch_size,        ///< `tensordict::BatchSize`
   static_field,      ///< anything else: part of the spec, compared with `==`, never a leaf
 };
@@ -129,6 +133,8 @@ consteval FieldKind kind_of();
 // of that type is never taken for a static field.
 template <class M>
 inline constexpr bool is_tensordict = std::is_same_v<M, TensorDict>;
+template <class M>
+inline constexpr bool is_entry = std::is_same_v<M, Entry>;
 
 // Whether a child of this type makes its container a node (rather than a static value).
 template <class M>
@@ -174,6 +180,10 @@ consteval FieldKind kind_of() {
     return FieldKind::optional_leaf;
   } else if constexpr (std::is_same_v<M, BatchSize>) {
     return FieldKind::batch_size;
+  } else if constexpr (is_tensordict<M>) {
+    return FieldKind::container;
+  } else if constexpr (is_entry<M>) {
+    return FieldKind::entry;
   } else if constexpr (treat_as_static<M>::value) {
     return FieldKind::static_field;
   } else if constexpr (user_static_node<M>) {
@@ -373,6 +383,23 @@ struct dynamic_node<M> {
       std::sort(out.begin(), out.end(), [](P* a, P* b) { return a->first < b->first; });
     }
     return out;
+  }
+  // The child at `key`, or null.
+  template <class V, class K>
+  static auto* lookup(V& t, const K& key) {
+    auto it = [&] {
+      if constexpr (requires { t.find(key); }) {
+        return t.find(key);
+      } else {
+        return t.find(std::string(key));
+      }
+    }();
+    return it == t.end() ? nullptr : &it->second;
+  }
+  // Calls f(child) for every child, in no particular order.
+  template <class V, class F>
+  static void each(V& t, F&& f) {
+    for (auto& kv : t) f(kv.second);
   }
   template <class Mk>
   static M like(const M& t, Mk&& mk) {

@@ -20,6 +20,8 @@ struct NonTensorData {
   nlohmann::json value;
   bool metadata = false;
   friend bool operator==(const NonTensorData&, const NonTensorData&) = default;
+  /// Prints the value as JSON.
+  friend std::ostream& operator<<(std::ostream& os, const NonTensorData& d) { return os << d.value.dump(); }
 };
 
 /// A value that stays one value for a whole stack of trees (Python's `MetaData`): as a struct
@@ -56,6 +58,8 @@ void from_json(const nlohmann::json& j, MetaData<V>& m) {
 struct NonTensorStack {
   nlohmann::json values = nlohmann::json::array();
   friend bool operator==(const NonTensorStack&, const NonTensorStack&) = default;
+  /// Prints the values as JSON.
+  friend std::ostream& operator<<(std::ostream& os, const NonTensorStack& s) { return os << s.values.dump(); }
 };
 
 namespace detail {

@@ -263,16 +263,13 @@ consteval bool check_value() {
   } else if constexpr (k == FieldKind::container) {
     return check_value<typename dynamic_node<M>::child_t>();
   } else if constexpr (k == FieldKind::static_field) {
-    static_assert(!is_tensordict<M>,
-                  "tensordict: a TensorDict cannot be a member of a struct tree yet: keep it "
-                  "beside the struct, or hold its entries as a struct or a std::map of tensors");
-    static_assert(is_tensordict<M> || !holds_tensor_v<M> || treat_as_static<M>::value,
+    static_assert(!holds_tensor_v<M> || treat_as_static<M>::value,
                   "tensordict: a member holds tensors but is no node, so its tensors would be "
                   "silently static: use a node type (std::vector, std::array, std::map or "
                   "std::unordered_map with std::string keys, std::optional, std::tuple), make "
                   "its type a node by specialising tensordict::node, or keep it static on "
                   "purpose with tensordict::treat_as_static");
-    static_assert(is_tensordict<M> || static_field_ok<M>::value,
+    static_assert(static_field_ok<M>::value,
                   "tensordict: a static field (any member that is not a tensor, a BatchSize or "
                   "a node holding tensors) must be equality comparable: give its type an "
                   "operator==");
@@ -314,7 +311,7 @@ consteval bool check_tree() {
 template <class M, bool Optionals>
 consteval bool runtime_part() {
   constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::container) {
+  if constexpr (k == FieldKind::container || k == FieldKind::entry) {
     return true;
   } else if constexpr (k == FieldKind::optional_subtree) {
     return Optionals || runtime_part<std::remove_cv_t<typename M::value_type>, Optionals>();

@@ -301,6 +301,8 @@ struct DynLoc {
 
 template <class M, class F, class... Ts>
 TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts);
+template <class F, class First, class... Rest>
+void dzip_entry(Cursor& c, F& f, First& first, Rest&... rest);
 
 template <class T, std::size_t I, class F, class... Ts>
 TENSORDICT_INLINE void dzip_child(Cursor& c, F& f, Ts&... ts) {
@@ -313,18 +315,12 @@ TENSORDICT_INLINE void dzip_children(Cursor& c, F& f, std::index_sequence<I...>,
   (dzip_child<T, I>(c, f, ts...), ...);
 }
 
-template <class V, class First>
-auto* map_entry(V& m, const First& first) {
-  auto it = m.find(first->first);
-  return &*it;
-}
-
 template <class M, class F, class First, class... Rest>
 void dzip_map(Cursor& c, F& f, First& first, Rest&... rest) {
   using N = dynamic_node<M>;
   for (auto* kv : N::ordered(first)) {
     c.push(kv->first);
-    dzip_value<typename N::child_t>(c, f, kv->second, map_entry(rest, kv)->second...);
+    dzip_value<typename N::child_t>(c, f, kv->second, *N::lookup(rest, kv->first)...);
     c.pop();
   }
 }
@@ -361,11 +357,32 @@ TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
   } else if constexpr (k == FieldKind::optional_subtree) {
     if (first_engaged(ts...)) dzip_value<std::remove_cv_t<typename M::value_type>>(c, f, *ts...);
   } else if constexpr (k == FieldKind::container) {
+    if constexpr (is_tensordict<M>) {
+      f(batch_tag{}, DynLoc{&c}, dynamic_node<M>::batch(ts)...);
+    }
     if constexpr (dynamic_node<M>::indexed) {
       dzip_indexed<M>(c, f, ts...);
     } else {
       dzip_map<M>(c, f, ts...);
     }
+  } else if constexpr (k == FieldKind::entry) {
+    dzip_entry(c, f, ts...);
+  }
+}
+
+// A TensorDict's entry: a leaf, a nested TensorDict or a static (non-tensor) value, decided by
+// the first tree; the others have the same kind (their shapes were checked).
+template <class F, class First, class... Rest>
+void dzip_entry(Cursor& c, F& f, First& first, Rest&... rest) {
+  if (first.is_tensor()) {
+    f(leaf_tag{}, DynLoc{&c}, first.tensor(), rest.tensor()...);
+    ++c.leaf;
+  } else if (first.is_tensordict()) {
+    dzip_value<TensorDict>(c, f, first.tensordict(), rest.tensordict()...);
+  } else if (first.is_non_tensor()) {
+    f(static_tag{}, DynLoc{&c}, first.non_tensor(), rest.non_tensor()...);
+  } else {
+    f(static_tag{}, DynLoc{&c}, first.non_tensor_stack(), rest.non_tensor_stack()...);
   }
 }
 
@@ -434,8 +451,16 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
       }
       return false;
     } else {
-      bool same = a.size() == b.size();
-      for (auto it = a.begin(); same && it != a.end(); ++it) same = b.find(it->first) != b.end();
+      // Matched by key, in any order: the first tree's order is the result's.
+      bool same = N::size(a) == N::size(b);
+      if (same) {
+        for (auto* kv : N::ordered(a)) {
+          if (!N::lookup(b, kv->first)) {
+            same = false;
+            break;
+          }
+        }
+      }
       if (!same) {
         why = "keys " + map_keys_str(a) + " in tree #1, " + map_keys_str(b) + " in tree #";
         return true;
@@ -443,12 +468,18 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
       if constexpr (has_runtime_shape<typename N::child_t>()) {
         for (auto* kv : N::ordered(a)) {
           c.push(kv->first);
-          if (shape_diff(c, kv->second, b.find(kv->first)->second, why)) return true;
+          if (shape_diff(c, kv->second, *N::lookup(b, kv->first), why)) return true;
           c.pop();
         }
       }
       return false;
     }
+  } else if constexpr (k == FieldKind::entry) {
+    if (a.kind() != b.kind()) {
+      why = std::string("holds ") + a.kind() + " in tree #1, " + b.kind() + " in tree #";
+      return true;
+    }
+    return a.is_tensordict() && shape_diff(c, a.tensordict(), b.tensordict(), why);
   } else {
     return false;
   }
@@ -562,10 +593,12 @@ std::size_t count_leaves(const M& v) {
       if constexpr (N::indexed) {
         for (std::size_t i = 0, e = N::size(v); i < e; ++i) n += count_leaves(N::at(v, i));
       } else {
-        for (const auto& kv : v) n += count_leaves(kv.second);
+        N::each(v, [&](const auto& x) { n += count_leaves(x); });
       }
       return n;
     }
+  } else if constexpr (k == FieldKind::entry) {
+    return v.is_tensor() ? 1 : v.is_tensordict() ? count_leaves(v.tensordict()) : 0;
   } else {
     return 0;
   }
@@ -743,6 +776,10 @@ M skeleton_value(const M& v) {
     return v ? M(skeleton_value(*v)) : M();
   } else if constexpr (k == FieldKind::container) {
     return dynamic_node<M>::like(v, [](const auto& x) { return skeleton_value(x); });
+  } else if constexpr (k == FieldKind::entry) {
+    if (v.is_tensor()) return M(at::Tensor());
+    if (v.is_tensordict()) return M(skeleton_value(v.tensordict()));
+    return v;
   } else {
     return v;
   }
@@ -761,9 +798,79 @@ T skeleton_like(const T& t) {
   }
 }
 
+// A plain aggregate whose every slot exists, built in one aggregate initialisation: leaf J is
+// `gen.template leaf<J>()`, every other value is copied from `src` once. No member is
+// default-constructed and then assigned (what a hand-written `T out; out.x = ...;` pays).
+template <class T, std::size_t LB, class G>
+TENSORDICT_INLINE T build_like(const T& src, G& gen);
+
+template <class M, std::size_t LB, class G, std::size_t... K>
+TENSORDICT_INLINE M build_like_array(G& gen, std::index_sequence<K...>) {
+  return M{gen.template leaf<LB + K>()...};
+}
+
+template <class T, std::size_t I, std::size_t LB, class G>
+TENSORDICT_INLINE std::remove_cv_t<child_t<T, I>> build_like_field(const T& src, G& gen) {
+  using M = std::remove_cv_t<child_t<T, I>>;
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf) {
+    return gen.template leaf<LB>();
+  } else if constexpr (k == FieldKind::optional_leaf) {
+    at::Tensor x = gen.template leaf<LB>();
+    return x.defined() ? M(std::move(x)) : M();
+  } else if constexpr (k == FieldKind::subtree && is_std_array<M>::value) {
+    return build_like_array<M, LB>(gen, std::make_index_sequence<std::tuple_size_v<M>>{});
+  } else if constexpr (k == FieldKind::subtree) {
+    return build_like<M, LB>(child<I>(src), gen);
+  } else {
+    return child<I>(src);
+  }
+}
+
+template <class T, std::size_t LB, class G, std::size_t... I>
+TENSORDICT_INLINE T build_like_fields(const T& src, G& gen, std::index_sequence<I...>) {
+  return T{build_like_field<T, I, LB + leaf_offset<T, I>()>(src, gen)...};
+}
+
+template <class T, std::size_t LB, class G>
+TENSORDICT_INLINE T build_like(const T& src, G& gen) {
+  return build_like_fields<T, LB>(src, gen, std::make_index_sequence<static_node<T>::size>{});
+}
+
+// The leaves of `apply`'s result, one at a time, for `build_like`.
+template <class T, bool Named, class F, class... Os>
+struct ApplyLeaves {
+  const char* op;
+  F& f;
+  const T& t;
+  std::tuple<const Os&...> others;
+
+  template <std::size_t J>
+  TENSORDICT_INLINE at::Tensor leaf() {
+    const at::Tensor& x = leaf_get(leaf_slot<J>(t));
+    if (!x.defined()) return at::Tensor();
+    return std::apply(
+        [&](const Os&... os) -> at::Tensor {
+          require_present<T>(op, LeafLoc<T, J>{}, leaf_slot<J>(os)...);
+          return at_leaf<T>(op, LeafLoc<T, J>{}, [&]() -> at::Tensor {
+            if constexpr (Named) {
+              return f(spec<T>::keys[J], x, leaf_get(leaf_slot<J>(os))...);
+            } else {
+              return f(x, leaf_get(leaf_slot<J>(os))...);
+            }
+          });
+        },
+        others);
+  }
+};
+
 template <class T, bool Named, class F, class... Os>
 T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
   check_statics(op, t, others...);
+  if constexpr (static_tree<T> && direct_constructible<T>()) {
+    ApplyLeaves<T, Named, F, Os...> gen{op, f, t, std::tuple<const Os&...>(others...)};
+    return build_like<T, 0>(t, gen);
+  }
   T out = skeleton_like(t);
   auto one = [&](const auto& loc, auto& o, const auto& a, const auto&... bs) {
     const at::Tensor& x = leaf_get(a);
@@ -1241,6 +1348,9 @@ constexpr decltype(auto) at_key(T& t) {
   if constexpr (uk == FieldKind::optional_subtree) {
     if (!t.has_value()) throw_missing_key(key, "goes through an absent std::optional");
     return at_key<Key, Pos>(*t);
+  } else if constexpr (uk == FieldKind::entry) {
+    if (!t.is_tensordict()) throw_missing_key(key, "goes through an entry that is no TensorDict");
+    return at_key<Key, Pos>(t.tensordict());
   } else if constexpr (uk == FieldKind::container) {
     using N = dynamic_node<U>;
     auto& c = [&]() -> auto& {
@@ -1252,9 +1362,9 @@ constexpr decltype(auto) at_key(T& t) {
         if (k >= N::size(t)) throw_missing_key(key, "indexes past the end of a sequence");
         return N::at(t, k);
       } else {
-        auto it = t.find(std::string(seg));
-        if (it == t.end()) throw_missing_key(key, "names no entry of a map");
-        return it->second;
+        auto* x = N::lookup(t, seg);
+        if (!x) throw_missing_key(key, "names no entry of a map");
+        return *x;
       }
     }();
     if constexpr (dot == npos) {

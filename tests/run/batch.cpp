@@ -247,6 +247,20 @@ TEST_CASE("batch: stack, cat, unbind, split, chunk") {
   CHECK_THROWS_WITH_AS(td::stack({d1, other}),
                        "stack: tree 1 has other keys than tree 0: ['pos', 'name'] vs ['pos', 'next', 'name']",
                        td::SpecMismatchError);
+  // Entries are matched by key, as every zip of trees does: insertion order does not matter,
+  // and the result keeps the first tree's order.
+  TensorDict reordered;
+  for (const char* k : {"name", "next", "pos"}) reordered.set(k, d1.entry(k));
+  reordered.set_batch_size(d1.batch_size());
+  const TensorDict stacked = td::stack({d1, reordered});
+  CHECK(stacked.keys() == d1.keys());
+  CHECK(stacked.get({"next", "obs"}).equal(torch::stack({d1.get({"next", "obs"}), d1.get({"next", "obs"})})));
+  TensorDict renamed = d1;
+  renamed.rename_key("pos", "position");
+  CHECK_THROWS_WITH_AS(td::stack({d1, renamed}),
+                       "stack: tree 1 has other keys than tree 0: ['position', 'next', 'name'] vs "
+                       "['pos', 'next', 'name']",
+                       td::SpecMismatchError);
   CHECK(td::cat({d1, d1}).batch_size() == BatchSize{8});
   CHECK_THROWS_AS(td::cat({d1, d2}), td::SpecMismatchError);
   CHECK(td::split(d1, 2)[1]["pos"].equal(d1["pos"].narrow(0, 2, 2)));

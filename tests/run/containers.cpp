@@ -599,3 +599,152 @@ TEST_CASE("TensorDict: grad, value_and_grad, parameters, clone, detach and to as
   CHECK(td::detach(d).get({"sub", "b"}).data_ptr() == d.get({"sub", "b"}).data_ptr());  // same storage
   CHECK((td::to(d, torch::kDouble).get("w").scalar_type() == torch::kDouble));
 }
+
+// ---- a TensorDict inside a struct: a node whose keys are known at run time ---------------------
+
+namespace c {
+// A policy with declared parameters and extras chosen at run time (a loaded config's buffers).
+struct Agent {
+  Lin policy;
+  td::TensorDict extras;
+  std::string name = "agent";
+};
+}  // namespace c
+using c::Agent;
+
+static Agent agent() {
+  td::TensorDict extras{{"obs_mean", torch::randn({3})},
+                        {"head", td::TensorDict{{"w", torch::randn({2, 3})}, {"tag", "linear"}}},
+                        {"steps", torch::tensor(7)}};
+  return Agent{{torch::randn({2, 3}), torch::randn({2})}, std::move(extras)};
+}
+
+TEST_CASE("TensorDict member: its entries are leaves and subtrees of the struct") {
+  const Agent a = agent();
+  CHECK(td::leaf_count(a) == 5);
+  CHECK(td::key_paths(a) == std::vector<std::string>{"policy.weight", "policy.bias",
+                                                     "extras.obs_mean", "extras.head.w",
+                                                     "extras.steps"});
+  const Agent twice = td::apply(a, [](const torch::Tensor& x) { return x * 2; });
+  CHECK(torch::equal(twice.extras.get("obs_mean"), a.extras.get("obs_mean") * 2));
+  CHECK(torch::equal(twice.extras.get({"head", "w"}), a.extras.get({"head", "w"}) * 2));
+  CHECK(twice.extras.get<std::string>({"head", "tag"}) == "linear");  // non-tensor: static
+  CHECK(twice.extras.keys() == a.extras.keys());                      // the first tree's order
+  CHECK(twice.name == "agent");
+
+  // Zipped trees are matched by key: another insertion order is the same shape.
+  Agent other = a;
+  other.extras = td::TensorDict{{"steps", torch::tensor(1)},
+                                {"head", td::TensorDict{{"tag", "linear"}, {"w", torch::ones({2, 3})}}},
+                                {"obs_mean", torch::ones({3})}};
+  const Agent sum = td::apply(a, [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; }, other);
+  CHECK(torch::equal(sum.extras.get({"head", "w"}), a.extras.get({"head", "w"}) + 1));
+  CHECK(torch::equal(sum.extras.get("steps"), torch::tensor(8)));
+
+  // Other keys, another kind at a key, or another non-tensor value: errors naming the place.
+  Agent fewer = a;
+  fewer.extras.erase("steps");
+  CHECK_THROWS_WITH_AS((void)td::apply(a, [](const torch::Tensor& x, const torch::Tensor&) { return x; }, fewer),
+                       "apply: trees of c::Agent differ in shape at 'extras': keys ['obs_mean', "
+                       "'head', 'steps'] in tree #1, ['obs_mean', 'head'] in tree #2",
+                       td::SpecMismatchError);
+  Agent kind = a;
+  kind.extras.set("steps", "seven");
+  CHECK_THROWS_WITH_AS((void)td::apply(a, [](const torch::Tensor& x, const torch::Tensor&) { return x; }, kind),
+                       "apply: trees of c::Agent differ in shape at 'extras.steps': holds a tensor "
+                       "in tree #1, non-tensor data in tree #2",
+                       td::SpecMismatchError);
+  Agent tag = a;
+  tag.extras.set({"head", "tag"}, "conv");
+  CHECK_THROWS_AS((void)td::apply(a, [](const torch::Tensor& x, const torch::Tensor&) { return x; }, tag),
+                  td::SpecMismatchError);
+}
+
+TEST_CASE("TensorDict member: runtime spec, leaves, tree_flatten, get and replace") {
+  const Agent a = agent();
+  auto [leaves, spec] = td::tree_flatten(a);
+  REQUIRE(leaves.size() == 5);
+  CHECK(leaves[3].is_same(a.extras.get({"head", "w"})));
+  const Agent back = td::tree_unflatten(leaves, spec);
+  CHECK(back.extras.get("steps").is_same(a.extras.get("steps")));
+  CHECK(back.extras.get<std::string>({"head", "tag"}) == "linear");
+  CHECK(td::TreeSpec(back) == td::TreeSpec(a));
+  Agent more = a;
+  more.extras.set("extra", torch::zeros({1}));
+  CHECK_FALSE(td::TreeSpec(more) == td::TreeSpec(a));
+
+  CHECK(td::get<"extras.head.w">(a).tensor().is_same(a.extras.get({"head", "w"})));
+  const Agent r = td::replace<"extras.obs_mean">(a, torch::zeros({3}));
+  CHECK(torch::equal(r.extras.get("obs_mean"), torch::zeros({3})));
+  CHECK(a.extras.get("obs_mean").abs().sum().item<float>() > 0);  // the original is untouched
+  CHECK_THROWS_AS((void)td::get<"extras.nope">(a), td::KeyError);
+  CHECK_THROWS_AS((void)td::get<"extras.steps.x">(a), td::KeyError);
+
+  const Agent cl = td::clone(a);
+  CHECK_FALSE(cl.extras.get("obs_mean").is_same(a.extras.get("obs_mean")));
+  CHECK(torch::equal(cl.extras.get("obs_mean"), a.extras.get("obs_mean")));
+  const Agent dbl = td::to(a, torch::kDouble);
+  CHECK((dbl.extras.get({"head", "w"}).scalar_type() == torch::kDouble));
+  CHECK((dbl.policy.weight.scalar_type() == torch::kDouble));
+}
+
+TEST_CASE("TensorDict member: grad reaches its tensors; batch sizes and save/load keep it") {
+  Agent a = agent();
+  a.extras.erase("steps");  // an integer leaf comes back absent; keep the check simple
+  auto loss = [](const Agent& p) {
+    return (p.policy.weight.sum() + p.extras.get("obs_mean").pow(2).sum() +
+            p.extras.get({"head", "w"}).sum() * 3);
+  };
+  const Agent g = td::grad(loss)(a);
+  CHECK(torch::allclose(g.extras.get("obs_mean"), a.extras.get("obs_mean") * 2));
+  CHECK(torch::allclose(g.extras.get({"head", "w"}), torch::full({2, 3}, 3.0f)));
+  CHECK(torch::allclose(g.policy.bias, torch::zeros({2})));
+
+  // A batched TensorDict member: its batch size is checked and follows batch operations.
+  struct Batch {
+    torch::Tensor x;
+    td::TensorDict info;
+    td::BatchSize batch_size;
+  };
+  Batch b{torch::randn({4, 2}), td::TensorDict({{"r", torch::randn({4})}}, {4}), {4}};
+  td::check(b);
+  const Batch half = td::index(b, {torch::indexing::Slice(0, 2)});
+  CHECK(half.info.batch_size() == td::BatchSize{2});
+  CHECK(torch::equal(half.info.get("r"), b.info.get("r").slice(0, 0, 2)));
+  const Batch st = td::stack(std::vector<Batch>{b, b});
+  CHECK(st.info.batch_size() == td::BatchSize{2, 4});
+  CHECK(st.info.get("r").sizes() == torch::IntArrayRef({2, 4}));
+  Batch bad = b;
+  bad.info = td::TensorDict({{"r", torch::randn({3})}}, {3});
+  CHECK_THROWS_WITH_AS(td::check(bad),
+                       "check: the batch size [3] of 'info' does not start with the enclosing "
+                       "batch size [4]",
+                       td::BatchSizeError);
+
+  TempDir tmp;
+  const Agent full = agent();
+  td::memmap(full, tmp.path / "agent");
+  const Agent loaded = td::load_memmap<Agent>(tmp.path / "agent");
+  CHECK(torch::equal(loaded.extras.get({"head", "w"}), full.extras.get({"head", "w"})));
+  CHECK(loaded.extras.get<std::string>({"head", "tag"}) == "linear");
+  CHECK(loaded.name == "agent");
+  const td::TensorDict asdict = td::to_tensordict(full);
+  CHECK(asdict.get({"extras", "steps"}).is_same(full.extras.get("steps")));
+}
+
+TEST_CASE("TensorDict through the engine: free functions on a TensorDict itself") {
+  const td::TensorDict d{{"a", torch::ones({2})},
+                         {"n", td::TensorDict{{"b", torch::zeros({2, 1})}, {"s", "x"}}}};
+  CHECK(td::leaf_count(d) == 2);
+  CHECK(td::key_paths(d) == std::vector<std::string>{"a", "n.b"});
+  const td::TensorDict e = td::apply(d, [](const torch::Tensor& x) { return x + 1; });
+  CHECK(torch::equal(e.get({"n", "b"}), torch::ones({2, 1})));
+  CHECK(e.get<std::string>({"n", "s"}) == "x");
+  auto [ls, sp] = td::tree_flatten(d);
+  CHECK(ls.size() == 2);
+  const td::TensorDict r = td::tree_unflatten(ls, sp);
+  CHECK(r.get("a").is_same(d.get("a")));
+  double total = 0;
+  td::for_each(d, [&](const torch::Tensor& x) { total += x.sum().item<double>(); });
+  CHECK(total == 2.0);
+}

@@ -201,13 +201,28 @@ TEST_CASE("TensorDict: apply over one or several trees, named_apply, apply_") {
   other.erase({"layer", "bias"});
   CHECK_THROWS_WITH_AS(
       (void)state.apply([](const torch::Tensor& a, const torch::Tensor&) { return a; }, other),
-      "apply: tree 2 has other keys than the first at 'layer'; missing: ['bias']",
+      "apply: trees of tensordict::TensorDict differ in shape at 'layer': keys ['weight', 'bias'] "
+      "in tree #1, ['weight'] in tree #2",
       td::SpecMismatchError);
   other.set({"layer", "bias"}, torch::zeros({2}));
   other.set("extra", torch::zeros({1}));
   CHECK_THROWS_WITH_AS(
       (void)state.apply([](const torch::Tensor& a, const torch::Tensor&) { return a; }, other),
-      "apply: tree 2 has other keys than the first; extra: ['extra']", td::SpecMismatchError);
+      "apply: trees of tensordict::TensorDict differ in shape at '<root>': keys ['layer', 'step', "
+      "'name'] in tree #1, ['layer', 'step', 'name', 'extra'] in tree #2",
+      td::SpecMismatchError);
+  // Matched by key: the other tree's insertion order does not matter.
+  TensorDict reordered;
+  for (const char* k : {"name", "step", "layer"}) reordered.set(k, state.entry(k));
+  CHECK(state.apply([](const torch::Tensor& a, const torch::Tensor& b) { return a + b; }, reordered)
+            .get({"layer", "bias"})
+            .equal(state.get({"layer", "bias"}) * 2));
+  // A result that does not start with the batch size is refused, naming the key.
+  TensorDict batched({{"x", torch::ones({2, 3})}}, {2});
+  CHECK_THROWS_WITH_AS((void)batched.apply([](const torch::Tensor& t) { return t.sum(); }),
+                       "apply: the result at key 'x' has shape [], which does not start with the "
+                       "batch size [2]",
+                       td::BatchSizeError);
 
   // Returning an undefined tensor drops the leaf.
   TensorDict floats = state.apply([](const torch::Tensor& t) {
@@ -225,7 +240,7 @@ TEST_CASE("TensorDict: apply over one or several trees, named_apply, apply_") {
 
   CHECK_THROWS_WITH_AS(
       (void)state.apply([](const torch::Tensor& t) { return t.view({-1, 7}); }),
-      doctest::Contains("apply: leaf ('layer', 'weight'): shape '[-1, 7]' is invalid"),
+      doctest::Contains("apply: at leaf 'layer.weight' of tensordict::TensorDict: shape '[-1, 7]' is invalid"),
       td::LeafError);
 
   torch::Tensor w = state.get({"layer", "weight"});
