@@ -804,33 +804,6 @@ class TensorDict {
     }
   }
 
-  // The keys of `a` and `b` at one level, as an error message if they differ.
-  static void check_same_keys(const char* op, const NestedKey& prefix, const TensorDict& a,
-                              const TensorDict& b, std::size_t which) {
-    std::vector<std::string> missing, extra;
-    for (const auto& [k, v] : a.nodes()) {
-      if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!b.map_.contains(detail::NameRef(k))) missing.push_back(k);
-    }
-    for (const auto& [k, v] : b.nodes()) {
-      if (v.is_non_tensor() || v.is_non_tensor_stack()) continue;
-      if (!a.map_.contains(detail::NameRef(k))) extra.push_back(k);
-    }
-    if (missing.empty() && extra.empty()) return;
-    std::ostringstream os;
-    os << op << ": tree " << which << " has other keys than the first";
-    if (prefix.size()) os << " at " << prefix;
-    auto list = [&](const char* what, const std::vector<std::string>& ks) {
-      if (ks.empty()) return;
-      os << "; " << what << ": [";
-      for (std::size_t i = 0; i < ks.size(); ++i) os << (i ? ", '" : "'") << ks[i] << '\'';
-      os << ']';
-    };
-    list("missing", missing);
-    list("extra", extra);
-    throw SpecMismatchError(os.str());
-  }
-
   // The batch size of a level after its root's batch size changed from `from` to `to`: the
   // root's dims replaced, the level's own extra dims kept.
   struct Rebatch {
@@ -889,17 +862,10 @@ class TensorDict {
     }
   }
 
-  template <class F, class... Others>
-  TensorDict map_impl(const char* op, F& f, const NestedKey& prefix,
-                      const Others&... others) const {
-    return map_impl(op, f, prefix, Rebatch{}, others...);
-  }
-
-  template <class F, class... Others>
-  TensorDict map_impl(const char* op, F& f, const NestedKey& prefix, const Rebatch& rb,
-                      const Others&... others) const {
-    std::size_t which = 1;
-    (check_same_keys(op, prefix, *this, others, ++which), ...);
+  // The batch operations' traversal (see apply_batched): `f(key, tensor)` on every tensor
+  // leaf and on the element positions of every non-tensor stack.
+  template <class F>
+  TensorDict map_impl(const char* op, F& f, const NestedKey& prefix, const Rebatch& rb) const {
     TensorDict out(rb.of(batch_size_), device_);
     out.map_.reserve(map_.size());
     out.order_.reserve(order_.size());
@@ -910,7 +876,7 @@ class TensorDict {
         if (!x.defined()) continue;
         at::Tensor y;
         try {
-          y = f(key, x, others.entry(k).tensor()...);
+          y = f(key, x);
         } catch (const Error&) {
           throw;
         } catch (const std::exception& e) {
@@ -920,17 +886,15 @@ class TensorDict {
         if (y.defined()) out.set_here(key, k, std::move(y));
       } else if (v.is_tensordict()) {
         out.set_here(key, k,
-                     v.tensordict().map_impl(op, f, key, rb, others.entry(k).tensordict()...));
+                     v.tensordict().map_impl(op, f, key, rb));
       } else if (v.is_non_tensor_stack() && rb.to) {
-        if constexpr (sizeof...(Others) == 0) {
-          try {
-            out.set_here(key, k, rebatch_stack(v.non_tensor_stack(), batch_size_, f, key));
-          } catch (const Error&) {
-            throw;
-          } catch (const std::exception& e) {
-            throw LeafError(std::string(op) + ": non-tensor stack " + detail::key_str(key) +
-                            ": " + detail::what_of(e));
-          }
+        try {
+          out.set_here(key, k, rebatch_stack(v.non_tensor_stack(), batch_size_, f, key));
+        } catch (const Error&) {
+          throw;
+        } catch (const std::exception& e) {
+          throw LeafError(std::string(op) + ": non-tensor stack " + detail::key_str(key) + ": " +
+                          detail::what_of(e));
         }
       } else {
         out.set_here(key, k, v);

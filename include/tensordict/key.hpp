@@ -70,11 +70,12 @@ class Key {
   Key(const std::string& name) noexcept : one_(name), n_(1) {}   // NOLINT
   Key(std::string_view name) noexcept : one_(name), n_(1) {}     // NOLINT
   Key(std::initializer_list<std::string_view> parts) : n_(parts.size()) {  // NOLINT
-    if (n_ > rest_.size() + 1) {
+    if (n_ > rest_.v.size() + 1) {
       heap_.assign(parts.begin(), parts.end());
+      one_ = heap_[0];
     } else if (n_ > 0) {
       one_ = *parts.begin();
-      std::copy(parts.begin() + 1, parts.end(), rest_.begin());
+      std::copy(parts.begin() + 1, parts.end(), rest_.v.begin());
     }
   }
   Key(const NestedKey& key);                                     // NOLINT
@@ -84,17 +85,24 @@ class Key {
   /// Name `i`, outermost first.
   std::string_view operator[](std::size_t i) const noexcept {
     if (strs_) return strs_[i];
-    if (!heap_.empty()) return heap_[i];
-    return i == 0 ? one_ : rest_[i - 1];
+    if (i == 0) return one_;
+    return heap_.empty() ? rest_.v[i - 1] : heap_[i];
   }
 
  private:
-  std::string_view one_;                     // the first name
-  std::array<std::string_view, 5> rest_{};   // the others, for lists of up to 6 names
-  std::vector<std::string_view> heap_;       // every name, for longer lists
-  const std::string* strs_ = nullptr;        // a NestedKey's names
+  // The names after the first, for lists of up to six; left unset otherwise (a flat key, the
+  // common case, writes nothing here).
+  union Rest {
+    std::array<std::string_view, 5> v;
+    Rest() noexcept {}  // NOLINT: deliberately leaves `v` unset
+  };
+  std::string_view one_;                // the first name
+  Rest rest_;
+  std::vector<std::string_view> heap_;  // every name, for longer lists
+  const std::string* strs_ = nullptr;   // a NestedKey's names
   std::size_t n_ = 0;
 };
+
 
 
 /// A nested key that owns its names, as `keys()` returns them. Prints as `'step'` or
