@@ -581,21 +581,10 @@ T combine_structs(const char* op, std::span<const T> ts, F&& f, const BatchSize&
 [[noreturn]] inline void combine_keys_differ(const char* op, const TensorDict& t0,
                                              const TensorDict& ti, std::size_t i,
                                              const NestedKey& prefix) {
-  auto list = [](const TensorDict& t) {
-    std::string out = "[";
-    bool first = true;
-    for (const auto& [k, v] : t.entries()) {
-      out += first ? "'" : ", '";
-      out += k;
-      out += '\'';
-      first = false;
-    }
-    return out + "]";
-  };
   std::ostringstream os;
   os << op << ": tree " << i << " has other keys than tree 0";
   if (prefix.size()) os << " at " << prefix;
-  os << ": " << list(ti) << " vs " << list(t0);
+  os << ": " << map_keys_str(ti) << " vs " << map_keys_str(t0);
   throw SpecMismatchError(os.str());
 }
 
