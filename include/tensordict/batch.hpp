@@ -41,10 +41,17 @@ consteval std::size_t root_batch_members() {
   }
 }
 
-// The BatchSize member among v's own children, or null.
+// The batch size a node declares itself (a struct's BatchSize member, a TensorDict level's),
+// or null.
 template <class M>
 const BatchSize* own_batch_size(const M& v) {
-  if constexpr (root_batch_members<M>() == 0) {
+  if constexpr (field_kind_v<M> == FieldKind::container) {
+    if constexpr (batched_node<M>) {
+      return &dynamic_node<M>::batch(v);
+    } else {
+      return nullptr;
+    }
+  } else if constexpr (root_batch_members<M>() == 0) {
     return nullptr;
   } else {
     const BatchSize* own = nullptr;
@@ -67,8 +74,19 @@ inline BatchSize splice(const BatchSize& level, const BatchSize& from, const Bat
   return BatchSize(c10::IntArrayRef(dims));
 }
 
-// Validates a level of a tree: a struct's own batch size (if it has one) extends the inherited
-// one, and every present leaf starts with the batch size in force. `c` holds the path.
+// Validates a level of a tree: a node's own batch size (a struct's member, a TensorDict
+// level's) extends the inherited one, and every present leaf starts with the batch size in
+// force. `c` holds the path.
+template <class M>
+void check_own_batch(const char* op, const M& v, const BatchSize* own, const BatchSize& inherited,
+                     const Cursor& c) {
+  if (own && !starts_with(own->dims(), inherited)) {
+    const std::string where = c.depth() ? std::string(c.path().dotted) : std::string(type_name_v<M>);
+    throw BatchSizeError(std::string(op) + ": the batch size " + bs_str(*own) + " of '" + where +
+                         "' does not start with the enclosing batch size " + bs_str(inherited));
+  }
+}
+
 template <class M>
 void check_level(const char* op, const M& v, const BatchSize& inherited, Cursor& c) {
   constexpr FieldKind k = field_kind_v<M>;
@@ -81,72 +99,60 @@ void check_level(const char* op, const M& v, const BatchSize& inherited, Cursor&
     }
   } else if constexpr (k == FieldKind::subtree) {
     const BatchSize* own = own_batch_size(v);
-    if (own && !starts_with(own->dims(), inherited)) {
-      const std::string where = c.depth() ? std::string(c.path().dotted) : std::string(type_name_v<M>);
-      throw BatchSizeError(std::string(op) + ": the batch size " + bs_str(*own) + " of '" + where +
-                           "' does not start with the enclosing batch size " + bs_str(inherited));
-    }
+    check_own_batch(op, v, own, inherited, c);
     const BatchSize& bs = own ? *own : inherited;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((c.push(static_node<M>::template key<I>), check_level(op, child<I>(v), bs, c), c.pop()), ...);
     }(std::make_index_sequence<static_node<M>::size>{});
   } else if constexpr (k == FieldKind::optional_subtree) {
     if (v) check_level(op, *v, inherited, c);
-  } else if constexpr (is_tensordict<M>) {
-    const BatchSize& own = v.batch_size();
-    if (!starts_with(own.dims(), inherited)) {
-      const std::string where = c.depth() ? std::string(c.path().dotted) : std::string("TensorDict");
-      throw BatchSizeError(std::string(op) + ": the batch size " + bs_str(own) + " of '" + where +
-                           "' does not start with the enclosing batch size " + bs_str(inherited));
-    }
-    for (const auto& [name, e] : v.entries()) {
-      c.push(name);
-      if (e.is_tensor()) {
-        check_level(op, e.tensor(), own, c);
-      } else if (e.is_tensordict()) {
-        check_level(op, e.tensordict(), own, c);
-      }
-      c.pop();
+  } else if constexpr (k == FieldKind::entry) {
+    if (v.is_tensor()) {
+      check_level(op, v.tensor(), inherited, c);
+    } else if (v.is_tensordict()) {
+      check_level(op, v.tensordict(), inherited, c);
     }
   } else if constexpr (k == FieldKind::container) {
     using N = dynamic_node<M>;
+    const BatchSize* own = own_batch_size(v);
+    check_own_batch(op, v, own, inherited, c);
+    const BatchSize& bs = own ? *own : inherited;
     if constexpr (N::indexed) {
       for (std::size_t i = 0, n = N::size(v); i < n; ++i) {
         c.push_index(i);
-        check_level(op, N::at(v, i), inherited, c);
+        check_level(op, N::at(v, i), bs, c);
         c.pop();
       }
     } else {
       for (const auto* kv : N::ordered(v)) {
         c.push(kv->first);
-        check_level(op, kv->second, inherited, c);
+        check_level(op, kv->second, bs, c);
         c.pop();
       }
     }
   }
 }
 
-inline void check_dict(const char* op, const TensorDict& td, const BatchSize& inherited,
-                       const NestedKey& prefix) {
-  const BatchSize& bs = td.batch_size();
-  if (!starts_with(bs.dims(), inherited)) {
-    std::ostringstream os;
-    os << op << ": the batch size " << bs << " at " << prefix
-       << " does not start with the enclosing batch size " << inherited;
-    throw BatchSizeError(os.str());
-  }
-  for (const auto& [k, v] : td.entries()) {
-    if (v.is_tensor()) {
-      const at::Tensor& x = v.tensor();
-      if (x.defined() && !starts_with(x.sizes(), bs)) {
-        std::ostringstream os;
-        os << op << ": leaf " << (prefix / k) << " has shape " << shape_str(x.sizes())
-           << ", which does not start with the batch size " << bs;
-        throw BatchSizeError(os.str());
-      }
-    } else if (v.is_tensordict()) {
-      check_dict(op, v.tensordict(), bs, prefix / k);
-    }
+// A batch operation `f` (a function of one tensor whose leading dims are the batch dims)
+// applied to a non-tensor stack, through a tensor of its elements' positions: the stack's
+// values follow their positions. `bs` is the batch size of the stack's level.
+template <class Loc, class F>
+NonTensorStack rebatch_stack(const char* op, const Loc& loc, const NonTensorStack& st,
+                             const BatchSize& bs, F& f) {
+  try {
+    std::vector<nlohmann::json> flat;
+    flatten_json(st.values, bs.size(), flat);
+    const auto n = static_cast<int64_t>(flat.size());
+    const at::Tensor moved = f(at::arange(n, at::kLong).view(bs.dims())).contiguous();
+    const int64_t* p = moved.data_ptr<int64_t>();
+    std::size_t next = 0;
+    return NonTensorStack{nest_json(flat, std::vector<int64_t>(p, p + moved.numel()),
+                                    moved.sizes(), 0, next)};
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw LeafError(std::string(op) + ": non-tensor stack '" + std::string(loc.path().dotted) +
+                    "': " + what_of(e));
   }
 }
 
@@ -156,44 +162,38 @@ inline void check_dict(const char* op, const TensorDict& td, const BatchSize& in
 /// TensorDict's.
 template <batched_tree T>
 [[nodiscard]] BatchSize batch_size(const T& t) {
-  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-    static_assert(detail::root_batch_members<T>() <= 1,
-                  "tensordict: a struct has at most one BatchSize member");
-    const BatchSize* own = detail::own_batch_size(t);
-    return own ? *own : BatchSize{};
-  } else {
-    return t.batch_size();
-  }
+  static_assert(detail::root_batch_members<T>() <= 1,
+                "tensordict: a struct has at most one BatchSize member");
+  const BatchSize* own = detail::own_batch_size(t);
+  return own ? *own : BatchSize{};
 }
 
 /// Validates that every leaf starts with the batch dims (and nested batch sizes extend the
 /// enclosing one); a `BatchSizeError` names the leaf's path, its shape and the batch size.
 template <batched_tree T>
 void check(const T& t, const char* op = "check") {
-  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-    detail::Cursor c;
-    detail::check_level(op, t, BatchSize{}, c);
-  } else {
-    detail::check_dict(op, t, BatchSize{}, NestedKey(std::vector<std::string>{}));
-  }
+  detail::Cursor c;
+  detail::check_level(op, t, BatchSize{}, c);
 }
 
 namespace detail {
 
 // The one implementation of every batch operation on one tree: `f` maps each leaf (whose
-// leading dims are the batch dims) and the result has batch size `to`; nested batch sizes keep
-// their extra dims. The result is validated.
+// leading dims are the batch dims) and the element positions of each non-tensor stack; the
+// result has batch size `to`, nested batch sizes keep their extra dims. The result is
+// validated.
 template <batched_tree T, class F>
 T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
-  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-    const BatchSize from = batch_size(t);
-    T out = apply_impl<T, false>(op, t, f);
-    visit_nonleaf([](const auto&, auto&) {}, [&](BatchSize& b) { b = splice(b, from, to); }, out);
-    check(out, op);
-    return out;
-  } else {
-    return t.apply_batched(op, f, to);
-  }
+  const BatchSize from = batch_size(t);
+  T out = apply_impl<T, false>(op, t, f);
+  auto stacks = [&](const auto& loc, const auto& a, auto& o) {
+    if constexpr (entry_like<std::remove_cvref_t<decltype(a)>>) {
+      if (a.is_non_tensor_stack()) o = rebatch_stack(op, loc, a.non_tensor_stack(), *loc.batch(), f);
+    }
+  };
+  visit_nonleaf(stacks, [&](const BatchSize&, BatchSize& b) { b = splice(b, from, to); }, t, out);
+  check(out, op);
+  return out;
 }
 
 // A tensor of T's batch shape that costs nothing: an expanded scalar, on which libtorch
@@ -350,31 +350,18 @@ void set_at(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx, const T& va
     throw BatchSizeError("set_at: the value's batch size " + detail::bs_str(vbs) +
                          " does not fit the indexed batch " + detail::shape_str(sub));
   }
-  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-    detail::check_statics("set_at", t, value);
-    auto one = [&](const auto& loc, const auto& dst, const auto& src) {
-      const at::Tensor& d = detail::leaf_get(dst);
-      const at::Tensor& s = detail::leaf_get(src);
-      if (d.defined() != s.defined()) detail::throw_absent<T>("set_at", loc, 1);
-      if (d.defined()) {
-        at::Tensor target = d;  // a handle: index_put_ writes the shared storage
-        detail::at_leaf<T>("set_at", loc, [&] { return target.index_put_(full, s); });
-      }
-    };
-    detail::visit_leaves(one, t, value);
-  } else {
-    // Checks the keys first, so that nothing is written when they differ.
-    (void)t.apply([](const at::Tensor& a, const at::Tensor&) { return a; }, value);
-    for (auto [k, x] : t.named_tensors()) {
-      try {
-        x.index_put_(full, value.get(k));
-      } catch (const std::exception& e) {
-        std::ostringstream os;
-        os << "set_at: leaf " << k << ": " << detail::what_of(e);
-        throw LeafError(os.str());
-      }
+  // Shapes and static fields are checked first, so that nothing is written when they differ.
+  detail::check_statics("set_at", t, value);
+  auto one = [&](const auto& loc, const auto& dst, const auto& src) {
+    const at::Tensor& d = detail::leaf_get(dst);
+    const at::Tensor& s = detail::leaf_get(src);
+    if (d.defined() != s.defined()) detail::throw_absent<T>("set_at", loc, 1);
+    if (d.defined()) {
+      at::Tensor target = d;  // a handle: index_put_ writes the shared storage
+      detail::at_leaf<T>("set_at", loc, [&] { return target.index_put_(full, s); });
     }
-  }
+  };
+  detail::visit_leaves(one, t, value);
 }
 
 // ---- reshaping --------------------------------------------------------------------------------
@@ -534,169 +521,139 @@ void same_batch(const char* op, std::span<const T> ts, int64_t except = -1) {
   }
 }
 
-// Combines the i-th leaves of all trees with `f(std::vector<Tensor>)`; struct version.
-template <tree T, class F>
-T combine_structs(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
-  for (std::size_t i = 1; i < ts.size(); ++i) {
-    try {
-      check_statics(op, ts[0], ts[i]);
-    } catch (const SpecMismatchError& e) {
-      throw SpecMismatchError(std::string(e.what()) + " (tree #2 is element " + std::to_string(i) +
-                              ")");
-    }
+// Static values of trees combined into one: they must be equal, except a TensorDict's
+// non-tensor entries, which become a NonTensorStack of every element's values when they differ
+// (a MetaData is one value for all and must not differ). `f` combines element positions as it
+// combines leaves, so that the values land where their elements do. `bs[i]` is element i's
+// batch size at the entry's level.
+template <class T, class Loc, class V, class F>
+void combine_static(const char* op, const Loc& loc, V& out, const std::vector<const V*>& vs, F& f,
+                    const std::vector<BatchSize>& bs) {
+  std::size_t differ = 0;
+  for (std::size_t i = 1; i < vs.size() && !differ; ++i) {
+    if (!static_equal(*vs[0], *vs[i])) differ = i;
   }
-  const BatchSize from = batch_size(ts[0]);
-  T out = skeleton_like(ts[0]);
-  // Shapes agree (checked above), so leaf i of every tree is at the same key.
-  std::vector<leaves_t<T>> all;
-  all.reserve(ts.size());
-  for (const T& t : ts) all.push_back(tensordict::leaves(t));
-  std::size_t n = 0;
-  auto one = [&](const auto& loc, auto& slot) {
-    const std::size_t j = n++;
-    std::vector<at::Tensor> xs;
-    xs.reserve(ts.size());
-    for (std::size_t i = 0; i < ts.size(); ++i) {
-      const at::Tensor& x = all[i][j];
-      if (x.defined() != all[0][j].defined()) {
-        throw SpecMismatchError(std::string(op) + ": leaf '" + std::string(loc.path().dotted) +
-                                "' is present in tree 0 and absent in tree " + std::to_string(i) +
-                                " (or the other way round)");
-      }
-      xs.push_back(x);
-    }
-    if (xs[0].defined()) leaf_set(slot, at_leaf<T>(op, loc, [&] { return f(xs); }));
-  };
-  visit_leaves(one, out);
-  visit_nonleaf([](const auto&, auto&) {}, [&](BatchSize& b) { b = splice(b, from, to); }, out);
-  check(out, op);
-  return out;
-}
-
-// TensorDict version: keys must agree level by level (as sets: entries are matched by key, the
-// first tree's order is the result's); non-tensor entries must be equal, or become a
-// NonTensorStack when `stack0` (stacking along dim 0) allows it. Nested levels are reached
-// through pointers and entries found through the first tree's hashed names: nothing is copied
-// or allocated per entry but the result.
-[[noreturn]] inline void combine_keys_differ(const char* op, const TensorDict& t0,
-                                             const TensorDict& ti, std::size_t i,
-                                             const NestedKey& prefix) {
-  std::ostringstream os;
-  os << op << ": tree " << i << " has other keys than tree 0";
-  if (prefix.size()) os << " at " << prefix;
-  os << ": " << map_keys_str(ti) << " vs " << map_keys_str(t0);
-  throw SpecMismatchError(os.str());
-}
-
-template <class F>
-TensorDict combine_dicts(const char* op, std::span<const TensorDict* const> ts, F& f,
-                         const BatchSize& from, const BatchSize& to, bool stack0,
-                         const NestedKey& prefix) {
-  using N = dynamic_node<TensorDict>;
-  const TensorDict& t0 = *ts[0];
-  TensorDict out(splice(t0.batch_size(), from, to), t0.device());
-  for (std::size_t i = 1; i < ts.size(); ++i) {
-    if (ts[i]->size() != t0.size()) combine_keys_differ(op, t0, *ts[i], i, prefix);
-  }
-  std::vector<const Entry*> es(ts.size());
-  std::vector<at::Tensor> xs;
-  std::vector<const TensorDict*> subs;
-  for (const auto* node : N::ordered(t0)) {
-    const Entry& v0 = node->second;
-    const std::string& k = node->first.name;
-    es[0] = &v0;
-    for (std::size_t i = 1; i < ts.size(); ++i) {
-      es[i] = N::lookup(*ts[i], node->first);
-      if (!es[i]) combine_keys_differ(op, t0, *ts[i], i, prefix);
-      if (es[i]->kind() != v0.kind()) {
-        std::ostringstream os;
-        os << op << ": key " << (prefix / k) << " holds " << v0.kind() << " in tree 0 and "
-           << es[i]->kind() << " in tree " << i;
-        throw SpecMismatchError(os.str());
-      }
-    }
-    if (v0.is_tensor()) {
-      xs.clear();
-      for (const Entry* e : es) xs.push_back(e->tensor());
-      try {
-        out.set(k, f(xs));
-      } catch (const Error&) {
-        throw;
-      } catch (const std::exception& e) {
-        std::ostringstream os;
-        os << op << ": leaf " << (prefix / k) << ": " << what_of(e);
-        throw LeafError(os.str());
-      }
-    } else if (v0.is_tensordict()) {
-      subs.clear();
-      for (const Entry* e : es) subs.push_back(&e->tensordict());
-      out.set(k, combine_dicts(op, std::span<const TensorDict* const>(subs), f, from, to, stack0,
-                               prefix / k));
+  if (!differ) {
+    if constexpr (entry_like<V>) {
+      if (vs[0]->is_non_tensor()) return;
     } else {
-      const NestedKey key = prefix / k;
-      bool all_equal = true;
-      for (const Entry* e : es) {
-        all_equal = all_equal && (v0.is_non_tensor() ? e->non_tensor() == v0.non_tensor()
-                                                     : e->non_tensor_stack() == v0.non_tensor_stack());
-      }
-      if (all_equal && v0.is_non_tensor()) {
-        out.set(k, v0);
-        continue;
-      }
-      if (v0.is_non_tensor() && v0.non_tensor().metadata) {
-        std::ostringstream os;
-        os << op << ": MetaData at key " << key << " differs between the trees ("
-           << v0.non_tensor().value.dump() << " vs another value); MetaData is one value for "
-           << "the whole stack";
-        throw SpecMismatchError(os.str());
-      }
-      if (!stack0) {
-        std::ostringstream os;
-        os << op << ": non-tensor values at key " << key
-           << " differ between the trees; only stacking along dim 0 keeps them per element";
-        throw SpecMismatchError(os.str());
-      }
-      // Each element's value, repeated over the element's batch dims, one entry per tree.
-      NonTensorStack st;
-      const BatchSize& ebs = t0.batch_size();
-      for (const Entry* e : es) {
-        if (e->is_non_tensor_stack()) {
-          st.values.push_back(e->non_tensor_stack().values);
-        } else {
-          nlohmann::json v = e->non_tensor().value;
-          for (std::size_t d = ebs.size(); d-- > 0;) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (int64_t r = 0; r < ebs[d]; ++r) arr.push_back(v);
-            v = std::move(arr);
-          }
-          st.values.push_back(std::move(v));
+      return;
+    }
+  }
+  const std::string path(loc.path().dotted);
+  if constexpr (!entry_like<V>) {
+    throw SpecMismatchError(std::string(op) + ": static field '" + path + "' of " +
+                            std::string(type_name_v<T>) + " differs: " + show(*vs[0]) +
+                            " in element 0, " + show(*vs[differ]) + " in element " +
+                            std::to_string(differ));
+  } else {
+    std::vector<nlohmann::json> flat;
+    std::vector<at::Tensor> pos;
+    for (std::size_t i = 0; i < vs.size(); ++i) {
+      const V& e = *vs[i];
+      const auto start = static_cast<int64_t>(flat.size());
+      if (e.is_non_tensor_stack()) {
+        flatten_json(e.non_tensor_stack().values, bs[i].size(), flat);
+      } else if (e.non_tensor().metadata) {
+        throw SpecMismatchError(std::string(op) + ": MetaData at key '" + path +
+                                "' differs between the trees (" + show(*vs[0]) + " in element 0, " +
+                                show(*vs[differ]) + " in element " + std::to_string(differ) +
+                                "); MetaData is one value for the whole stack");
+      } else {
+        for (int64_t r = 0, n = c10::multiply_integers(bs[i].dims()); r < n; ++r) {
+          flat.push_back(e.non_tensor().value);
         }
       }
-      out.set(k, std::move(st));
+      const auto stop = static_cast<int64_t>(flat.size());
+      try {
+        pos.push_back(at::arange(start, stop, at::kLong).view(bs[i].dims()));
+      } catch (const std::exception& ex) {
+        throw SpecMismatchError(std::string(op) + ": the non-tensor stack at key '" + path +
+                                "' of element " + std::to_string(i) +
+                                " does not have its level's batch size " + bs_str(bs[i]));
+      }
     }
+    const at::Tensor moved = at_leaf<T>(op, loc, [&] { return f(at::TensorList(pos)); }).contiguous();
+    const int64_t* p = moved.data_ptr<int64_t>();
+    std::size_t next = 0;
+    out = NonTensorStack{
+        nest_json(flat, std::vector<int64_t>(p, p + moved.numel()), moved.sizes(), 0, next)};
   }
-  // Every entry was checked against the level's batch size when it was set.
-  return out;
 }
 
+// Combines the trees leaf by leaf: `f(TensorList)` gets the leaves at one key, one per tree,
+// and the result has batch size `to` (nested levels keep their extra dims). The trees must
+// have the same shape (keys matched as sets: the first tree's order is the result's) and the
+// same static fields (see combine_static).
 template <batched_tree T, class F>
-T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to, bool stack0) {
-  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-    return combine_structs(op, ts, f, to);
-  } else {
-    std::vector<const TensorDict*> ptrs;
-    ptrs.reserve(ts.size());
-    for (const auto& t : ts) ptrs.push_back(&t);
-    return combine_dicts(op, std::span<const TensorDict* const>(ptrs), f, ts[0].batch_size(), to,
-                         stack0, NestedKey(std::vector<std::string>{}));
+T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
+  const std::size_t n = ts.size();
+  for (std::size_t i = 1; i < n; ++i) {
+    try {
+      check_shapes(op, ts[0], ts[i]);
+    } catch (const SpecMismatchError& e) {
+      throw SpecMismatchError(std::string(e.what()) + " (tree #1 is element 0, tree #2 is element " +
+                              std::to_string(i) + ")");
+    }
   }
+  // Leaf j of tree i is all[j * n + i], in the first tree's key order; statics likewise.
+  std::vector<at::Tensor> all;
+  visit_leaves([&](const auto&, const auto& a) { all.push_back(leaf_get(a)); }, ts[0]);
+  const std::size_t leaves = all.size();
+  all.resize(leaves * n);
+  for (std::size_t j = leaves; j-- > 1;) std::swap(all[j * n], all[j]);
+  std::vector<std::vector<const void*>> statics(n);
+  auto gather_static = [&](std::size_t i) {
+    return [&statics, i](const auto&, const auto&, const auto& b) { statics[i].push_back(&b); };
+  };
+  visit_nonleaf([&](const auto&, const auto& a) { statics[0].push_back(&a); },
+                [](const auto&) {}, ts[0]);
+  for (std::size_t i = 1; i < n; ++i) {
+    auto one = [&](const auto& loc, const auto& a, const auto& b) {
+      const at::Tensor& x = leaf_get(b);
+      if (x.defined() != leaf_get(a).defined()) {
+        throw SpecMismatchError(std::string(op) + ": leaf '" + std::string(loc.path().dotted) +
+                                "' is " + (x.defined() ? "absent" : "present") +
+                                " in element 0 and " + (x.defined() ? "present" : "absent") +
+                                " in element " + std::to_string(i));
+      }
+      all[loc() * n + i] = x;
+    };
+    visit_leaves(one, ts[0], ts[i]);
+    if (!statics[0].empty()) visit_nonleaf(gather_static(i), [](const auto&, const auto&) {}, ts[0], ts[i]);
+  }
+
+  const BatchSize from = batch_size(ts[0]);
+  T out = skeleton_like(ts[0]);
+  auto leaf = [&](const auto& loc, const auto& a, auto& o) {
+    if (!leaf_get(a).defined()) return;
+    const at::TensorList xs(all.data() + loc() * n, n);
+    leaf_set(o, at_leaf<T>(op, loc, [&] { return f(xs); }));
+  };
+  visit_leaves(leaf, ts[0], out);
+  std::size_t s = 0;
+  std::vector<BatchSize> level(n);
+  auto stat = [&](const auto& loc, const auto&, auto& o) {
+    using V = std::remove_cvref_t<decltype(o)>;
+    std::vector<const V*> vs(n);
+    for (std::size_t i = 0; i < n; ++i) vs[i] = static_cast<const V*>(statics[i][s]);
+    ++s;
+    if constexpr (entry_like<V>) {
+      for (std::size_t i = 0; i < n; ++i) level[i] = splice(*loc.batch(), from, batch_size(ts[i]));
+    }
+    combine_static<T>(op, loc, o, vs, f, level);
+  };
+  visit_nonleaf(stat, [&](const BatchSize&, BatchSize& b) { b = splice(b, from, to); }, ts[0], out);
+  check(out, op);
+  return out;
 }
 
 }  // namespace detail
 
 /// The trees stacked along a new batch dim `dim` (Python's `torch.stack(trees)`): all must
 /// have the same batch size, keys and static fields (an error names the field and both
-/// values). In a TensorDict, non-tensor values that differ become a `NonTensorStack` (dim 0).
+/// values). In a TensorDict, non-tensor values that differ become a `NonTensorStack`, along any
+/// dim (`cat` likewise).
 template <batched_tree T>
 [[nodiscard]] T stack(std::span<const T> ts, int64_t dim = 0) {
   detail::same_batch("stack", ts);
@@ -704,8 +661,8 @@ template <batched_tree T>
   const int64_t d = detail::batch_dim("stack", dim, bs.size(), bs, true);
   std::vector<int64_t> to(bs.begin(), bs.end());
   to.insert(to.begin() + d, static_cast<int64_t>(ts.size()));
-  return detail::combine<T>("stack", ts, [&](std::vector<at::Tensor>& xs) { return at::stack(xs, d); },
-                            BatchSize(c10::IntArrayRef(to)), d == 0);
+  return detail::combine<T>("stack", ts, [&](at::TensorList xs) { return at::stack(xs, d); },
+                            BatchSize(c10::IntArrayRef(to)));
 }
 template <batched_tree T>
 [[nodiscard]] T stack(const std::vector<T>& ts, int64_t dim = 0) {
@@ -726,8 +683,8 @@ template <batched_tree T>
   std::vector<int64_t> to(bs.begin(), bs.end());
   to[static_cast<std::size_t>(d)] = 0;
   for (const auto& t : ts) to[static_cast<std::size_t>(d)] += batch_size(t)[static_cast<std::size_t>(d)];
-  return detail::combine<T>("cat", ts, [&](std::vector<at::Tensor>& xs) { return at::cat(xs, d); },
-                            BatchSize(c10::IntArrayRef(to)), false);
+  return detail::combine<T>("cat", ts, [&](at::TensorList xs) { return at::cat(xs, d); },
+                            BatchSize(c10::IntArrayRef(to)));
 }
 template <batched_tree T>
 [[nodiscard]] T cat(const std::vector<T>& ts, int64_t dim = 0) {
@@ -821,13 +778,7 @@ template <batched_tree T>
   auto f = [&](const at::Tensor& x, const at::Tensor& y) {
     return at::where(detail::batch_mask(cond, x), x, y);
   };
-  T out = [&] {
-    if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-      return detail::apply_impl<T, false>("where", a, f, b);
-    } else {
-      return a.apply(f, b);
-    }
-  }();
+  T out = detail::apply_impl<T, false>("where", a, f, b);
   check(out, "where");
   return out;
 }
@@ -862,42 +813,21 @@ namespace tensordict {
 
 // ---- consolidation ----------------------------------------------------------------------------
 
-namespace detail {
-// The leaves in key order: a struct's every slot (absent ones undefined, so that positions
-// match `unflatten`), a TensorDict's defined tensors (the order its `apply` visits them).
-template <batched_tree T>
-std::vector<at::Tensor> tensor_leaves(const T& t) {
-  std::vector<at::Tensor> out;
-  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-    for (const auto& x : tensordict::leaves(t)) out.push_back(x);
-  } else {
-    for (const auto& [k, x] : t.named_tensors()) {
-      if (x.defined()) out.push_back(x);
-    }
-  }
-  return out;
-}
-}  // namespace detail
-
 /// One storage for every leaf: the leaves become views into a single byte buffer (dtypes may
 /// differ), so that `to(device)` of the result is one transfer. Values are copied exactly;
 /// the new leaves do not require grad. All leaves must be on one device.
 template <batched_tree T>
 [[nodiscard]] T consolidate(const T& t) {
-  const auto views = detail::consolidate_leaves(detail::tensor_leaves(t));
-  if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-    return TreeSpec<T>(t).unflatten(views);
-  } else {
-    std::size_t i = 0;
-    return t.apply([&](const at::Tensor&) { return views[i++]; });
-  }
+  const auto ls = tensordict::leaves(t);
+  return TreeSpec<T>(t).unflatten(
+      detail::consolidate_leaves(std::vector<at::Tensor>(ls.begin(), ls.end())));
 }
 
 /// Whether every present leaf is a view of one storage (as `consolidate` leaves a tree).
 template <batched_tree T>
 [[nodiscard]] bool is_consolidated(const T& t) {
   const c10::StorageImpl* s = nullptr;
-  for (const auto& x : detail::tensor_leaves(t)) {
+  for (const auto& x : tensordict::leaves(t)) {
     if (!x.defined()) continue;
     if (!x.has_storage()) return false;
     if (s && x.storage().unsafeGetStorageImpl() != s) return false;
@@ -978,18 +908,17 @@ class LazyStack {
 
   /// Whether every element has the same leaf shapes (and so can be densified).
   bool is_dense() const {
-    auto shapes = [](const T& e) {
-      std::vector<std::vector<int64_t>> out;
-      if constexpr (!detail::is_tensordict<std::remove_cv_t<T>>) {
-        for (const auto& x : tensordict::leaves(e)) out.push_back(x.defined() ? x.sizes().vec() : std::vector<int64_t>{-1});
-      } else {
-        for (const auto& [k, x] : e.named_tensors()) out.push_back(x.sizes().vec());
-      }
-      return out;
-    };
-    const auto s0 = shapes(elements_[0]);
     for (std::size_t i = 1; i < elements_.size(); ++i) {
-      if (shapes(elements_[i]) != s0) return false;
+      detail::Cursor c;
+      std::string why;
+      if (detail::shape_diff(c, elements_[0], elements_[i], why)) return false;
+      bool same = true;
+      detail::visit_leaves([&](const auto&, const auto& a, const auto& b) {
+        const at::Tensor& x = detail::leaf_get(a);
+        const at::Tensor& y = detail::leaf_get(b);
+        same = same && x.defined() == y.defined() && (!x.defined() || x.sizes() == y.sizes());
+      }, elements_[0], elements_[i]);
+      if (!same) return false;
     }
     return true;
   }

@@ -804,36 +804,6 @@ class TensorDict {
     }
   }
 
-  // The batch size of a level after its root's batch size changed from `from` to `to`: the
-  // root's dims replaced, the level's own extra dims kept.
-  struct Rebatch {
-    const BatchSize* from = nullptr;
-    const BatchSize* to = nullptr;
-    BatchSize of(const BatchSize& level) const {
-      if (!to) return level;
-      std::vector<int64_t> dims(to->begin(), to->end());
-      for (std::size_t i = from->size(); i < level.size(); ++i) dims.push_back(level[i]);
-      return BatchSize(c10::IntArrayRef(dims));
-    }
-  };
-
-  // Applies a batch operation `f` (a function of one tensor whose leading dims are the batch
-  // dims) to a non-tensor stack, through a tensor of element positions.
-  template <class F>
-  static NonTensorStack rebatch_stack(const NonTensorStack& st, const BatchSize& bs, F& f,
-                                      const NestedKey& key) {
-    std::vector<nlohmann::json> flat;
-    detail::flatten_json(st.values, bs.size(), flat);
-    const auto n = static_cast<int64_t>(flat.size());
-    at::Tensor pos = at::arange(n, at::kLong).view(bs.dims());
-    at::Tensor moved = f(key, pos).contiguous();
-    NonTensorStack out;
-    std::vector<int64_t> p(moved.data_ptr<int64_t>(), moved.data_ptr<int64_t>() + moved.numel());
-    std::size_t next = 0;
-    out.values = detail::nest_json(flat, p, moved.sizes(), 0, next);
-    return out;
-  }
-
   // After the engine's apply: drops entries whose result is undefined, moves results to the
   // tree's device, and checks them against the batch size, as `set` does.
   void settle_after_apply(const char* op, const NestedKey& prefix = NestedKey()) {
@@ -860,58 +830,6 @@ class TensorDict {
       }
       ++i;
     }
-  }
-
-  // The batch operations' traversal (see apply_batched): `f(key, tensor)` on every tensor
-  // leaf and on the element positions of every non-tensor stack.
-  template <class F>
-  TensorDict map_impl(const char* op, F& f, const NestedKey& prefix, const Rebatch& rb) const {
-    TensorDict out(rb.of(batch_size_), device_);
-    out.map_.reserve(map_.size());
-    out.order_.reserve(order_.size());
-    for (const auto& [k, v] : nodes()) {
-      NestedKey key = prefix / k;
-      if (v.is_tensor()) {
-        const at::Tensor& x = v.tensor();
-        if (!x.defined()) continue;
-        at::Tensor y;
-        try {
-          y = f(key, x);
-        } catch (const Error&) {
-          throw;
-        } catch (const std::exception& e) {
-          throw LeafError(std::string(op) + ": leaf " + detail::key_str(key) + ": " +
-                          detail::what_of(e));
-        }
-        if (y.defined()) out.set_here(key, k, std::move(y));
-      } else if (v.is_tensordict()) {
-        out.set_here(key, k,
-                     v.tensordict().map_impl(op, f, key, rb));
-      } else if (v.is_non_tensor_stack() && rb.to) {
-        try {
-          out.set_here(key, k, rebatch_stack(v.non_tensor_stack(), batch_size_, f, key));
-        } catch (const Error&) {
-          throw;
-        } catch (const std::exception& e) {
-          throw LeafError(std::string(op) + ": non-tensor stack " + detail::key_str(key) + ": " +
-                          detail::what_of(e));
-        }
-      } else {
-        out.set_here(key, k, v);
-      }
-    }
-    return out;
-  }
-
- public:
-  /// The building block of the batch operations: `f(tensor)` on every tensor leaf (and on the
-  /// element positions of every non-tensor stack), and a result whose batch size is
-  /// `batch_size`; nested levels keep their extra batch dims after it. Every result is checked.
-  template <class F>
-  [[nodiscard]] TensorDict apply_batched(const char* op, F&& f, const BatchSize& batch_size) const {
-    auto unnamed = [&](const NestedKey&, const at::Tensor& x) { return f(x); };
-    return map_impl(op, unnamed, NestedKey(std::vector<std::string>{}),
-                    Rebatch{&batch_size_, &batch_size});
   }
 
  private:

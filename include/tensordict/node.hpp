@@ -317,12 +317,16 @@ inline std::string_view index_key(std::size_t i, std::array<char, 24>& buf) {
   return {buf.data(), n};
 }
 
-// A node whose children are known at run time. `keys(t)` lists the children's keys in
-// traversal order; `visit(t, f)` calls `f(key, child)` in that order; `find(t, key)` is the
-// child at `key` or null. Containers of the same shape are rebuilt by `like(t, mk)`, whose
-// children are `mk(child)`.
+// A node whose children are known at run time: `size(t)`; an indexed node gives `at(t, i)`, a
+// keyed one `ordered(t)` (its (key, child) pairs in traversal order), `lookup(t, key)` (the
+// child or null) and `each(t, f)`. `like(t, mk)` rebuilds a node of t's shape whose children
+// are `mk(child)`. A node with its own batch size (a TensorDict level) also gives `batch(t)`.
 template <class T>
 struct dynamic_node;
+
+// A run-time node with a batch size of its own.
+template <class T>
+concept batched_node = requires(T& t) { dynamic_node<T>::batch(t); };
 
 template <class U, class A>
 struct dynamic_node<std::vector<U, A>> {

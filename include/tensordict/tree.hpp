@@ -135,6 +135,10 @@ TENSORDICT_INLINE constexpr void zip_children(F& f, std::index_sequence<I...>, T
 }
 
 template <class First, class... Rest>
+TENSORDICT_INLINE constexpr First& first_of(First& first, Rest&...) noexcept {
+  return first;
+}
+template <class First, class... Rest>
 TENSORDICT_INLINE constexpr bool first_engaged(const First& first, const Rest&...) {
   return first.has_value();
 }
@@ -242,6 +246,9 @@ TENSORDICT_INLINE std::array<at::Tensor, sizeof...(J)> gather_leaves(const T& t,
 class Cursor {
  public:
   std::size_t leaf = 0;
+  // The batch size of the innermost node with one (a TensorDict level) around the place
+  // visited, in the first tree; null outside any. Set on the way in, restored on the way out.
+  const BatchSize* batch = nullptr;
 
   void push(std::string_view key) {
     if (depth_ == max_depth) too_deep();
@@ -297,6 +304,8 @@ struct DynLoc {
   Cursor* cur;
   std::size_t operator()() const noexcept { return cur->leaf; }
   KeyPath path() const { return cur->path(); }
+  // The batch size of the enclosing level (see Cursor::batch).
+  const BatchSize* batch() const noexcept { return cur->batch; }
 };
 
 template <class M, class F, class... Ts>
@@ -357,10 +366,17 @@ TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
   } else if constexpr (k == FieldKind::optional_subtree) {
     if (first_engaged(ts...)) dzip_value<std::remove_cv_t<typename M::value_type>>(c, f, *ts...);
   } else if constexpr (k == FieldKind::container) {
-    if constexpr (is_tensordict<M>) {
+    if constexpr (batched_node<M>) {
       f(batch_tag{}, DynLoc{&c}, dynamic_node<M>::batch(ts)...);
-    }
-    if constexpr (dynamic_node<M>::indexed) {
+      const BatchSize* outer = c.batch;
+      c.batch = &dynamic_node<M>::batch(first_of(ts...));
+      if constexpr (dynamic_node<M>::indexed) {
+        dzip_indexed<M>(c, f, ts...);
+      } else {
+        dzip_map<M>(c, f, ts...);
+      }
+      c.batch = outer;
+    } else if constexpr (dynamic_node<M>::indexed) {
       dzip_indexed<M>(c, f, ts...);
     } else {
       dzip_map<M>(c, f, ts...);
@@ -371,7 +387,9 @@ TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
 }
 
 // A TensorDict's entry: a leaf, a nested TensorDict or a static (non-tensor) value, decided by
-// the first tree; the others have the same kind (their shapes were checked).
+// the first tree; the others have the same kind (their shapes were checked). A non-tensor
+// entry is visited as the entry itself, so that an operation may change its kind (stacking
+// values that differ makes a NonTensorStack of them).
 template <class F, class First, class... Rest>
 void dzip_entry(Cursor& c, F& f, First& first, Rest&... rest) {
   if (first.is_tensor()) {
@@ -379,10 +397,8 @@ void dzip_entry(Cursor& c, F& f, First& first, Rest&... rest) {
     ++c.leaf;
   } else if (first.is_tensordict()) {
     dzip_value<TensorDict>(c, f, first.tensordict(), rest.tensordict()...);
-  } else if (first.is_non_tensor()) {
-    f(static_tag{}, DynLoc{&c}, first.non_tensor(), rest.non_tensor()...);
   } else {
-    f(static_tag{}, DynLoc{&c}, first.non_tensor_stack(), rest.non_tensor_stack()...);
+    f(static_tag{}, DynLoc{&c}, first, rest...);
   }
 }
 
@@ -475,7 +491,8 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
       return false;
     }
   } else if constexpr (k == FieldKind::entry) {
-    if (a.kind() != b.kind()) {
+    // Non-tensor data and non-tensor stacks are one kind here: both are static values.
+    if (a.is_tensor() != b.is_tensor() || a.is_tensordict() != b.is_tensordict()) {
       why = std::string("holds ") + a.kind() + " in tree #1, " + b.kind() + " in tree #";
       return true;
     }
@@ -635,9 +652,37 @@ void zip_leaves(F&& f, T& t, Ts&... ts) {
 namespace detail {
 
 // How a static field's value reads in an error message.
+// A TensorDict's non-tensor entry, as the engine visits it (see dzip_entry).
+template <class V>
+concept entry_like = requires(const V& v) {
+  v.is_non_tensor();
+  v.non_tensor();
+  v.non_tensor_stack();
+};
+
+// Equality of static values: a non-tensor entry compares its kind and value.
+template <class V>
+bool static_equal(const V& a, const V& b) {
+  if constexpr (entry_like<V>) {
+    if (a.is_non_tensor() != b.is_non_tensor()) return false;
+    return a.is_non_tensor() ? a.non_tensor() == b.non_tensor()
+                             : a.non_tensor_stack() == b.non_tensor_stack();
+  } else {
+    return a == b;
+  }
+}
+
 template <class V>
 std::string show(const V& v) {
-  if constexpr (std::is_convertible_v<const V&, std::string_view>) {
+  if constexpr (entry_like<V>) {
+    std::ostringstream os;
+    if (v.is_non_tensor()) {
+      os << v.non_tensor();
+    } else {
+      os << v.non_tensor_stack();
+    }
+    return os.str();
+  } else if constexpr (std::is_convertible_v<const V&, std::string_view>) {
     // Appended piecewise: GCC 12 warns falsely on `"'" + std::string(...)` (-Wstringop-overflow).
     std::string out(1, '\'');
     out.append(std::string_view(v));
@@ -692,7 +737,7 @@ void check_statics(const char* op, const T& t, const Os&... os) {
       std::size_t n = 1;
       auto one = [&](const auto& b) {
         ++n;
-        if (!(a == b)) {
+        if (!static_equal(a, b)) {
           throw SpecMismatchError(std::string(op) + ": static field '" +
                                   std::string(loc.path().dotted) + "' of " +
                                   std::string(type_name_v<T>) + " differs: " + show(a) +
@@ -1209,7 +1254,7 @@ class TreeSpec {
         if (detail::shape_diff(c, a.data_, b.data_, why)) return false;
       }
       bool eq = true;
-      auto s = [&](const auto&, const auto& x, const auto& y) { eq = eq && x == y; };
+      auto s = [&](const auto&, const auto& x, const auto& y) { eq = eq && detail::static_equal(x, y); };
       auto bs = [&](const auto& x, const auto& y) { eq = eq && x == y; };
       detail::visit_nonleaf(s, bs, a.data_, b.data_);
       return eq;

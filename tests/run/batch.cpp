@@ -201,7 +201,7 @@ TEST_CASE("batch: stack, cat, unbind, split, chunk") {
   CHECK(td::stack({a, b}, 1).reward.sizes() == torch::IntArrayRef{4, 2});
   CHECK_THROWS_WITH_AS(td::stack({a, make_episode("random")}),
                        "stack: static field 'policy' of {anonymous}::Episode differs: "
-                       "'greedy' in tree #1, 'random' in tree #2 (tree #2 is element 1)",
+                       "'greedy' in element 0, 'random' in element 1",
                        td::SpecMismatchError);
   Episode c = make_episode();
   c.mask = torch::ones({4});
@@ -245,7 +245,9 @@ TEST_CASE("batch: stack, cat, unbind, split, chunk") {
   TensorDict other = make_dict();
   other.erase("next");
   CHECK_THROWS_WITH_AS(td::stack({d1, other}),
-                       "stack: tree 1 has other keys than tree 0: ['pos', 'name'] vs ['pos', 'next', 'name']",
+                       "stack: trees of tensordict::TensorDict differ in shape at '<root>': keys ['pos', "
+                       "'next', 'name'] in tree #1, ['pos', 'name'] in tree #2 (tree #1 is element 0, "
+                       "tree #2 is element 1)",
                        td::SpecMismatchError);
   // Entries are matched by key, as every zip of trees does: insertion order does not matter,
   // and the result keeps the first tree's order.
@@ -258,12 +260,54 @@ TEST_CASE("batch: stack, cat, unbind, split, chunk") {
   TensorDict renamed = d1;
   renamed.rename_key("pos", "position");
   CHECK_THROWS_WITH_AS(td::stack({d1, renamed}),
-                       "stack: tree 1 has other keys than tree 0: ['position', 'next', 'name'] vs "
-                       "['pos', 'next', 'name']",
+                       "stack: trees of tensordict::TensorDict differ in shape at '<root>': keys ['pos', "
+                       "'next', 'name'] in tree #1, ['position', 'next', 'name'] in tree #2 (tree #1 "
+                       "is element 0, tree #2 is element 1)",
                        td::SpecMismatchError);
   CHECK(td::cat({d1, d1}).batch_size() == BatchSize{8});
-  CHECK_THROWS_AS(td::cat({d1, d2}), td::SpecMismatchError);
   CHECK(td::split(d1, 2)[1]["pos"].equal(d1["pos"].narrow(0, 2, 2)));
+}
+
+TEST_CASE("batch: non-tensor values that differ land where their elements do, on any dim") {
+  TensorDict d1 = make_dict(), d2 = make_dict();  // batch [4], name "walker"
+  d2.set("name", "runner");
+  auto names = [](const TensorDict& t) { return t.get<td::NonTensorStack>("name").values; };
+  using J = nlohmann::json;
+  const J w4 = J::array({"walker", "walker", "walker", "walker"});
+  const J r4 = J::array({"runner", "runner", "runner", "runner"});
+  // cat: one run of values per element, along the concatenated dim.
+  TensorDict c = td::cat({d1, d2});
+  CHECK(c.batch_size() == BatchSize{8});
+  J flat = w4;
+  for (const auto& v : r4) flat.push_back(v);
+  CHECK(names(c) == flat);
+  // stack along dim 1: element j's value in column j.
+  TensorDict s1 = td::stack({d1, d2, d1}, 1);
+  CHECK(s1.batch_size() == BatchSize{4, 3});
+  for (int i = 0; i < 4; ++i) CHECK(names(s1)[i] == J::array({"walker", "runner", "walker"}));
+  CHECK(td::index(s1, {2, 1}).get<td::NonTensorStack>("name").values == "runner");
+  // A stack of a stack, and a stack mixing stacked and plain values.
+  TensorDict s0 = td::stack({d1, d2});
+  TensorDict ss = td::stack({s0, td::stack({d2, d2})});
+  CHECK(ss.batch_size() == BatchSize{2, 2, 4});
+  CHECK(names(ss)[0] == J::array({w4, r4}));
+  CHECK(names(ss)[1] == J::array({r4, r4}));
+  TensorDict mix = td::stack({td::index(s0, 1), d1});
+  CHECK(names(mix) == J::array({r4, w4}));
+  // Equal stacks concatenate as values too; cat of plain equal values stays one value.
+  CHECK(names(td::cat({s0, s0})) == J::array({w4, r4, w4, r4}));
+  CHECK(td::cat({d1, d1}).get<std::string>("name") == "walker");
+  // Nested levels: the positions follow the level's own extra batch dims.
+  TensorDict n1({{"inner", TensorDict({{"tag", "a"}, {"x", torch::zeros({4, 2})}}, BatchSize{4, 2})}},
+                BatchSize{4});
+  TensorDict n2 = n1;
+  n2.set({"inner", "tag"}, "b");
+  TensorDict ns = td::stack({n1, n2});
+  CHECK(ns.get<TensorDict>("inner").batch_size() == BatchSize{2, 4, 2});
+  const J tags = ns.get<td::NonTensorStack>({"inner", "tag"}).values;
+  CHECK(tags[0][3][1] == "a");
+  CHECK(tags[1][0][0] == "b");
+  CHECK(td::cat({n1, n2}).get<td::NonTensorStack>({"inner", "tag"}).values[5][1] == "b");
 }
 
 TEST_CASE("batch: pin_memory pins every leaf, or names the leaf it could not pin") {
@@ -398,7 +442,7 @@ TEST_CASE("batch: error paths name the operation, the dim or the leaf") {
   TensorDict d = make_dict();
   // view of a leaf that cannot be viewed: the error names the leaf.
   TensorDict t({{"x", torch::zeros({3, 4}).t()}}, BatchSize{4, 3});
-  CHECK_THROWS_WITH_AS(td::view(t, {12}), doctest::Contains("view: leaf 'x'"), td::LeafError);
+  CHECK_THROWS_WITH_AS(td::view(t, {12}), doctest::Contains("view: at leaf 'x'"), td::LeafError);
   CHECK_THROWS_WITH_AS(td::unflatten(e, 0, {3, -1}), doctest::Contains("unflatten: batch size [4]"),
                        td::IndexError);
   CHECK_THROWS_WITH_AS(td::unflatten(e, 1, {2, 2}),
