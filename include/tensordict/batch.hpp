@@ -124,7 +124,7 @@ void check_level(const char* op, const M& v, const BatchSize& inherited, Cursor&
         c.pop();
       }
     } else {
-      for (const auto* kv : N::ordered(v)) {
+      for (auto&& kv : N::ordered(v)) {
         c.push(kv->first);
         check_level(op, kv->second, bs, c);
         c.pop();

@@ -80,7 +80,7 @@ TensorDict node_to_tensordict(const M& v, const BatchSize& inherited) {
         put_child<Strict>(out, std::to_string(i), N::at(v, i));
       }
     } else {
-      for (const auto* kv : N::ordered(v)) put_child<Strict>(out, kv->first, kv->second);
+      for (auto&& kv : N::ordered(v)) put_child<Strict>(out, kv->first, kv->second);
     }
     return out;
   }

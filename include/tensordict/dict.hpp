@@ -147,6 +147,34 @@ struct NameEq {
   }
   bool operator()(const HashedName& a, const NameRef& b) const noexcept { return b.hash == a.hash && a.name == b.name; }
 };
+
+// The names of one TensorDict level, in order, with their positions. A table is shared by
+// every tree of the same keys (copies, the results of apply and of every batch operation), so
+// building such a tree copies and hashes no name; a level that changes its keys makes its own
+// table first (copy on write).
+struct KeyTable {
+  std::unordered_map<HashedName, std::uint32_t, NameHash, NameEq> index;
+  std::vector<const HashedName*> order;  // into index's nodes, whose addresses never change
+
+  KeyTable() = default;
+  KeyTable(const KeyTable& o) {
+    index.reserve(o.index.size());
+    order.reserve(o.order.size());
+    for (const HashedName* n : o.order) {
+      order.push_back(&index.emplace(*n, static_cast<std::uint32_t>(order.size())).first->first);
+    }
+  }
+  KeyTable& operator=(const KeyTable&) = delete;
+};
+
+// A name in a TensorDict level as the tree engine sees it: its hashed name, and its table and
+// position, so that a tree of the same table finds its entry without hashing.
+struct TableKey {
+  const HashedName& name;
+  const KeyTable* table;
+  std::uint32_t pos;
+  operator std::string_view() const noexcept { return name.name; }  // NOLINT: reads as a name
+};
 }  // namespace detail
 
 /// The runtime tree: key → tensor | TensorDict | non-tensor data, in insertion order, with a
@@ -158,19 +186,66 @@ struct NameEq {
 /// Copies share tensors and copy structure: changing the keys of a copy leaves the original as
 /// it is (Python's `td.copy()`).
 class TensorDict {
-  using Map = std::unordered_map<detail::HashedName, Entry, detail::NameHash, detail::NameEq>;
-  using Node = Map::value_type;
-  std::vector<Node*> order_;  // entries in insertion order; they live in map_ (below)
+  // The keys, shared with trees of the same keys (null while there are none), and the entries
+  // in the same order. A lookup is one hash and one table node, then an index.
+  std::shared_ptr<detail::KeyTable> keys_;
+  std::vector<Entry> values_;
+
+  const std::string& name_at(std::size_t i) const noexcept { return keys_->order[i]->name; }
+  // The position of `name`, or -1.
+  std::ptrdiff_t pos_of(const detail::NameRef& name) const {
+    if (!keys_) return -1;
+    auto it = keys_->index.find(name);
+    return it == keys_->index.end() ? -1 : static_cast<std::ptrdiff_t>(it->second);
+  }
+  Entry* lookup(const detail::NameRef& name) {
+    const std::ptrdiff_t i = pos_of(name);
+    return i < 0 ? nullptr : &values_[static_cast<std::size_t>(i)];
+  }
+  const Entry* lookup(const detail::NameRef& name) const {
+    const std::ptrdiff_t i = pos_of(name);
+    return i < 0 ? nullptr : &values_[static_cast<std::size_t>(i)];
+  }
+  // This level's own key table, copied first if another tree shares it.
+  detail::KeyTable& own_keys() {
+    if (!keys_) {
+      keys_ = std::make_shared<detail::KeyTable>();
+    } else if (keys_.use_count() > 1) {
+      keys_ = std::make_shared<detail::KeyTable>(*keys_);
+    }
+    return *keys_;
+  }
+  Entry& append(std::string_view name, std::size_t hash, Entry value) {
+    detail::KeyTable& k = own_keys();
+    k.order.push_back(
+        &k.index.emplace(detail::HashedName(name, hash), static_cast<std::uint32_t>(values_.size()))
+             .first->first);
+    values_.push_back(std::move(value));
+    return values_.back();
+  }
+  // Removes the entry at position i; the later ones move up.
+  void remove_at(std::size_t i) {
+    detail::KeyTable& k = own_keys();
+    k.index.erase(k.index.find(detail::NameRef(*k.order[i])));
+    k.order.erase(k.order.begin() + static_cast<std::ptrdiff_t>(i));
+    values_.erase(values_.begin() + static_cast<std::ptrdiff_t>(i));
+    for (auto& [n, p] : k.index) {
+      if (p > i) --p;
+    }
+  }
 
   // The entries in order, as references (declared first: later members use the type).
   auto nodes() const noexcept {
-    return order_ | std::views::transform([](const Node* n) {
-             return std::pair<const std::string&, const Entry&>(n->first.name, n->second);
+    return std::views::iota(std::size_t{0}, values_.size()) |
+           std::views::transform([this](std::size_t i) {
+             return std::pair<const std::string&, const Entry&>(name_at(i), values_[i]);
            });
   }
   auto nodes() noexcept {
-    return order_ | std::views::transform(
-               [](Node* n) { return std::pair<const std::string&, Entry&>(n->first.name, n->second); });
+    return std::views::iota(std::size_t{0}, values_.size()) |
+           std::views::transform([this](std::size_t i) {
+             return std::pair<const std::string&, Entry&>(name_at(i), values_[i]);
+           });
   }
 
  public:
@@ -178,11 +253,7 @@ class TensorDict {
 
   TensorDict() = default;
   /// A copy shares the tensors and copies the structure.
-  TensorDict(const TensorDict& o) : batch_size_(o.batch_size_), device_(o.device_), locked_(o.locked_) {
-    map_.reserve(o.map_.size());
-    order_.reserve(o.order_.size());
-    for (const Node* n : o.order_) order_.push_back(&*map_.emplace(n->first, n->second).first);
-  }
+  TensorDict(const TensorDict& o) = default;
   TensorDict(TensorDict&&) noexcept = default;
   TensorDict& operator=(const TensorDict& o) {
     if (this != &o) *this = TensorDict(o);
@@ -217,7 +288,7 @@ class TensorDict {
   /// The device of every tensor, if the tree has one.
   const std::optional<c10::Device>& device() const noexcept { return device_; }
   /// Number of top-level entries.
-  std::size_t size() const noexcept { return order_.size(); }
+  std::size_t size() const noexcept { return values_.size(); }
   /// True when the tree holds no tensor at any depth (Python's `is_empty`).
   bool is_empty() const {
     for (const auto& [k, v] : nodes()) {
@@ -357,11 +428,9 @@ class TensorDict {
     check_unlocked("pop", key);
     require(key);
     TensorDict& level = parent_of(key);
-    const std::string_view name = key[key.size() - 1];
-    auto it = level.map_.find(detail::NameRef(name));
-    level.order_.erase(std::find(level.order_.begin(), level.order_.end(), &*it));
-    Entry out = std::move(it->second);
-    level.map_.erase(it);
+    const auto i = static_cast<std::size_t>(level.pos_of(detail::NameRef(key[key.size() - 1])));
+    Entry out = std::move(level.values_[i]);
+    level.remove_at(i);
     return out;
   }
   /// Renames `old_key` to `new_key` (the entry keeps its place when the level is the same).
@@ -377,12 +446,13 @@ class TensorDict {
     if (same_level) {
       require(old_key);
       TensorDict& level = parent_of(old_key);
-      // The node keeps its address, so its place in the order stays.
-      const std::string_view old_name = old_key[old_key.size() - 1];
-      auto node = level.map_.extract(level.map_.find(detail::NameRef(old_name)));
+      // The entry keeps its place in the order.
+      detail::KeyTable& k = level.own_keys();
+      auto node = k.index.extract(k.index.find(detail::NameRef(old_key[old_key.size() - 1])));
       const std::string_view new_name = new_key[new_key.size() - 1];
       node.key() = detail::HashedName(new_name, detail::NameRef(new_name).hash);
-      level.map_.insert(std::move(node));
+      const std::uint32_t i = node.mapped();
+      k.order[i] = &k.index.insert(std::move(node)).position->first;
     } else {
       Entry e = pop(old_key);
       set(new_key, std::move(e));
@@ -684,10 +754,10 @@ class TensorDict {
       check_entry(full, Entry(value), batch_size_);  // throws, naming the key and shapes
     }
     const detail::NameRef ref(name);
-    if (auto it = map_.find(ref); it != map_.end()) {
-      it->second.assign(value);
+    if (Entry* e = lookup(ref)) {
+      e->assign(value);
     } else {
-      order_.push_back(&*map_.emplace(detail::HashedName(name, ref.hash), Entry(value)).first);
+      append(name, ref.hash, Entry(value));
     }
   }
 
@@ -706,17 +776,17 @@ class TensorDict {
     }
     check_entry(full, value, batch_size_);
     const detail::NameRef ref(name);
-    if (auto it = map_.find(ref); it != map_.end()) {
-      it->second = std::move(value);
+    if (Entry* e = lookup(ref)) {
+      *e = std::move(value);
     } else {
-      order_.push_back(&*map_.emplace(detail::HashedName(name, ref.hash), std::move(value)).first);
+      append(name, ref.hash, std::move(value));
     }
   }
 
   TensorDict& child_for_set(const Key& full, std::size_t i) {
     const std::string_view name = full[i];
-    if (auto it = map_.find(detail::NameRef(name)); it != map_.end()) {
-      Entry& e = it->second;
+    if (Entry* found = lookup(detail::NameRef(name))) {
+      Entry& e = *found;
       if (!e.is_tensordict()) {
         throw KeyError("set " + detail::key_str(full) + ": '" + std::string(name) + "' holds " +
                        e.kind() + ", not a TensorDict");
@@ -725,15 +795,15 @@ class TensorDict {
       return e.tensordict();
     }
     set_here(full, name, TensorDict(batch_size_, device_));
-    return order_.back()->second.tensordict();
+    return values_.back().tensordict();
   }
 
   const Entry* find(const Key& key) const {
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(detail::NameRef(key[i]));
-      if (it == level->map_.end()) return nullptr;
-      const Entry& e = it->second;
+      const Entry* found = level->lookup(detail::NameRef(key[i]));
+      if (!found) return nullptr;
+      const Entry& e = *found;
       if (i + 1 == key.size()) return &e;
       if (!e.is_tensordict()) return nullptr;
       level = &e.tensordict();
@@ -744,9 +814,10 @@ class TensorDict {
   // The common case (a flat key that exists) is inlined into callers; the rest is not.
   [[gnu::always_inline]] const Entry* require(const Key& key) const {
     if (key.size() == 1) {
-      const std::string_view name = key[0];
-      auto it = map_.find(detail::NameRef(name));
-      if (it != map_.end()) [[likely]] return &it->second;
+      if (keys_) [[likely]] {
+        auto it = keys_->index.find(detail::NameRef(key[0]));
+        if (it != keys_->index.end()) [[likely]] return &values_[it->second];
+      }
     }
     return require_slow(key);
   }
@@ -754,8 +825,8 @@ class TensorDict {
     if (key.size() == 0) throw KeyError("empty key");
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
-      auto it = level->map_.find(detail::NameRef(key[i]));
-      if (it == level->map_.end()) {
+      const Entry* found = level->lookup(detail::NameRef(key[i]));
+      if (!found) {
         std::ostringstream os;
         os << "key " << NestedKey(key) << " not found";
         if (i > 0) {
@@ -766,13 +837,13 @@ class TensorDict {
           os << "; keys";
         }
         os << ": [";
-        for (std::size_t j = 0; j < level->order_.size(); ++j) {
-          os << (j ? ", '" : "'") << level->order_[j]->first.name << '\'';
+        for (std::size_t j = 0; j < level->size(); ++j) {
+          os << (j ? ", '" : "'") << level->name_at(j) << '\'';
         }
         os << ']';
         throw KeyError(os.str());
       }
-      const Entry& e = it->second;
+      const Entry& e = *found;
       if (i + 1 == key.size()) return &e;
       if (!e.is_tensordict()) {
         throw KeyError("key " + detail::key_str(key) + ": '" + std::string(key[i]) + "' holds " +
@@ -786,7 +857,7 @@ class TensorDict {
   TensorDict& parent_of(const Key& key) {
     TensorDict* level = this;
     for (std::size_t i = 0; i + 1 < key.size(); ++i) {
-      level = &level->map_.find(detail::NameRef(key[i]))->second.tensordict();
+      level = &level->lookup(detail::NameRef(key[i]))->tensordict();
     }
     return *level;
   }
@@ -807,22 +878,20 @@ class TensorDict {
   // After the engine's apply: drops entries whose result is undefined, moves results to the
   // tree's device, and checks them against the batch size, as `set` does.
   void settle_after_apply(const char* op, const NestedKey& prefix = NestedKey()) {
-    for (std::size_t i = 0; i < order_.size();) {
-      Node* n = order_[i];
-      Entry& e = n->second;
+    for (std::size_t i = 0; i < values_.size();) {
+      Entry& e = values_[i];
       if (e.is_tensordict()) {
-        e.tensordict().settle_after_apply(op, prefix / n->first.name);
+        e.tensordict().settle_after_apply(op, prefix / name_at(i));
       } else if (e.is_tensor()) {
         at::Tensor& x = e.tensor();
         if (!x.defined()) {
-          order_.erase(order_.begin() + static_cast<std::ptrdiff_t>(i));
-          map_.erase(map_.find(detail::NameRef(n->first)));
+          remove_at(i);
           continue;
         }
         if (device_ && x.device() != *device_) x = x.to(*device_);
         if (!batch_size_.empty() && !detail::starts_with(x.sizes(), batch_size_)) {
           throw BatchSizeError(std::string(op) + ": the result at key " +
-                               detail::key_str(prefix / n->first.name) + " has shape " +
+                               detail::key_str(prefix / name_at(i)) + " has shape " +
                                detail::shape_str(x.sizes()) +
                                ", which does not start with the batch size " +
                                detail::bs_str(batch_size_));
@@ -883,9 +952,6 @@ class TensorDict {
     return out;
   }
 
-  // Entries live in the hash map's nodes, whose addresses never change; `order_` lists them in
-  // insertion order. A lookup is one hash and one node, as in a plain unordered_map.
-  Map map_;
   BatchSize batch_size_;
   std::optional<c10::Device> device_;
   bool locked_ = false;
@@ -926,31 +992,50 @@ struct dynamic_node<TensorDict> {
   using child_t = Entry;
   static constexpr bool indexed = false;
   static constexpr const char* what = "TensorDict";
-  static std::size_t size(const TensorDict& t) noexcept { return t.order_.size(); }
-  // The entries in order: the tree's own list, nothing allocated.
-  static std::span<TensorDict::Node* const> ordered(TensorDict& t) noexcept { return t.order_; }
-  static std::span<const TensorDict::Node* const> ordered(const TensorDict& t) noexcept {
-    return {t.order_.data(), t.order_.size()};
+  static std::size_t size(const TensorDict& t) noexcept { return t.values_.size(); }
+  // An entry and its name, as `ordered` lists them (`kv->first`, `kv->second`).
+  template <class E>
+  struct Item {
+    TableKey first;
+    E& second;
+    const Item* operator->() const noexcept { return this; }
+  };
+  // The entries in order; nothing allocated.
+  template <class V>
+  static auto ordered(V& t) noexcept {
+    using E = std::conditional_t<std::is_const_v<V>, const Entry, Entry>;
+    const KeyTable* table = t.keys_.get();
+    return std::views::iota(std::size_t{0}, t.values_.size()) |
+           std::views::transform([&t, table](std::size_t i) {
+             return Item<E>{TableKey{*table->order[i], table, static_cast<std::uint32_t>(i)},
+                            t.values_[i]};
+           });
   }
-  // The entry named `key`, or null; a name from another TensorDict brings its hash along.
+  // The entry named `key`, or null. A name from a tree of the same key table is found by its
+  // position; one from another TensorDict brings its hash along.
+  template <class V>
+  static auto* lookup(V& t, const TableKey& key) {
+    if (t.keys_.get() == key.table) return &t.values_[key.pos];
+    return t.lookup(NameRef(key.name));
+  }
   template <class V, class K>
   static auto* lookup(V& t, const K& key) {
-    auto it = t.map_.find(NameRef(key));
-    return it == t.map_.end() ? nullptr : &it->second;
+    return t.lookup(NameRef(key));
   }
   template <class V, class F>
   static void each(V& t, F&& f) {
-    for (auto* n : ordered(t)) f(n->second);
+    for (auto& e : t.values_) f(e);
   }
   static BatchSize& batch(TensorDict& t) noexcept { return t.batch_size_; }
   static const BatchSize& batch(const TensorDict& t) noexcept { return t.batch_size_; }
-  // A TensorDict of t's keys, batch size and device whose entries are mk(entry).
+  // A TensorDict of t's keys (the same table), batch size and device whose entries are
+  // mk(entry).
   template <class Mk>
   static TensorDict like(const TensorDict& t, Mk&& mk) {
     TensorDict out(t.batch_size_, t.device_);
-    out.map_.reserve(t.map_.size());
-    out.order_.reserve(t.order_.size());
-    for (const auto* n : t.order_) out.order_.push_back(&*out.map_.emplace(n->first, mk(n->second)).first);
+    out.keys_ = t.keys_;
+    out.values_.reserve(t.values_.size());
+    for (const Entry& e : t.values_) out.values_.push_back(mk(e));
     return out;
   }
 };

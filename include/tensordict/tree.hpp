@@ -327,7 +327,7 @@ TENSORDICT_INLINE void dzip_children(Cursor& c, F& f, std::index_sequence<I...>,
 template <class M, class F, class First, class... Rest>
 void dzip_map(Cursor& c, F& f, First& first, Rest&... rest) {
   using N = dynamic_node<M>;
-  for (auto* kv : N::ordered(first)) {
+  for (auto&& kv : N::ordered(first)) {
     c.push(kv->first);
     dzip_value<typename N::child_t>(c, f, kv->second, *N::lookup(rest, kv->first)...);
     c.pop();
@@ -410,7 +410,7 @@ template <class M>
 std::string map_keys_str(const M& m) {
   std::string out = "[";
   bool first = true;
-  for (auto* kv : dynamic_node<M>::ordered(m)) {
+  for (auto&& kv : dynamic_node<M>::ordered(m)) {
     out += first ? "'" : ", '";
     out += kv->first;
     out += '\'';
@@ -470,7 +470,7 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
       // Matched by key, in any order: the first tree's order is the result's.
       bool same = N::size(a) == N::size(b);
       if (same) {
-        for (auto* kv : N::ordered(a)) {
+        for (auto&& kv : N::ordered(a)) {
           if (!N::lookup(b, kv->first)) {
             same = false;
             break;
@@ -482,7 +482,7 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
         return true;
       }
       if constexpr (has_runtime_shape<typename N::child_t>()) {
-        for (auto* kv : N::ordered(a)) {
+        for (auto&& kv : N::ordered(a)) {
           c.push(kv->first);
           if (shape_diff(c, kv->second, *N::lookup(b, kv->first), why)) return true;
           c.pop();
