@@ -64,7 +64,8 @@ class Entry {
   Entry(Entry&&) noexcept = default;
   Entry& operator=(const Entry& o);
   Entry& operator=(Entry&&) noexcept;
-  ~Entry();
+  // Out of line: inlined into a vector's relocation, GCC 12 warns falsely (-Wfree-nonheap-object).
+  [[gnu::noinline]] ~Entry();
 
   bool is_tensor() const noexcept { return v_.index() == 0; }
   bool is_tensordict() const noexcept { return v_.index() == 1; }
@@ -184,7 +185,10 @@ struct TableKey {
 ///     state.get({"layer", "weight"});
 ///
 /// Copies share tensors and copy structure: changing the keys of a copy leaves the original as
-/// it is (Python's `td.copy()`).
+/// it is (Python's `td.copy()`). Trees of the same keys share one table of names, so a copy, an
+/// `apply` or a batch operation copies no name; a tree makes its own table when its keys change.
+/// A reference to an entry (`entry`, `get`) stays valid until an entry is added to or removed
+/// from its level, as a `std::vector` element's does.
 class TensorDict {
   // The keys, shared with trees of the same keys (null while there are none), and the entries
   // in the same order. A lookup is one hash and one table node, then an index.
@@ -316,7 +320,28 @@ class TensorDict {
   /// The tensor at `key` (`get<TensorDict>`, `get<NonTensorData>`, `get<std::string>` and other
   /// JSON-convertible types read the other kinds of entries).
   template <class V = at::Tensor>
-  decltype(auto) get(const Key& key) const {
+  [[gnu::always_inline]] decltype(auto) get(const Key& key) const {
+    if constexpr (std::is_same_v<V, at::Tensor>) {
+      // The common case, inlined: a tensor at an existing key.
+      const Entry& e = entry(key);
+      if (const at::Tensor* x = std::get_if<0>(&e.v_)) [[likely]] return *x;
+    }
+    return get_checked<V>(key);
+  }
+  template <class V = at::Tensor>
+  decltype(auto) get(const Key& key) {
+    if constexpr (std::is_same_v<V, at::Tensor> || std::is_same_v<V, TensorDict> ||
+                  std::is_same_v<V, NonTensorData>) {
+      return const_cast<V&>(std::as_const(*this).template get<V>(key));
+    } else {
+      return std::as_const(*this).template get<V>(key);
+    }
+  }
+
+ private:
+  // `get` with every kind and its errors; out of line.
+  template <class V>
+  [[gnu::noinline]] decltype(auto) get_checked(const Key& key) const {
     const Entry& e = entry(key);
     try {
       if constexpr (std::is_same_v<V, at::Tensor>) {
@@ -338,15 +363,8 @@ class TensorDict {
                      err.what() + ")");
     }
   }
-  template <class V = at::Tensor>
-  decltype(auto) get(const Key& key) {
-    if constexpr (std::is_same_v<V, at::Tensor> || std::is_same_v<V, TensorDict> ||
-                  std::is_same_v<V, NonTensorData>) {
-      return const_cast<V&>(std::as_const(*this).template get<V>(key));
-    } else {
-      return std::as_const(*this).template get<V>(key);
-    }
-  }
+
+ public:
   /// The tensor at `key`: `td["step"]`, `td[{"layer", "weight"}]`.
   const at::Tensor& operator[](const Key& key) const { return get(key); }
 
@@ -606,35 +624,19 @@ class TensorDict {
     return out;
   }
 
-  /// A copy whose tensors are cloned (new storage); non-tensor entries copied.
-  [[nodiscard]] TensorDict clone() const {
-    return apply([](const at::Tensor& t) { return t.clone(); });
+  /// A copy whose tensors are cloned (new storage); non-tensor entries copied
+  /// (`tensordict::clone`).
+  [[nodiscard]] TensorDict clone() const { return tensordict::clone(*this); }
+  /// A copy whose tensors are detached from autograd (`tensordict::detach`).
+  [[nodiscard]] TensorDict detach() const { return tensordict::detach(*this); }
+  /// Every tensor moved to `device`; the result and its nested levels have that device
+  /// (`tensordict::to`). A consolidated tree (every tensor a view of one storage) moves in one
+  /// transfer.
+  [[nodiscard]] TensorDict to(c10::Device device, bool non_blocking = false) const {
+    return tensordict::to(*this, device, non_blocking);
   }
-  /// A copy whose tensors are detached from autograd.
-  [[nodiscard]] TensorDict detach() const {
-    return apply([](const at::Tensor& t) { return t.detach(); });
-  }
-  /// Every tensor moved to `device`; the result has that device.
-  /// A consolidated tree (every tensor a view of one storage) moves in one transfer.
-  [[nodiscard]] TensorDict to(c10::Device device) const {
-    std::vector<at::Tensor> ts;
-    for (const auto& [k, t] : named_tensors()) {
-      if (t.defined()) ts.push_back(t);
-    }
-    TensorDict out;
-    if (auto moved = detail::move_consolidated(ts, device)) {
-      std::size_t i = 0;
-      out = apply([&](const at::Tensor&) { return (*moved)[i++]; });
-    } else {
-      out = apply([&](const at::Tensor& t) { return t.to(device); });
-    }
-    out.set_device_recursive(device);
-    return out;
-  }
-  /// Every tensor cast to `dtype`, as `to(tree, dtype)` does for structs.
-  [[nodiscard]] TensorDict to(c10::ScalarType dtype) const {
-    return apply([&](const at::Tensor& t) { return t.to(dtype); });
-  }
+  /// Every tensor cast to `dtype` (`tensordict::to`).
+  [[nodiscard]] TensorDict to(c10::ScalarType dtype) const { return tensordict::to(*this, dtype); }
 
   /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested
   /// levels indented (entries in insertion order).
@@ -697,13 +699,6 @@ class TensorDict {
       check_entry(prefix / k, v, b);
     }
     batch_size_ = b;
-  }
-
-  void set_device_recursive(c10::Device d) {
-    device_ = d;
-    for (auto&& [k, v] : nodes()) {
-      if (v.is_tensordict()) v.tensordict().set_device_recursive(d);
-    }
   }
 
   void check_unlocked(const char* op, const Key& key) const {
@@ -878,27 +873,34 @@ class TensorDict {
   // After the engine's apply: drops entries whose result is undefined, moves results to the
   // tree's device, and checks them against the batch size, as `set` does.
   void settle_after_apply(const char* op, const NestedKey& prefix = NestedKey()) {
+    // Most trees have no device and every result defined: one index test per entry then.
+    const bool check_device = device_.has_value();
+    const bool check_batch = !batch_size_.empty();
     for (std::size_t i = 0; i < values_.size();) {
       Entry& e = values_[i];
-      if (e.is_tensordict()) {
-        e.tensordict().settle_after_apply(op, prefix / name_at(i));
-      } else if (e.is_tensor()) {
-        at::Tensor& x = e.tensor();
-        if (!x.defined()) {
+      if (at::Tensor* x = std::get_if<0>(&e.v_)) {
+        if (!x->defined()) [[unlikely]] {
           remove_at(i);
           continue;
         }
-        if (device_ && x.device() != *device_) x = x.to(*device_);
-        if (!batch_size_.empty() && !detail::starts_with(x.sizes(), batch_size_)) {
-          throw BatchSizeError(std::string(op) + ": the result at key " +
-                               detail::key_str(prefix / name_at(i)) + " has shape " +
-                               detail::shape_str(x.sizes()) +
-                               ", which does not start with the batch size " +
-                               detail::bs_str(batch_size_));
+        if (check_device && x->device() != *device_) *x = x->to(*device_);
+        if (check_batch && !detail::starts_with(x->sizes(), batch_size_)) [[unlikely]] {
+          result_batch_error(op, prefix, i, *x);
         }
+      } else if (e.is_tensordict()) {
+        e.tensordict().settle_after_apply(op, prefix / name_at(i));
       }
       ++i;
     }
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] void result_batch_error(const char* op,
+                                                                 const NestedKey& prefix,
+                                                                 std::size_t i,
+                                                                 const at::Tensor& x) const {
+    throw BatchSizeError(std::string(op) + ": the result at key " +
+                         detail::key_str(prefix / name_at(i)) + " has shape " +
+                         detail::shape_str(x.sizes()) + ", which does not start with the batch size " +
+                         detail::bs_str(batch_size_));
   }
 
  private:
@@ -1028,6 +1030,7 @@ struct dynamic_node<TensorDict> {
   }
   static BatchSize& batch(TensorDict& t) noexcept { return t.batch_size_; }
   static const BatchSize& batch(const TensorDict& t) noexcept { return t.batch_size_; }
+  static void set_device(TensorDict& t, c10::Device d) noexcept { t.device_ = d; }
   // A TensorDict of t's keys (the same table), batch size and device whose entries are
   // mk(entry).
   template <class Mk>

@@ -350,6 +350,7 @@ void dzip_indexed(Cursor& c, F& f, First& first, Rest&... rest) {
 struct leaf_tag {};
 struct static_tag {};
 struct batch_tag {};
+struct node_tag {};  // a run-time node with a batch size (a TensorDict level), before its children
 
 template <class M, class F, class... Ts>
 TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
@@ -367,6 +368,7 @@ TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
     if (first_engaged(ts...)) dzip_value<std::remove_cv_t<typename M::value_type>>(c, f, *ts...);
   } else if constexpr (k == FieldKind::container) {
     if constexpr (batched_node<M>) {
+      f(node_tag{}, DynLoc{&c}, ts...);
       f(batch_tag{}, DynLoc{&c}, dynamic_node<M>::batch(ts)...);
       const BatchSize* outer = c.batch;
       c.batch = &dynamic_node<M>::batch(first_of(ts...));
@@ -467,24 +469,20 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
       }
       return false;
     } else {
-      // Matched by key, in any order: the first tree's order is the result's.
-      bool same = N::size(a) == N::size(b);
-      if (same) {
-        for (auto&& kv : N::ordered(a)) {
-          if (!N::lookup(b, kv->first)) {
-            same = false;
-            break;
-          }
-        }
-      }
-      if (!same) {
+      // Matched by key, in any order: the first tree's order is the result's. One lookup per
+      // key finds the counterpart for the comparison and for the recursion both; the key
+      // lists are printed only once a difference is found (the cursor then points into it).
+      auto differ = [&] {
         why = "keys " + map_keys_str(a) + " in tree #1, " + map_keys_str(b) + " in tree #";
         return true;
-      }
-      if constexpr (has_runtime_shape<typename N::child_t>()) {
-        for (auto&& kv : N::ordered(a)) {
+      };
+      if (N::size(a) != N::size(b)) return differ();
+      for (auto&& kv : N::ordered(a)) {
+        const auto* other = N::lookup(b, kv->first);
+        if (!other) return differ();
+        if constexpr (has_runtime_shape<typename N::child_t>()) {
           c.push(kv->first);
-          if (shape_diff(c, kv->second, *N::lookup(b, kv->first), why)) return true;
+          if (shape_diff(c, kv->second, *other, why)) return true;
           c.pop();
         }
       }
@@ -576,6 +574,19 @@ void visit_nonleaf(FS&& fs, FB&& fb, T& t, Ts&... ts) {
       }
     };
     dzip_value<R>(c, g, t, ts...);
+  }
+}
+
+// fn(node) for every run-time node with a batch size (every TensorDict level), outermost first.
+template <class T, class Fn>
+void visit_batched_nodes(Fn&& fn, T& t) {
+  using R = std::remove_cv_t<T>;
+  if constexpr (has_container<R>()) {
+    Cursor c;
+    auto g = [&]<class Tag>(Tag, DynLoc, auto&... v) {
+      if constexpr (std::is_same_v<Tag, node_tag>) fn(v...);
+    };
+    dzip_value<R>(c, g, t);
   }
 }
 
@@ -909,12 +920,80 @@ struct ApplyLeaves {
   }
 };
 
+// Whether every node below M is a run-time node and every child a leaf or an entry (a
+// TensorDict, a vector of tensors, a map of those): `apply` over one such tree builds each node
+// once with `like`, instead of a skeleton filled in a second pass.
+template <class M>
+consteval bool like_mappable() {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf || k == FieldKind::entry) {
+    return true;
+  } else if constexpr (k == FieldKind::container) {
+    using N = dynamic_node<M>;
+    // A hashed map's `like` visits children in hash order, not in traversal order.
+    if constexpr (requires { N::sorted; }) {
+      if (!N::sorted) return false;
+    }
+    return like_mappable<typename N::child_t>();
+  } else {
+    return false;
+  }
+}
+
+template <class Root, bool Named, class M, class F>
+M map_like(const char* op, const M& v, F& f, Cursor& c) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+    const at::Tensor& x = leaf_get(v);
+    if (!x.defined()) return M();
+    at::Tensor y = at_leaf<Root>(op, DynLoc{&c}, [&]() -> at::Tensor {
+      if constexpr (Named) {
+        return f(c.path(), x);
+      } else {
+        return f(x);
+      }
+    });
+    if constexpr (k == FieldKind::optional_leaf) {
+      return y.defined() ? M(std::move(y)) : M();
+    } else {
+      return y;
+    }
+  } else if constexpr (k == FieldKind::entry) {
+    if (v.is_tensor()) return M(map_like<Root, Named>(op, v.tensor(), f, c));
+    if (v.is_tensordict()) return M(map_like<Root, Named>(op, v.tensordict(), f, c));
+    return v;
+  } else {
+    using N = dynamic_node<M>;
+    std::size_t i = 0;
+    if constexpr (N::indexed) {
+      return N::like(v, [&](const auto& child) {
+        c.push_index(i++);
+        auto r = map_like<Root, Named>(op, child, f, c);
+        c.pop();
+        return r;
+      });
+    } else {
+      const auto order = N::ordered(v);
+      return N::like(v, [&](const auto& child) {
+        c.push(order[i++]->first);
+        auto r = map_like<Root, Named>(op, child, f, c);
+        c.pop();
+        return r;
+      });
+    }
+  }
+}
+
 template <class T, bool Named, class F, class... Os>
 T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
   check_statics(op, t, others...);
   if constexpr (static_tree<T> && direct_constructible<T>()) {
     ApplyLeaves<T, Named, F, Os...> gen{op, f, t, std::tuple<const Os&...>(others...)};
     return build_like<T, 0>(t, gen);
+  } else if constexpr (sizeof...(Os) == 0 && field_kind_v<T> == FieldKind::container &&
+                       like_mappable<T>()) {
+    Cursor c;
+    return map_like<T, Named>(op, t, f, c);
   }
   T out = skeleton_like(t);
   auto one = [&](const auto& loc, auto& o, const auto& a, const auto&... bs) {
@@ -1645,15 +1724,23 @@ template <tree T>
   return std::move(t);
 }
 
-/// Every leaf moved to `device`. A consolidated tree (every leaf a view of one storage, see
-/// `consolidate`) moves in one transfer and stays consolidated.
+/// Every leaf moved to `device` (and every TensorDict level's device set to it). A consolidated
+/// tree (every leaf a view of one storage, see `consolidate`) moves in one transfer and stays
+/// consolidated.
 template <tree T>
 [[nodiscard]] T to(const T& t, at::Device device, bool non_blocking = false) {
   const auto ls = tensordict::leaves(t);
-  if (auto moved = detail::move_consolidated(std::vector<at::Tensor>(ls.begin(), ls.end()), device)) {
-    return TreeSpec<T>(t).unflatten(*moved);
-  }
-  return tensordict::apply(t, [&](const at::Tensor& x) { return x.to(device, non_blocking); });
+  T out = [&] {
+    if (auto moved = detail::move_consolidated(std::vector<at::Tensor>(ls.begin(), ls.end()), device)) {
+      return TreeSpec<T>(t).unflatten(*moved);
+    }
+    return tensordict::apply(t, [&](const at::Tensor& x) { return x.to(device, non_blocking); });
+  }();
+  detail::visit_batched_nodes([&](auto& node) {
+    using N = detail::dynamic_node<std::remove_cvref_t<decltype(node)>>;
+    if constexpr (requires { N::set_device(node, device); }) N::set_device(node, device);
+  }, out);
+  return out;
 }
 /// Every leaf converted to `dtype`.
 template <tree T>

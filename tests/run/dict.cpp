@@ -1,4 +1,5 @@
 // The runtime TensorDict: keys chosen at run time.
+#include <random>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -15,6 +16,19 @@ namespace {
 TensorDict make_state() {
   return TensorDict{{"layer", TensorDict{{"weight", torch::ones({2, 2})}, {"bias", torch::zeros({2})}}},
                     {"step", torch::tensor(3)}};
+}
+
+// A struct holding a TensorDict member.
+struct WithDict {
+  t::Linear lin;
+  TensorDict extra;
+};
+
+// `prefix` followed by `i` (appended: GCC 12 warns falsely on `"k" + std::to_string(i)`).
+std::string name(const char* prefix, long long i) {
+  std::string out(prefix);
+  out += std::to_string(i);
+  return out;
 }
 
 std::vector<NestedKey> leaf_keys(const TensorDict& t) {
@@ -130,8 +144,8 @@ TEST_CASE("Key: a key built from a braced list outlives the list; long lists; ma
   CHECK(d.get<td::TensorDict>(two).size() == 1);
   // Many keys, some sharing prefixes and lengths: every lookup finds its own entry.
   td::TensorDict wide;
-  for (int i = 0; i < 2000; ++i) wide.set("k" + std::to_string(i), torch::full({1}, i));
-  for (int i = 0; i < 2000; ++i) CHECK(wide.get("k" + std::to_string(i)).item<int64_t>() == i);
+  for (int i = 0; i < 2000; ++i) wide.set(name("k", i), torch::full({1}, i));
+  for (int i = 0; i < 2000; ++i) CHECK(wide.get(name("k", i)).item<int64_t>() == i);
   CHECK_FALSE(wide.contains("k2000"));
   wide.rename_key("k7", "renamed");
   CHECK(wide.get("renamed").item<int64_t>() == 7);
@@ -329,6 +343,79 @@ TEST_CASE("TensorDict: copies share tensors, not structure") {
   b.set({"layer", "extra"}, torch::zeros({1}));
   CHECK_FALSE(a.contains({"layer", "extra"}));
   CHECK(b.get({"layer", "weight"}).is_same(a.get({"layer", "weight"})));
+}
+
+TEST_CASE("TensorDict: trees sharing a key table change their keys apart (copy on write)") {
+  // Copies and apply results share the names of each level; every structural change of one
+  // tree, at any level, leaves the others as they were.
+  std::mt19937 rng(7);
+  for (int round = 0; round < 40; ++round) {
+    TensorDict a;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) a.set(name("k", rng() % 20), torch::full({1}, i));
+    a.set({"sub", "x"}, torch::zeros({1}));
+    const TensorDict snapshot = a.clone();
+    const auto keys0 = a.keys({.include_nested = true});
+    TensorDict b = a;
+    TensorDict c = a.apply([](const torch::Tensor& t) { return t + 1; });
+    switch (round % 5) {
+      case 0: b.set(name("new", round), torch::ones({1})); break;
+      case 1: b.erase(b.entries()[rng() % b.size()].first); break;
+      case 2: b.rename_key(b.entries()[0].first, "renamed"); break;
+      case 3: b.set({"sub", "y"}, torch::ones({1})); break;
+      default: b.erase({"sub", "x"}); break;
+    }
+    c.erase("sub");
+    CHECK(a.keys({.include_nested = true}) == keys0);
+    for (const auto& [k, x] : a.named_tensors()) {
+      CHECK(x.equal(snapshot.get(k)));
+    }
+    // Every remaining key of b and c finds its own value after the change (positions moved).
+    for (const auto& [k, x] : b.named_tensors()) CHECK(b.get(k).is_same(x));
+    for (const auto& [k, x] : c.named_tensors()) CHECK(x.equal(snapshot.get(k) + 1));
+    CHECK_FALSE(c.contains("sub"));
+    CHECK(a.contains("sub"));
+  }
+  // Erasing from the middle moves later entries up; each key still finds its value.
+  TensorDict d;
+  for (int i = 0; i < 10; ++i) d.set(name("e", i), torch::full({1}, i));
+  TensorDict e = d;
+  for (int i : {3, 0, 8, 5}) e.erase(name("e", i));
+  for (int i : {1, 2, 4, 6, 7, 9}) CHECK(e.get(name("e", i)).item<float>() == i);
+  CHECK(e.size() == 6);
+  CHECK(d.size() == 10);
+  CHECK(d.get("e8").item<float>() == 8);
+  // Zipping trees of one table (positional match) and of different tables (by name) agree.
+  TensorDict r;
+  for (int i = 9; i >= 0; --i) r.set(name("e", i), torch::full({1}, 100 * i));
+  auto sum = [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; };
+  const TensorDict same = d.apply(sum, d.clone());
+  const TensorDict other = d.apply(sum, r);
+  for (int i = 0; i < 10; ++i) {
+    CHECK(same.get(name("e", i)).item<float>() == 2 * i);
+    CHECK(other.get(name("e", i)).item<float>() == 101 * i);
+  }
+}
+
+TEST_CASE("to(device): every level of a TensorDict, alone or inside a struct, gets the device") {
+  // The meta device stands in for an accelerator: moving there changes the device on a CPU-only
+  // build too.
+  TensorDict d({{"x", torch::zeros({2})}, {"sub", TensorDict{{"y", torch::ones({2, 3})}}}},
+               td::BatchSize{2}, torch::Device(torch::kCPU));
+  for (const TensorDict& m : {d.to(torch::Device(torch::kMeta)), td::to(d, torch::Device(torch::kMeta))}) {
+    REQUIRE(m.device().has_value());
+    CHECK(m.device()->is_meta());
+    CHECK(m.get("x").device().is_meta());
+    CHECK(m.get<TensorDict>("sub").device() == m.device());
+    CHECK(m.get({"sub", "y"}).device().is_meta());
+    CHECK(m.get({"sub", "y"}).sizes() == torch::IntArrayRef{2, 3});
+  }
+  CHECK(d.get("x").device().is_cpu());  // the source is left where it was
+  WithDict w{.lin = {torch::zeros({2}), torch::zeros({2}), "relu"}, .extra = d};
+  const auto wm = td::to(w, torch::Device(torch::kMeta));
+  CHECK(wm.lin.weight.device().is_meta());
+  CHECK(wm.extra.device()->is_meta());
+  CHECK(wm.extra.get({"sub", "y"}).device().is_meta());
 }
 
 TEST_CASE("TensorDict: a locked tree refuses structural changes, in place writes still work") {
