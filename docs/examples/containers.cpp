@@ -94,6 +94,18 @@ TEST_CASE("docs: containers are nodes, keyed as torch's state_dict") {
   static_assert(!td::static_tree<Model>);  // a vector's length is known at run time
 }
 
+TEST_CASE("docs: keys known at run time") {
+  Model model = make_model(3);
+  std::size_t frozen = 1;  // e.g. read from a config
+  std::string key = "blocks.";
+  key += std::to_string(frozen);
+  auto [fixed, trained] = td::split_keys(model, {key, "embed"});
+  CHECK(fixed.blocks[1].attn.weight.defined());
+  CHECK_FALSE(trained.blocks[1].attn.weight.defined());
+  CHECK(trained.blocks[2].mlp.bias.defined());
+  CHECK_THROWS_AS((void)td::select(model, {"blocks.7"}), td::KeyError);  // names nothing
+}
+
 TEST_CASE("docs: trees whose containers differ do not zip") {
   Model a = make_model(3), b = make_model(2);
   CHECK_THROWS_WITH_AS((void)td::apply(a, [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; }, b),

@@ -209,14 +209,11 @@ void node_from_tensordict(const TensorDict& td, M& out, const M* like, const Nes
     out = td;  // a TensorDict member takes the level as it is: its keys are its own
   } else if constexpr (k == FieldKind::subtree) {
     std::vector<bool> used(td.size(), false);
+    // One hashed lookup per field; entries are stored contiguously, in key order.
     auto find = [&](std::string_view name) -> const Entry* {
-      for (std::size_t j = 0; j < td.entries().size(); ++j) {
-        if (td.entries()[j].first == name) {
-          used[j] = true;
-          return &td.entries()[j].second;
-        }
-      }
-      return nullptr;
+      const Entry* e = dynamic_node<TensorDict>::lookup(td, name);
+      if (e) used[static_cast<std::size_t>(e - &td.entries()[0].second)] = true;
+      return e;
     };
     auto one = [&]<std::size_t I>(index_c<I>) {
       using C = child_t<M, I>;

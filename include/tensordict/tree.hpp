@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <exception>
 #include <optional>
+#include <ranges>
 #include <span>
 #include <sstream>
 #include <string>
@@ -1576,12 +1577,12 @@ T masked(const T& t) {
   return out;
 }
 
-// `masked` for trees with containers: keys are matched against run-time paths, and a key that
-// names nothing (an index past a sequence's end, a missing map key) is a KeyError.
-template <class T, bool Select, fixed_string... Keys>
-T masked_runtime(const char* op, const T& t) {
-  constexpr std::array<std::string_view, sizeof...(Keys)> keys{Keys.view()...};
-  std::array<bool, sizeof...(Keys)> hit{};
+// `masked` for trees with containers, and for keys known only at run time: keys are matched
+// against run-time paths, and a key that names nothing (an index past a sequence's end, a
+// missing map key, a misspelt field) is a KeyError.
+template <class T>
+T masked_runtime(const char* op, const T& t, std::span<const std::string_view> keys, bool select) {
+  std::vector<char> hit(keys.size(), 0);
   auto covers = [&](const KeyPath& p) {
     bool h = false;
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -1591,15 +1592,30 @@ T masked_runtime(const char* op, const T& t) {
   };
   T out = t;
   visit_leaves([&](const auto& loc, auto& slot) {
-    if (covers(loc.path()) != Select) leaf_set(slot, at::Tensor());
+    const KeyPath p = loc.path();
+    if (covers(p) != select) leaf_set(slot, at::Tensor());
   }, out);
-  visit_nonleaf([&](const auto& loc, const auto&) { covers(loc.path()); }, [](const auto&) {}, t);
+  visit_nonleaf([&](const auto& loc, const auto&) { covers(loc.path()); }, [](const auto&...) {}, t);
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if (!hit[i]) {
       throw KeyError(std::string(op) + ": key '" + std::string(keys[i]) + "' names nothing in this " +
                      std::string(type_name_v<T>));
     }
   }
+  return out;
+}
+
+template <class T, bool Select, fixed_string... Keys>
+T masked_runtime(const char* op, const T& t) {
+  static constexpr std::array<std::string_view, sizeof...(Keys)> keys{Keys.view()...};
+  return masked_runtime(op, t, std::span<const std::string_view>(keys), Select);
+}
+
+// Dotted keys from any range of strings.
+template <class R>
+std::vector<std::string_view> key_views(const R& keys) {
+  std::vector<std::string_view> out;
+  for (const auto& k : keys) out.emplace_back(k);
   return out;
 }
 
@@ -1687,6 +1703,49 @@ template <fixed_string... Keys, tree T>
 template <fixed_string... Keys, tree T>
 [[nodiscard]] std::pair<T, T> split_keys(const T& t) {
   return {select<Keys...>(t), exclude<Keys...>(t)};
+}
+
+/// `select` with dotted keys known only at run time (`"blocks." + std::to_string(i)`): the
+/// same tree with only the leaves at or under `keys` present. A key that names nothing is a
+/// `KeyError` naming it. (A TensorDict selects with its own `select`, which removes entries.)
+template <tree T, class R>
+  requires(!detail::is_tensordict<T> && std::ranges::range<R> &&
+           std::is_convertible_v<std::ranges::range_reference_t<const R&>, std::string_view>)
+[[nodiscard]] T select(const T& t, const R& keys) {
+  const auto ks = detail::key_views(keys);
+  return detail::masked_runtime("select", t, std::span<const std::string_view>(ks), true);
+}
+template <tree T>
+  requires(!detail::is_tensordict<T>)
+[[nodiscard]] T select(const T& t, std::initializer_list<std::string_view> keys) {
+  return detail::masked_runtime("select", t, std::span<const std::string_view>(keys.begin(), keys.size()),
+                                true);
+}
+/// `exclude` with dotted keys known only at run time; a key that names nothing is a `KeyError`.
+template <tree T, class R>
+  requires(!detail::is_tensordict<T> && std::ranges::range<R> &&
+           std::is_convertible_v<std::ranges::range_reference_t<const R&>, std::string_view>)
+[[nodiscard]] T exclude(const T& t, const R& keys) {
+  const auto ks = detail::key_views(keys);
+  return detail::masked_runtime("exclude", t, std::span<const std::string_view>(ks), false);
+}
+template <tree T>
+  requires(!detail::is_tensordict<T>)
+[[nodiscard]] T exclude(const T& t, std::initializer_list<std::string_view> keys) {
+  return detail::masked_runtime("exclude", t,
+                                std::span<const std::string_view>(keys.begin(), keys.size()), false);
+}
+/// `(select(t, keys), exclude(t, keys))` with run-time keys.
+template <tree T>
+  requires(!detail::is_tensordict<T>)
+[[nodiscard]] std::pair<T, T> split_keys(const T& t, std::initializer_list<std::string_view> keys) {
+  return {tensordict::select(t, keys), tensordict::exclude(t, keys)};
+}
+template <tree T, class R>
+  requires(!detail::is_tensordict<T> && std::ranges::range<R> &&
+           std::is_convertible_v<std::ranges::range_reference_t<const R&>, std::string_view>)
+[[nodiscard]] std::pair<T, T> split_keys(const T& t, const R& keys) {
+  return {tensordict::select(t, keys), tensordict::exclude(t, keys)};
 }
 
 /// Partitions the present leaves: `pred(key_path, leaf)` true goes to the first tree, false to

@@ -342,6 +342,49 @@ TEST_CASE("containers: select, exclude, split_keys, update, get and replace") {
   CHECK(m.adapters.at("a").act == "relu");
 }
 
+TEST_CASE("containers: select, exclude and split_keys with keys known at run time") {
+  const Model m = model(4);
+  // A block chosen by a loop index, as a training script freezes layers.
+  for (std::size_t i = 0; i < m.blocks.size(); ++i) {
+    std::string key = "blocks.";
+    key += std::to_string(i);
+    const Model one = td::select(m, std::vector<std::string>{key});
+    for (std::size_t j = 0; j < m.blocks.size(); ++j) {
+      CHECK(one.blocks[j].attn.weight.defined() == (i == j));
+      CHECK(one.blocks[j].mlp.bias.defined() == (i == j));
+    }
+    CHECK_FALSE(one.embed.weight.defined());
+    const auto [in, out] = td::split_keys(m, std::vector<std::string>{key, "embed"});
+    CHECK(in.embed.weight.is_same(m.embed.weight));
+    CHECK_FALSE(out.embed.weight.defined());
+    CHECK(out.blocks[(i + 1) % m.blocks.size()].attn.weight.defined());
+    CHECK_FALSE(out.blocks[i].attn.weight.defined());
+  }
+  // The same answers as the compile-time keys, for every key path of the tree.
+  for (const auto& path : td::key_paths(m)) {
+    const Model a = td::select(m, {std::string_view(path)});
+    const Model b = td::exclude(m, {std::string_view(path)});
+    std::size_t present = 0;
+    for (const auto& x : td::leaves(a)) present += x.defined() ? 1 : 0;
+    CHECK(present == 1);
+    std::size_t rest = 0;
+    for (const auto& x : td::leaves(b)) rest += x.defined() ? 1 : 0;
+    CHECK(rest == td::leaves(m).size() - 1);
+  }
+  const auto sel = td::leaves(td::select(m, {"blocks.1", "proj"}));
+  const auto sel_ct = td::leaves(td::select<"blocks.1", "proj">(m));
+  REQUIRE(sel.size() == sel_ct.size());
+  for (std::size_t j = 0; j < sel.size(); ++j) {
+    CHECK(sel[j].defined() == sel_ct[j].defined());
+    if (sel[j].defined()) CHECK(sel[j].is_same(sel_ct[j]));
+  }
+  CHECK_THROWS_WITH_AS((void)td::select(m, {"blocks.9"}),
+                       "select: key 'blocks.9' names nothing in this c::Model", td::KeyError);
+  CHECK_THROWS_WITH_AS((void)td::exclude(m, {"embed", "adapters.zz"}),
+                       "exclude: key 'adapters.zz' names nothing in this c::Model", td::KeyError);
+  CHECK_THROWS_AS((void)td::select(m, {"blo"}), td::KeyError);  // a prefix of a name is no key
+}
+
 TEST_CASE("containers: to, clone, detach keep the shape") {
   const Model m = model(2);
   const Model c2 = td::clone(m);
