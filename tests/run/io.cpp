@@ -164,17 +164,19 @@ TEST_CASE("memmap: a save killed midway leaves the previous save intact") {
   TempDir tmp;
   const fs::path dir = tmp.path / "s";
   td::memmap(TensorDict{{"x", torch::arange(5, torch::kFloat)}}, dir);
-  // A child process overwrites the save with a large tree and is killed while writing.
+  // A child process overwrites the save with a large tree and is killed while writing. The tree
+  // is built before the fork: a forked child must not start libtorch's thread pools (a
+  // libtorch 2.x child can stall there, and would then be killed before it writes anything).
+  TensorDict big;
+  for (int i = 0; i < 64; ++i) big.set("leaf" + std::to_string(i), torch::ones({1 << 20}));
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    TensorDict big;
-    for (int i = 0; i < 64; ++i) big.set("leaf" + std::to_string(i), torch::ones({1 << 20}));
     td::memmap(big, dir, {.overwrite = true});
     ::_exit(0);
   }
   // Wait until the child has started writing its temporary folder, then kill it.
-  for (int i = 0; i < 2000; ++i) {
+  for (int i = 0; i < 20000; ++i) {
     bool writing = false;
     for (const auto& e : fs::directory_iterator(tmp.path)) {
       writing = writing || e.path().filename().string().find(".s.tmp-") == 0;
