@@ -988,7 +988,9 @@ inline void Entry::assign(const at::Tensor& t) {
 namespace detail {
 
 // A TensorDict is a node of the tree engine: its children are its entries, in insertion order,
-// keyed by name, and its batch size is visited as a struct's BatchSize member is.
+// keyed by name, and its batch size is visited as a struct's BatchSize member is. Zipped trees
+// find each other's entries by position when they share a key table or hold the same name at
+// the same position, and by hashed name otherwise.
 template <>
 struct dynamic_node<TensorDict> {
   using child_t = Entry;
@@ -1018,6 +1020,11 @@ struct dynamic_node<TensorDict> {
   template <class V>
   static auto* lookup(V& t, const TableKey& key) {
     if (t.keys_.get() == key.table) return &t.values_[key.pos];
+    // Trees built the same way hold their keys in the same order: try the same position first.
+    if (key.pos < t.values_.size()) {
+      const HashedName& here = *t.keys_->order[key.pos];
+      if (here.hash == key.name.hash && here.name == key.name.name) return &t.values_[key.pos];
+    }
     return t.lookup(NameRef(key.name));
   }
   template <class V, class K>
