@@ -1718,8 +1718,7 @@ template <tree T, class R>
 template <tree T>
   requires(!detail::is_tensordict<T>)
 [[nodiscard]] T select(const T& t, std::initializer_list<std::string_view> keys) {
-  return detail::masked_runtime("select", t, std::span<const std::string_view>(keys.begin(), keys.size()),
-                                true);
+  return tensordict::select<T, std::initializer_list<std::string_view>>(t, keys);
 }
 /// `exclude` with dotted keys known only at run time; a key that names nothing is a `KeyError`.
 template <tree T, class R>
@@ -1732,8 +1731,7 @@ template <tree T, class R>
 template <tree T>
   requires(!detail::is_tensordict<T>)
 [[nodiscard]] T exclude(const T& t, std::initializer_list<std::string_view> keys) {
-  return detail::masked_runtime("exclude", t,
-                                std::span<const std::string_view>(keys.begin(), keys.size()), false);
+  return tensordict::exclude<T, std::initializer_list<std::string_view>>(t, keys);
 }
 /// `(select(t, keys), exclude(t, keys))` with run-time keys.
 template <tree T>
