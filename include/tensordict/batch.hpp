@@ -185,7 +185,7 @@ namespace detail {
 template <batched_tree T, class F>
 T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
   const BatchSize from = batch_size(t);
-  T out = apply_impl<T, false>(op, t, f);
+  T out = apply_impl<T, false, false>(op, t, f);
   auto stacks = [&](const auto& loc, const auto& a, auto& o) {
     if constexpr (entry_like<std::remove_cvref_t<decltype(a)>>) {
       if (a.is_non_tensor_stack()) o = rebatch_stack(op, loc, a.non_tensor_stack(), *loc.batch(), f);
@@ -778,7 +778,7 @@ template <batched_tree T>
   auto f = [&](const at::Tensor& x, const at::Tensor& y) {
     return at::where(detail::batch_mask(cond, x), x, y);
   };
-  T out = detail::apply_impl<T, false>("where", a, f, b);
+  T out = detail::apply_impl<T, false, false>("where", a, f, b);
   check(out, "where");
   return out;
 }

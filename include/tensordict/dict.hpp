@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <optional>
 #include <ranges>
 #include <span>
@@ -18,7 +20,6 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include <ATen/Functions.h>
@@ -47,12 +48,13 @@ struct dynamic_node<TensorDict>;
 
 /// One entry of a `TensorDict`: a tensor, a nested `TensorDict`, or non-tensor data.
 /// Strings become `NonTensorData`; numbers and bools become 0-dim tensors, as in Python.
+/// A moved-from entry holds an undefined tensor.
 class Entry {
  public:
-  Entry(at::Tensor t) : v_(std::move(t)) {}                          // NOLINT: implicit by design
+  Entry(at::Tensor t) noexcept : kind_(tensor_kind) { ::new (&t_) at::Tensor(std::move(t)); }  // NOLINT: implicit by design
   Entry(TensorDict td);                                              // NOLINT
-  Entry(NonTensorData d) : v_(std::make_unique<NonTensorData>(std::move(d))) {}     // NOLINT
-  Entry(NonTensorStack s) : v_(std::make_unique<NonTensorStack>(std::move(s))) {}   // NOLINT
+  Entry(NonTensorData d) : Entry(data_kind, new NonTensorData(std::move(d))) {}      // NOLINT
+  Entry(NonTensorStack s) : Entry(stack_kind, new NonTensorStack(std::move(s))) {}   // NOLINT
   template <class V>
   Entry(const MetaData<V>& m) : Entry(NonTensorData{nlohmann::json(m.value), true}) {}  // NOLINT
   Entry(const char* s) : Entry(NonTensorData{s}) {}                  // NOLINT
@@ -61,52 +63,80 @@ class Entry {
     requires std::is_arithmetic_v<N>
   Entry(N n);                                                        // NOLINT
   Entry(const Entry& o);
-  Entry(Entry&&) noexcept = default;
+  Entry(Entry&& o) noexcept : kind_(o.kind_) {
+    if (kind_ == tensor_kind) [[likely]] {
+      ::new (&t_) at::Tensor(std::move(o.t_));
+    } else {
+      p_ = o.p_;
+      o.kind_ = tensor_kind;
+      ::new (&o.t_) at::Tensor();
+    }
+  }
   Entry& operator=(const Entry& o);
-  Entry& operator=(Entry&&) noexcept;
-  // Out of line: inlined into a vector's relocation, GCC 12 warns falsely (-Wfree-nonheap-object).
-  [[gnu::noinline]] ~Entry();
+  Entry& operator=(Entry&& o) noexcept;
+  // Inline for tensors, the entries a tree is made of; the rare kinds are freed out of line.
+  ~Entry() {
+    if (kind_ == tensor_kind) [[likely]] {
+      t_.~Tensor();
+    } else {
+      destroy_boxed();
+    }
+  }
 
-  bool is_tensor() const noexcept { return v_.index() == 0; }
-  bool is_tensordict() const noexcept { return v_.index() == 1; }
-  bool is_non_tensor() const noexcept { return v_.index() == 2; }
-  bool is_non_tensor_stack() const noexcept { return v_.index() == 3; }
+  bool is_tensor() const noexcept { return kind_ == tensor_kind; }
+  bool is_tensordict() const noexcept { return kind_ == dict_kind; }
+  bool is_non_tensor() const noexcept { return kind_ == data_kind; }
+  bool is_non_tensor_stack() const noexcept { return kind_ == stack_kind; }
   /// What this entry holds, in words ("a tensor", "a TensorDict", "non-tensor data").
-  const char* kind() const noexcept { return kind_name(v_.index()); }
+  const char* kind() const noexcept { return kind_name(kind_); }
 
   /// The tensor; throws `KeyError` if the entry holds something else.
-  const at::Tensor& tensor() const { return std::get<0>(check(0)); }
-  at::Tensor& tensor() { return std::get<0>(check(0)); }
-  const TensorDict& tensordict() const { return *std::get<1>(check(1)); }
-  TensorDict& tensordict() { return *std::get<1>(check(1)); }
-  const NonTensorData& non_tensor() const { return *std::get<2>(check(2)); }
-  NonTensorData& non_tensor() { return *std::get<2>(check(2)); }
-  const NonTensorStack& non_tensor_stack() const { return *std::get<3>(check(3)); }
-  NonTensorStack& non_tensor_stack() { return *std::get<3>(check(3)); }
+  const at::Tensor& tensor() const { return check(tensor_kind), t_; }
+  at::Tensor& tensor() { return check(tensor_kind), t_; }
+  const TensorDict& tensordict() const { return check(dict_kind), *static_cast<TensorDict*>(p_); }
+  TensorDict& tensordict() { return check(dict_kind), *static_cast<TensorDict*>(p_); }
+  const NonTensorData& non_tensor() const {
+    return check(data_kind), *static_cast<NonTensorData*>(p_);
+  }
+  NonTensorData& non_tensor() { return check(data_kind), *static_cast<NonTensorData*>(p_); }
+  const NonTensorStack& non_tensor_stack() const {
+    return check(stack_kind), *static_cast<NonTensorStack*>(p_);
+  }
+  NonTensorStack& non_tensor_stack() {
+    return check(stack_kind), *static_cast<NonTensorStack*>(p_);
+  }
 
  private:
-  // Every alternative is one pointer wide, so entries stay small in the hash map's nodes: the
-  // rare non-tensor kinds live behind a pointer.
-  using Variant = std::variant<at::Tensor, std::unique_ptr<TensorDict>, std::unique_ptr<NonTensorData>,
-                               std::unique_ptr<NonTensorStack>>;
+  // A tagged union rather than a std::variant: a tensor entry is built, moved and destroyed
+  // inline with one test of the tag, as a struct's tensor member is; the rare kinds live
+  // behind a pointer, so an entry is two words whatever it holds.
+  static constexpr std::uint8_t tensor_kind = 0, dict_kind = 1, data_kind = 2, stack_kind = 3;
+  Entry(std::uint8_t kind, void* p) noexcept : p_(p), kind_(kind) {}
   // Inlined into every accessor; the message is built out of line, only on failure.
-  [[gnu::always_inline]] const Variant& check(std::size_t i) const {
-    if (v_.index() != i) [[unlikely]] wrong_kind(i);
-    return v_;
+  [[gnu::always_inline]] void check(std::uint8_t k) const {
+    if (kind_ != k) [[unlikely]] wrong_kind(k);
   }
-  [[noreturn, gnu::noinline, gnu::cold]] void wrong_kind(std::size_t i) const {
-    throw KeyError(std::string("entry holds ") + kind() + ", not " + kind_name(i));
+  [[noreturn, gnu::noinline, gnu::cold]] void wrong_kind(std::uint8_t k) const {
+    throw KeyError(std::string("entry holds ") + kind() + ", not " + kind_name(k));
   }
-  static const char* kind_name(std::size_t i) noexcept {
+  static const char* kind_name(std::uint8_t k) noexcept {
     static constexpr const char* names[] = {"a tensor", "a TensorDict", "non-tensor data",
                                             "a non-tensor stack"};
-    return names[i];
+    return names[k];
   }
-  Variant& check(std::size_t i) { return const_cast<Variant&>(std::as_const(*this).check(i)); }
+  at::Tensor* tensor_if() noexcept { return kind_ == tensor_kind ? &t_ : nullptr; }
+  const at::Tensor* tensor_if() const noexcept { return kind_ == tensor_kind ? &t_ : nullptr; }
+  template <class = void>
+  [[gnu::noinline]] void destroy_boxed() noexcept;
   friend class TensorDict;
+  friend struct detail::dynamic_node<TensorDict>;
   // Holds `t` from now on; an entry that holds a tensor already keeps its slot (`set`'s hot path).
   void assign(const at::Tensor& t);
-  Variant v_;
+  union {
+    at::Tensor t_;
+    void* p_;
+  };
+  std::uint8_t kind_;
 };
 
 /// Which keys `keys()`, `values()` and `items()` list: `{.include_nested = true,
@@ -238,6 +268,23 @@ class TensorDict {
     }
   }
 
+  // Removes every entry that holds an undefined tensor (what an `apply` returns to drop a
+  // leaf), in one pass with a new key table.
+  void drop_undefined() {
+    auto table = std::make_shared<detail::KeyTable>();
+    std::vector<Entry> kept;
+    kept.reserve(values_.size());
+    for (std::size_t i = 0; i < values_.size(); ++i) {
+      const at::Tensor* x = values_[i].tensor_if();
+      if (x && !x->defined()) continue;
+      table->order.push_back(
+          &table->index.emplace(*keys_->order[i], static_cast<std::uint32_t>(kept.size())).first->first);
+      kept.push_back(std::move(values_[i]));
+    }
+    keys_ = kept.empty() ? nullptr : std::move(table);
+    values_ = std::move(kept);
+  }
+
   // The entries in order, as references (declared first: later members use the type).
   auto nodes() const noexcept {
     return std::views::iota(std::size_t{0}, values_.size()) |
@@ -324,7 +371,7 @@ class TensorDict {
     if constexpr (std::is_same_v<V, at::Tensor>) {
       // The common case, inlined: a tensor at an existing key.
       const Entry& e = entry(key);
-      if (const at::Tensor* x = std::get_if<0>(&e.v_)) [[likely]] return *x;
+      if (const at::Tensor* x = e.tensor_if()) [[likely]] return *x;
     }
     return get_checked<V>(key);
   }
@@ -510,22 +557,18 @@ class TensorDict {
   template <class F, class... Others>
     requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
   [[nodiscard]] TensorDict apply(F&& f, const Others&... others) const {
-    TensorDict out = tensordict::apply(*this, f, others...);
-    out.settle_after_apply("apply");
-    return out;
+    return tensordict::apply(*this, f, others...);
   }
   /// `apply` with the nested key first: `f(key, tensor, tensors of others...)`.
   template <class F, class... Others>
     requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
   [[nodiscard]] TensorDict named_apply(F&& f, const Others&... others) const {
-    TensorDict out = tensordict::named_apply(
+    return tensordict::named_apply(
         *this,
         [&](const KeyPath& k, const at::Tensor& x, const auto&... ys) {
           return f(NestedKey(k.to_vector()), x, ys...);
         },
         others...);
-    out.settle_after_apply("named_apply");
-    return out;
   }
   /// In place: writes `f(tensor, ...)` into every tensor leaf with `copy_` (`tensordict::apply_`).
   template <class F, class... Others>
@@ -870,39 +913,6 @@ class TensorDict {
     }
   }
 
-  // After the engine's apply: drops entries whose result is undefined, moves results to the
-  // tree's device, and checks them against the batch size, as `set` does.
-  void settle_after_apply(const char* op, const NestedKey& prefix = NestedKey()) {
-    // Most trees have no device and every result defined: one index test per entry then.
-    const bool check_device = device_.has_value();
-    const bool check_batch = !batch_size_.empty();
-    for (std::size_t i = 0; i < values_.size();) {
-      Entry& e = values_[i];
-      if (at::Tensor* x = std::get_if<0>(&e.v_)) {
-        if (!x->defined()) [[unlikely]] {
-          remove_at(i);
-          continue;
-        }
-        if (check_device && x->device() != *device_) *x = x->to(*device_);
-        if (check_batch && !detail::starts_with(x->sizes(), batch_size_)) [[unlikely]] {
-          result_batch_error(op, prefix, i, *x);
-        }
-      } else if (e.is_tensordict()) {
-        e.tensordict().settle_after_apply(op, prefix / name_at(i));
-      }
-      ++i;
-    }
-  }
-  [[noreturn, gnu::noinline, gnu::cold]] void result_batch_error(const char* op,
-                                                                 const NestedKey& prefix,
-                                                                 std::size_t i,
-                                                                 const at::Tensor& x) const {
-    throw BatchSizeError(std::string(op) + ": the result at key " +
-                         detail::key_str(prefix / name_at(i)) + " has shape " +
-                         detail::shape_str(x.sizes()) + ", which does not start with the batch size " +
-                         detail::bs_str(batch_size_));
-  }
-
  private:
 
   template <class Pred>
@@ -959,29 +969,47 @@ class TensorDict {
   bool locked_ = false;
 };
 
-inline Entry::Entry(TensorDict td) : v_(std::make_unique<TensorDict>(std::move(td))) {}
+inline Entry::Entry(TensorDict td) : Entry(dict_kind, new TensorDict(std::move(td))) {}
 template <class N>
   requires std::is_arithmetic_v<N>
-Entry::Entry(N n) : v_(at::scalar_tensor(n, c10::CppTypeToScalarType<N>::value)) {}
-inline Entry::Entry(const Entry& o) : v_(std::in_place_index<0>) {
-  switch (o.v_.index()) {
-    case 0: v_ = std::get<0>(o.v_); break;
-    case 1: v_ = std::make_unique<TensorDict>(*std::get<1>(o.v_)); break;
-    case 2: v_ = std::make_unique<NonTensorData>(*std::get<2>(o.v_)); break;
-    default: v_ = std::make_unique<NonTensorStack>(*std::get<3>(o.v_)); break;
+Entry::Entry(N n) : Entry(at::scalar_tensor(n, c10::CppTypeToScalarType<N>::value)) {}
+inline Entry::Entry(const Entry& o) : kind_(o.kind_) {
+  switch (o.kind_) {
+    case tensor_kind: ::new (&t_) at::Tensor(o.t_); break;
+    case dict_kind: p_ = new TensorDict(*static_cast<const TensorDict*>(o.p_)); break;
+    case data_kind: p_ = new NonTensorData(*static_cast<const NonTensorData*>(o.p_)); break;
+    default: p_ = new NonTensorStack(*static_cast<const NonTensorStack*>(o.p_)); break;
   }
 }
-inline Entry& Entry::operator=(Entry&&) noexcept = default;
+inline Entry& Entry::operator=(Entry&& o) noexcept {
+  if (this != &o) {
+    this->~Entry();
+    ::new (this) Entry(std::move(o));
+  }
+  return *this;
+}
 inline Entry& Entry::operator=(const Entry& o) {
   if (this != &o) *this = Entry(o);
   return *this;
 }
-inline Entry::~Entry() = default;
+template <class>
+void Entry::destroy_boxed() noexcept {
+  switch (kind_) {
+    case dict_kind: delete static_cast<TensorDict*>(p_); break;
+    case data_kind: delete static_cast<NonTensorData*>(p_); break;
+    case stack_kind: delete static_cast<NonTensorStack*>(p_); break;
+    default: break;
+  }
+}
 inline void Entry::assign(const at::Tensor& t) {
-  if (auto* p = std::get_if<0>(&v_)) {
-    *p = t;
+  if (kind_ == tensor_kind) [[likely]] {
+    t_ = t;
   } else {
-    v_ = t;
+    // `t` may live inside what this entry holds: take it before freeing that.
+    at::Tensor keep = t;
+    destroy_boxed();
+    kind_ = tensor_kind;
+    ::new (&t_) at::Tensor(std::move(keep));
   }
 }
 
@@ -1038,16 +1066,79 @@ struct dynamic_node<TensorDict> {
   static BatchSize& batch(TensorDict& t) noexcept { return t.batch_size_; }
   static const BatchSize& batch(const TensorDict& t) noexcept { return t.batch_size_; }
   static void set_device(TensorDict& t, c10::Device d) noexcept { t.device_ = d; }
+  static std::string_view name_at(const TensorDict& t, std::size_t i) noexcept {
+    return t.name_at(i);
+  }
   // A TensorDict of t's keys (the same table), batch size and device whose entries are
-  // mk(entry).
+  // mk(entry), each built in place.
   template <class Mk>
   static TensorDict like(const TensorDict& t, Mk&& mk) {
     TensorDict out(t.batch_size_, t.device_);
     out.keys_ = t.keys_;
     out.values_.reserve(t.values_.size());
-    for (const Entry& e : t.values_) out.values_.push_back(mk(e));
+    for (const Entry& e : t.values_) out.values_.emplace_back(Made<Mk>{mk, e});
     return out;
   }
+  // What `apply` makes of a level: entries whose result is an undefined tensor are removed,
+  // tensors moved to the level's device; a tensor that does not start with the batch size is
+  // passed to bad_batch(i, tensor), which throws.
+  template <class Bad>
+  static void settle(TensorDict& t, Bad&& bad_batch) {
+    Settler s{t};
+    for (std::size_t i = 0, n = t.values_.size(); i < n; ++i) s(t.values_[i], i, bad_batch);
+    if (s.dropped) [[unlikely]] t.drop_undefined();
+  }
+  // `like`, then `settle`, in one pass.
+  template <class Mk, class Bad>
+  static TensorDict like_settled(const TensorDict& t, Mk&& mk, Bad&& bad_batch) {
+    TensorDict out = TensorDict(t.batch_size_, t.device_);
+    out.keys_ = t.keys_;
+    const std::size_t n = t.values_.size();
+    out.values_.reserve(n);
+    bool dropped = false;
+    if (!t.device_ && t.batch_size_.empty()) {
+      // Most levels: only dropped leaves to look for.
+      for (const Entry& e : t.values_) {
+        const at::Tensor* x = out.values_.emplace_back(Made<Mk>{mk, e}).tensor_if();
+        if (x && !x->defined()) [[unlikely]] dropped = true;
+      }
+    } else {
+      Settler s{out};
+      for (std::size_t i = 0; i < n; ++i) {
+        s(out.values_.emplace_back(Made<Mk>{mk, t.values_[i]}), i, bad_batch);
+      }
+      dropped = s.dropped;
+    }
+    if (dropped) [[unlikely]] out.drop_undefined();
+    return out;
+  }
+
+ private:
+  // One entry of an apply's result, checked as `settle` says.
+  struct Settler {
+    const TensorDict& t;
+    const bool check_device = t.device_.has_value();
+    const bool check_batch = !t.batch_size_.empty();
+    bool dropped = false;
+    template <class Bad>
+    [[gnu::always_inline]] void operator()(Entry& e, std::size_t i, Bad& bad_batch) {
+      at::Tensor* x = e.tensor_if();
+      if (!x) return;
+      if (!x->defined()) [[unlikely]] {
+        dropped = true;
+        return;
+      }
+      if (check_device && x->device() != *t.device_) *x = x->to(*t.device_);
+      if (check_batch && !starts_with(x->sizes(), t.batch_size_)) [[unlikely]] bad_batch(i, *x);
+    }
+  };
+  // mk(entry), converted to an Entry where the vector places it (no temporary entry is moved).
+  template <class Mk>
+  struct Made {
+    Mk& mk;
+    const Entry& e;
+    operator Entry() const { return mk(e); }  // NOLINT: converted in place by design
+  };
 };
 
 }  // namespace detail

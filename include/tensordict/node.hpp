@@ -320,7 +320,10 @@ inline std::string_view index_key(std::size_t i, std::array<char, 24>& buf) {
 // A node whose children are known at run time: `size(t)`; an indexed node gives `at(t, i)`, a
 // keyed one `ordered(t)` (its (key, child) pairs in traversal order), `lookup(t, key)` (the
 // child or null) and `each(t, f)`. `like(t, mk)` rebuilds a node of t's shape whose children
-// are `mk(child)`. A node with its own batch size (a TensorDict level) also gives `batch(t)`.
+// are `mk(child)`. A keyed node may give `name_at(t, i)` (the name of its i-th child, in
+// traversal order): paths then name its children only when read. A node with its own batch
+// size (a TensorDict level) gives `batch(t)`, `name_at(t, i)`, and `settle(t, bad_batch)`,
+// which makes of t what `apply` makes of a level with a batch size (see `settle_level`).
 template <class T>
 struct dynamic_node;
 

@@ -25,6 +25,7 @@
 #include <c10/util/Exception.h>
 
 #include "consolidate.hpp"
+#include "detail/text.hpp"
 #include "detail/what.hpp"
 #include "errors.hpp"
 #include "key.hpp"
@@ -259,6 +260,17 @@ class Cursor {
     if (depth_ == max_depth) too_deep();
     parts_[depth_++] = Part{{}, i};
   }
+  // A level whose children are named by position, `name(src, i)`, asked only when the path is
+  // read: moving to the next child is `set_index(i)`, one store.
+  using NameAt = std::string_view (*)(const void* src, std::size_t i);
+  // Returns the level's position, which the caller advances.
+  std::size_t& push_named(const void* src, NameAt name) {
+    if (depth_ == max_depth) too_deep();
+    parts_[depth_] = Part{{}, 0, src, name};
+    return parts_[depth_++].index;
+  }
+  // The position at the innermost level (one pushed by `push_index` or `push_named`).
+  void set_index(std::size_t i) noexcept { parts_[depth_ - 1].index = i; }
   void pop() noexcept { --depth_; }
   std::size_t depth() const noexcept { return depth_; }
   // The current path; valid until the cursor moves.
@@ -266,7 +278,9 @@ class Cursor {
     dotted_.clear();
     for (std::size_t i = 0; i < depth_; ++i) {
       const Part& p = parts_[i];
-      views_[i] = p.index == npos_index ? p.key : index_key(p.index, nums_[i]);
+      views_[i] = p.name        ? p.name(p.src, p.index)
+                  : p.index == npos_index ? p.key
+                                          : index_key(p.index, nums_[i]);
       if (i) dotted_.push_back('.');
       dotted_.append(views_[i]);
     }
@@ -278,6 +292,8 @@ class Cursor {
   struct Part {
     std::string_view key;
     std::size_t index;
+    const void* src = nullptr;
+    NameAt name = nullptr;
   };
   [[noreturn, gnu::cold]] static void too_deep() {
     throw Error("tensordict: a tree nests deeper than " + std::to_string(max_depth) + " levels");
@@ -941,7 +957,29 @@ consteval bool like_mappable() {
   }
 }
 
-template <class Root, bool Named, class M, class F>
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_result_batch(const char* op,
+                                                                     const KeyPath& path,
+                                                                     const at::Tensor& x,
+                                                                     const BatchSize& batch) {
+  throw BatchSizeError(std::string(op) + ": the result at key '" + std::string(path.dotted) +
+                       "' has shape " + shape_str(x.sizes()) +
+                       ", which does not start with the batch size " + bs_str(batch));
+}
+
+// What `apply` makes of a level with a batch size (a TensorDict level), as Python tensordict
+// does: an undefined result removes the entry, results move to the level's device, and a result
+// that does not start with the batch size is an error naming it. Operations that change the
+// batch size themselves (index, reshape, ...) or the device (`to`) build without it.
+template <class M>
+  requires batched_node<M>
+void settle_level(const char* op, M& out, Cursor& c) {
+  dynamic_node<M>::settle(out, [&](std::size_t i, const at::Tensor& x) {
+    c.set_index(i);
+    throw_result_batch(op, c.path(), x, dynamic_node<M>::batch(out));
+  });
+}
+
+template <class Root, bool Named, bool Settle, class M, class F>
 M map_like(const char* op, const M& v, F& f, Cursor& c) {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
@@ -960,24 +998,50 @@ M map_like(const char* op, const M& v, F& f, Cursor& c) {
       return y;
     }
   } else if constexpr (k == FieldKind::entry) {
-    if (v.is_tensor()) return M(map_like<Root, Named>(op, v.tensor(), f, c));
-    if (v.is_tensordict()) return M(map_like<Root, Named>(op, v.tensordict(), f, c));
+    if (v.is_tensor()) return M(map_like<Root, Named, Settle>(op, v.tensor(), f, c));
+    if (v.is_tensordict()) return M(map_like<Root, Named, Settle>(op, v.tensordict(), f, c));
     return v;
   } else {
     using N = dynamic_node<M>;
     std::size_t i = 0;
     if constexpr (N::indexed) {
-      return N::like(v, [&](const auto& child) {
-        c.push_index(i++);
-        auto r = map_like<Root, Named>(op, child, f, c);
-        c.pop();
-        return r;
+      c.push_index(0);
+      M out = N::like(v, [&](const auto& child) {
+        c.set_index(i++);
+        return map_like<Root, Named, Settle>(op, child, f, c);
       });
+      c.pop();
+      return out;
+    } else if constexpr (requires { N::name_at(v, i); }) {
+      // Children named by position: the cursor asks for a name only when a path is read.
+      std::size_t& at = c.push_named(&v, [](const void* src, std::size_t j) -> std::string_view {
+        return N::name_at(*static_cast<const M*>(src), j);
+      });
+      struct Advance {
+        std::size_t& at;
+        ~Advance() { ++at; }
+      };
+      auto mk = [&](const auto& child) {
+        Advance next{at};  // after the child's result is built
+        return map_like<Root, Named, Settle>(op, child, f, c);
+      };
+      M out = [&] {
+        if constexpr (Settle && batched_node<M>) {
+          return N::like_settled(v, mk, [&](std::size_t j, const at::Tensor& x) {
+            c.set_index(j);
+            throw_result_batch(op, c.path(), x, N::batch(v));
+          });
+        } else {
+          return N::like(v, mk);
+        }
+      }();
+      c.pop();
+      return out;
     } else {
       const auto order = N::ordered(v);
       return N::like(v, [&](const auto& child) {
         c.push(order[i++]->first);
-        auto r = map_like<Root, Named>(op, child, f, c);
+        auto r = map_like<Root, Named, Settle>(op, child, f, c);
         c.pop();
         return r;
       });
@@ -985,7 +1049,29 @@ M map_like(const char* op, const M& v, F& f, Cursor& c) {
   }
 }
 
-template <class T, bool Named, class F, class... Os>
+// After the skeleton path of `apply` filled `out`: every level with a batch size settled (see
+// `settle_level`), outermost first.
+template <class T>
+void settle_levels(const char* op, T& out) {
+  if constexpr (has_container<T>()) {
+    Cursor c;
+    auto g = [&]<class Tag>(Tag, DynLoc loc, auto&... v) {
+      if constexpr (std::is_same_v<Tag, node_tag>) {
+        auto one = [&]<class M>(M& node) {
+          loc.cur->push_named(&node, [](const void* src, std::size_t j) -> std::string_view {
+            return dynamic_node<M>::name_at(*static_cast<const M*>(src), j);
+          });
+          settle_level(op, node, *loc.cur);
+          loc.cur->pop();
+        };
+        (one(v), ...);
+      }
+    };
+    dzip_value<T>(c, g, out);
+  }
+}
+
+template <class T, bool Named, bool Settle = true, class F, class... Os>
 T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
   check_statics(op, t, others...);
   if constexpr (static_tree<T> && direct_constructible<T>()) {
@@ -994,7 +1080,7 @@ T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
   } else if constexpr (sizeof...(Os) == 0 && field_kind_v<T> == FieldKind::container &&
                        like_mappable<T>()) {
     Cursor c;
-    return map_like<T, Named>(op, t, f, c);
+    return map_like<T, Named, Settle>(op, t, f, c);
   }
   T out = skeleton_like(t);
   auto one = [&](const auto& loc, auto& o, const auto& a, const auto&... bs) {
@@ -1010,6 +1096,7 @@ T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
              }));
   };
   visit_leaves(one, out, t, others...);
+  if constexpr (Settle) settle_levels(op, out);
   return out;
 }
 
@@ -1791,7 +1878,9 @@ template <tree T>
     if (auto moved = detail::move_consolidated(std::vector<at::Tensor>(ls.begin(), ls.end()), device)) {
       return TreeSpec<T>(t).unflatten(*moved);
     }
-    return tensordict::apply(t, [&](const at::Tensor& x) { return x.to(device, non_blocking); });
+    // Built without settling: a TensorDict level would move each result back to its device.
+    auto f = [&](const at::Tensor& x) { return x.to(device, non_blocking); };
+    return detail::apply_impl<T, false, false>("to", t, f);
   }();
   detail::visit_batched_nodes([&](auto& node) {
     using N = detail::dynamic_node<std::remove_cvref_t<decltype(node)>>;

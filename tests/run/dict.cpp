@@ -397,6 +397,111 @@ TEST_CASE("TensorDict: trees sharing a key table change their keys apart (copy o
   }
 }
 
+TEST_CASE("apply settles every TensorDict level alike: method, free function, zipped, in a struct") {
+  const TensorDict d({{"a", torch::ones({2, 3})},
+                      {"n", "text"},
+                      {"sub", TensorDict{{"b", torch::ones({2})}, {"c", torch::zeros({2, 1})}}}},
+                     td::BatchSize{2});
+  // An undefined result drops the entry, at any level, whichever way apply is reached.
+  auto drop_c = [](const torch::Tensor& x) {
+    return x.dim() == 2 && x.size(1) == 1 ? torch::Tensor() : x * 2;
+  };
+  auto drop_c2 = [&](const torch::Tensor& x, const torch::Tensor&) { return drop_c(x); };
+  for (const TensorDict& r : {d.apply(drop_c), td::apply(d, drop_c), d.apply(drop_c2, d),
+                              td::apply(d, drop_c2, d)}) {
+    CHECK(leaf_keys(r) ==
+          std::vector<NestedKey>{NestedKey("a"), NestedKey("n"), NestedKey({"sub", "b"})});
+    CHECK(r.get<std::string>("n") == "text");
+    CHECK(r.get({"sub", "b"}).equal(torch::full({2}, 2.0)));
+    CHECK(r.get<TensorDict>("sub").batch_size() == td::BatchSize{2});
+    TensorDict grown = r;  // the result's key table is its own to change
+    grown.set({"sub", "d"}, torch::ones({2}));
+    CHECK(grown.get<TensorDict>("sub").keys().size() == 2);
+  }
+  CHECK(d.contains({"sub", "c"}));  // the source keeps its keys
+
+  // A result that does not start with its level's batch size names the full key.
+  auto sum_b = [](const torch::Tensor& x) { return x.dim() == 1 ? x.sum() : x; };
+  auto sum_b2 = [&](const torch::Tensor& x, const torch::Tensor&) { return sum_b(x); };
+  const char* msg =
+      "apply: the result at key 'sub.b' has shape [], which does not start with the batch size [2]";
+  CHECK_THROWS_WITH_AS((void)d.apply(sum_b), msg, td::BatchSizeError);
+  CHECK_THROWS_WITH_AS((void)td::apply(d, sum_b), msg, td::BatchSizeError);
+  CHECK_THROWS_WITH_AS((void)td::apply(d, sum_b2, d), msg, td::BatchSizeError);
+
+  // Inside a struct, the same rules, and the path starts at the struct.
+  WithDict w{.lin = {torch::ones({3, 2}), torch::ones({3}), "relu"}, .extra = d};
+  const WithDict rw = td::apply(w, drop_c);
+  CHECK(rw.lin.bias.equal(torch::full({3}, 2.0)));
+  CHECK_FALSE(rw.extra.contains({"sub", "c"}));
+  CHECK(rw.extra.get<std::string>("n") == "text");
+  auto sum_sub_b = [](const torch::Tensor& x) { return x.sizes() == torch::IntArrayRef{2} ? x.sum() : x; };
+  CHECK_THROWS_WITH_AS((void)td::apply(w, sum_sub_b),
+                       "apply: the result at key 'extra.sub.b' has shape [], which does not start "
+                       "with the batch size [2]",
+                       td::BatchSizeError);
+
+  // A level with a device moves every result there (the meta device stands in for an
+  // accelerator).
+  const torch::Device meta(torch::kMeta);
+  const TensorDict m({{"x", torch::zeros({2}, torch::TensorOptions().device(meta))},
+                      {"s", TensorDict({{"y", torch::zeros({2, 2}, torch::TensorOptions().device(meta))}},
+                                       td::BatchSize{2}, meta)}},
+                     td::BatchSize{2}, meta);
+  auto on_cpu = [](const torch::Tensor& x) { return torch::ones(x.sizes()); };
+  auto on_cpu2 = [&](const torch::Tensor& x, const torch::Tensor&) { return on_cpu(x); };
+  for (const TensorDict& r : {m.apply(on_cpu), td::apply(m, on_cpu), td::apply(m, on_cpu2, m)}) {
+    CHECK(r.get("x").device().is_meta());
+    CHECK(r.get({"s", "y"}).device().is_meta());
+  }
+  // Batch operations and `to` change batch sizes and devices themselves: they do not settle.
+  CHECK(td::index(d, {torch::indexing::Slice(0, 1)}).get({"sub", "c"}).sizes() ==
+        torch::IntArrayRef{1, 1});
+}
+
+TEST_CASE("Entry: every kind copies, moves and is replaced without sharing or dangling") {
+  td::Entry t = torch::ones({2});
+  td::Entry n = TensorDict{{"x", torch::ones({1})}};
+  td::Entry s = std::string("text");
+  td::Entry k = td::NonTensorStack{};
+  CHECK(t.is_tensor());
+  CHECK(n.is_tensordict());
+  CHECK(s.is_non_tensor());
+  CHECK(k.is_non_tensor_stack());
+  CHECK_THROWS_WITH_AS((void)s.tensor(), "entry holds non-tensor data, not a tensor", td::KeyError);
+
+  // A copy of a nested tree copies its structure (and shares its tensors).
+  td::Entry n2 = n;
+  n2.tensordict().set("y", torch::zeros({1}));
+  CHECK(n.tensordict().size() == 1);
+  CHECK(n2.tensordict().get("x").is_same(n.tensordict().get("x")));
+  // A moved-from entry holds an undefined tensor, whatever it held.
+  for (td::Entry* e : {&t, &n2, &s, &k}) {
+    const bool was_tensor = e->is_tensor();
+    td::Entry moved = std::move(*e);
+    CHECK(moved.is_tensor() == was_tensor);
+    CHECK(e->is_tensor());
+    CHECK_FALSE(e->tensor().defined());
+  }
+  // Assignment between kinds, and onto itself.
+  td::Entry a = std::string("a");
+  a = n;
+  CHECK(a.is_tensordict());
+  td::Entry& same = a;
+  a = std::move(same);
+  CHECK(a.is_tensordict());
+  CHECK(a.tensordict().get("x").equal(torch::ones({1})));
+  a = td::Entry(torch::zeros({3}));
+  CHECK(a.tensor().sizes() == torch::IntArrayRef{3});
+
+  // Setting a tensor over the nested tree that holds it: the tensor is taken before the tree
+  // is freed.
+  TensorDict state = make_state();
+  const torch::Tensor& inner = state.get({"layer", "weight"});
+  state.set("layer", inner);
+  CHECK(state.get("layer").equal(torch::ones({2, 2})));
+}
+
 TEST_CASE("to(device): every level of a TensorDict, alone or inside a struct, gets the device") {
   // The meta device stands in for an accelerator: moving there changes the device on a CPU-only
   // build too.
