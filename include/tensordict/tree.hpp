@@ -254,11 +254,16 @@ class Cursor {
 
   void push(std::string_view key) {
     if (depth_ == max_depth) too_deep();
-    parts_[depth_++] = Part{key, npos_index};
+    Part& p = parts_[depth_++];
+    p.key = key;
+    p.index = npos_index;
+    p.name = nullptr;  // `src` is read only with a name
   }
   void push_index(std::size_t i) {
     if (depth_ == max_depth) too_deep();
-    parts_[depth_++] = Part{{}, i};
+    Part& p = parts_[depth_++];
+    p.index = i;
+    p.name = nullptr;
   }
   // A level whose children are named by position, `name(src, i)`, asked only when the path is
   // read: moving to the next child is `set_index(i)`, one store.
@@ -292,8 +297,8 @@ class Cursor {
   struct Part {
     std::string_view key;
     std::size_t index;
-    const void* src = nullptr;
-    NameAt name = nullptr;
+    const void* src;
+    NameAt name;
   };
   [[noreturn, gnu::cold]] static void too_deep() {
     throw Error("tensordict: a tree nests deeper than " + std::to_string(max_depth) + " levels");
@@ -344,10 +349,22 @@ TENSORDICT_INLINE void dzip_children(Cursor& c, F& f, std::index_sequence<I...>,
 template <class M, class F, class First, class... Rest>
 void dzip_map(Cursor& c, F& f, First& first, Rest&... rest) {
   using N = dynamic_node<M>;
-  for (auto&& kv : N::ordered(first)) {
-    c.push(kv->first);
-    dzip_value<typename N::child_t>(c, f, kv->second, *N::lookup(rest, kv->first)...);
+  if constexpr (requires { N::name_at(first, 0); }) {
+    // Named by position: one store per child, the name read only if a path is.
+    std::size_t& at = c.push_named(&first, [](const void* src, std::size_t j) -> std::string_view {
+      return N::name_at(*static_cast<const M*>(src), j);
+    });
+    for (auto&& kv : N::ordered(first)) {
+      dzip_value<typename N::child_t>(c, f, kv->second, *N::lookup(rest, kv->first)...);
+      ++at;
+    }
     c.pop();
+  } else {
+    for (auto&& kv : N::ordered(first)) {
+      c.push(kv->first);
+      dzip_value<typename N::child_t>(c, f, kv->second, *N::lookup(rest, kv->first)...);
+      c.pop();
+    }
   }
 }
 
@@ -355,11 +372,12 @@ template <class M, class F, class First, class... Rest>
 void dzip_indexed(Cursor& c, F& f, First& first, Rest&... rest) {
   using N = dynamic_node<M>;
   const std::size_t n = N::size(first);
+  c.push_index(0);
   for (std::size_t i = 0; i < n; ++i) {
-    c.push_index(i);
+    c.set_index(i);
     dzip_value<typename N::child_t>(c, f, N::at(first, i), N::at(rest, i)...);
-    c.pop();
   }
+  c.pop();
 }
 
 // Calls f(kind, loc, value_of_each_tree...) for leaves (kind = leaf_tag) and, when F asks for
