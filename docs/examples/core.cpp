@@ -24,9 +24,9 @@ struct Linear {
     return activation == "relu" ? y.relu() : y.tanh();
   }
 };
-// [linear]
 
 torch::Tensor loss(const Linear& params, const torch::Tensor& x) { return params(x).pow(2).sum(); }
+// [linear]
 
 struct Layer {
   torch::Tensor weight, bias;

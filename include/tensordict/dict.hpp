@@ -599,22 +599,40 @@ class TensorDict {
   [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(std::initializer_list<Key> keys) const {
     return {select(keys), exclude(keys)};
   }
+  /// `split_keys` with keys from any range (a key list built at run time).
+  template <std::ranges::range R>
+    requires(!std::is_convertible_v<const R&, Key>)
+  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const R& keys) const {
+    return {select(keys), exclude(keys)};
+  }
+  /// `split_keys` of one key (a name, or a `NestedKey`).
+  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const Key& key) const {
+    return split_keys({key});
+  }
   /// A tree of only the entries at `keys` (nested keys allowed; a missing key is a `KeyError`).
   [[nodiscard]] TensorDict select(std::initializer_list<Key> keys) const {
     return select_impl(keys.begin(), keys.end());
   }
+  /// `select` with keys from any range. A string is one key, not a range of characters.
   template <std::ranges::range R>
+    requires(!std::is_convertible_v<const R&, Key>)
   [[nodiscard]] TensorDict select(const R& keys) const {
     return select_impl(std::ranges::begin(keys), std::ranges::end(keys));
   }
+  /// `select` of one key: `td.select("layer")`.
+  [[nodiscard]] TensorDict select(const Key& key) const { return select({key}); }
   /// A tree without the entries at `keys` (missing keys are ignored, as in Python).
   [[nodiscard]] TensorDict exclude(std::initializer_list<Key> keys) const {
     return exclude_impl(keys.begin(), keys.end());
   }
+  /// `exclude` with keys from any range. A string is one key, not a range of characters.
   template <std::ranges::range R>
+    requires(!std::is_convertible_v<const R&, Key>)
   [[nodiscard]] TensorDict exclude(const R& keys) const {
     return exclude_impl(std::ranges::begin(keys), std::ranges::end(keys));
   }
+  /// `exclude` of one key: `td.exclude("layer")`.
+  [[nodiscard]] TensorDict exclude(const Key& key) const { return exclude({key}); }
   /// Sets every leaf of `other` into this tree, merging nested levels; returns this tree.
   TensorDict& update(const TensorDict& other) {
     for (const auto& [k, v] : other.nodes()) {

@@ -1127,6 +1127,15 @@ constexpr void check_same_trees() {
 
 }  // namespace detail
 
+/// An overloaded function or function template (`torch::zeros_like`, `torch::relu`) as one
+/// callable object, which `apply` and the other tree functions can take:
+/// `td::apply(params, TENSORDICT_LIFT(torch::zeros_like))`. (A name with overloads has no single
+/// type for a template parameter to deduce; the lambda picks the overload at each call.)
+#define TENSORDICT_LIFT(...)                                                \
+  [](auto&&... tensordict_lift_args) -> decltype(auto) {                    \
+    return __VA_ARGS__(std::forward<decltype(tensordict_lift_args)>(tensordict_lift_args)...); \
+  }
+
 /// `tree_map`: `f(leaf, leaves of others at the same key...)` on every present leaf; the result
 /// has T's type, the first tree's static fields and batch size, and absent leaves where the
 /// first tree has them. Trees whose shapes (container lengths, map keys, optional subtrees) or
@@ -1837,6 +1846,24 @@ template <tree T>
   requires(!detail::is_tensordict<T>)
 [[nodiscard]] T exclude(const T& t, std::initializer_list<std::string_view> keys) {
   return tensordict::exclude<T, std::initializer_list<std::string_view>>(t, keys);
+}
+/// `select` of one dotted key known at run time: `select(model, "blocks." + std::to_string(i))`.
+template <tree T>
+  requires(!detail::is_tensordict<T>)
+[[nodiscard]] T select(const T& t, std::string_view key) {
+  return tensordict::select(t, {key});
+}
+/// `exclude` of one dotted key known at run time.
+template <tree T>
+  requires(!detail::is_tensordict<T>)
+[[nodiscard]] T exclude(const T& t, std::string_view key) {
+  return tensordict::exclude(t, {key});
+}
+/// `split_keys` of one dotted key known at run time.
+template <tree T>
+  requires(!detail::is_tensordict<T>)
+[[nodiscard]] std::pair<T, T> split_keys(const T& t, std::string_view key) {
+  return {tensordict::select(t, {key}), tensordict::exclude(t, {key})};
 }
 /// `(select(t, keys), exclude(t, keys))` with run-time keys.
 template <tree T>

@@ -360,6 +360,25 @@ TEST_CASE("containers: select, exclude and split_keys with keys known at run tim
     CHECK(out.blocks[(i + 1) % m.blocks.size()].attn.weight.defined());
     CHECK_FALSE(out.blocks[i].attn.weight.defined());
   }
+  // One key, as a string: one key, not a list of characters.
+  {
+    std::string key = "blocks.";
+    key += std::to_string(2);
+    const Model one = td::select(m, key);
+    CHECK(one.blocks[2].attn.weight.defined());
+    CHECK_FALSE(one.blocks[1].attn.weight.defined());
+    CHECK_FALSE(td::exclude(m, "embed").embed.weight.defined());
+    const auto [e, not_e] = td::split_keys(m, "embed");
+    CHECK(e.embed.weight.defined());
+    CHECK_FALSE(not_e.embed.weight.defined());
+    CHECK_THROWS_AS((void)td::select(m, "blocks.9"), td::KeyError);
+  }
+  // An overloaded torch function, lifted into one callable.
+  const Model z = td::apply(m, TENSORDICT_LIFT(torch::zeros_like));
+  CHECK(z.blocks[0].attn.weight.sizes() == m.blocks[0].attn.weight.sizes());
+  CHECK(z.blocks[0].attn.weight.abs().sum().item<float>() == 0.0f);
+  const td::TensorDict zd = td::apply(td::to_tensordict(m), TENSORDICT_LIFT(torch::ones_like));
+  CHECK(zd.get({"embed", "weight"}).equal(torch::ones_like(m.embed.weight)));
   // The same answers as the compile-time keys, for every key path of the tree.
   for (const auto& path : td::key_paths(m)) {
     const Model a = td::select(m, {std::string_view(path)});

@@ -289,6 +289,20 @@ TEST_CASE("TensorDict: split_keys, select, exclude, update (the seed's partition
   auto [sel, others] = state.split_keys({"step"});
   CHECK(sel.keys() == std::vector<NestedKey>{"step"});
   CHECK(others.keys() == std::vector<NestedKey>{"layer"});
+  // One key, as a string or a NestedKey, is one key (not a list of its characters or names).
+  CHECK(state.exclude("layer").keys() == std::vector<NestedKey>{"step"});
+  CHECK(state.select(std::string("step")).keys() == std::vector<NestedKey>{"step"});
+  CHECK(leaf_keys(state.select(NestedKey({"layer", "bias"}))) ==
+        std::vector<NestedKey>{{"layer", "bias"}});
+  auto [one, but_one] = state.split_keys("layer");
+  CHECK(one.keys() == std::vector<NestedKey>{"layer"});
+  CHECK(but_one.keys() == std::vector<NestedKey>{"step"});
+  CHECK_THROWS_AS((void)state.select("nope"), td::KeyError);
+  // A key list built at run time splits too.
+  const std::vector<std::string> names{"step"};
+  auto [by_list, not_listed] = state.split_keys(names);
+  CHECK(by_list.keys() == std::vector<NestedKey>{"step"});
+  CHECK(not_listed.keys() == std::vector<NestedKey>{"layer"});
 
   // update merges nested levels instead of replacing them.
   TensorDict u{{"layer", TensorDict{{"extra", torch::zeros({1})}}}};
