@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// Autograd on whole trees: `grad` and `value_and_grad` return a tree of the parameters' type,
-/// `parameters` feeds `torch::optim`, and `add_` / `mul_` are fused in-place steps over all
-/// leaves (`at::_foreach_*`).
+/// `parameters` feeds `torch::optim`; the fused in-place steps (`add_`, `mul_`, `lerp_`, ...)
+/// are in math.hpp.
 
 #include <string>
 #include <utility>
@@ -14,6 +14,7 @@
 
 #include "detail/functorch.hpp"
 #include "dict.hpp"
+#include "math.hpp"
 #include "tree.hpp"
 
 namespace tensordict {
@@ -149,39 +150,6 @@ template <class F>
 template <class F>
 [[nodiscard]] auto value_and_grad(F f) {
   return detail::ValueAndGradFn<F>{std::move(f)};
-}
-
-namespace detail {
-template <class T>
-std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> paired_leaves(T& a, const T& b) {
-  std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> out;
-  out.first.reserve(leaf_count(a));
-  out.second.reserve(out.first.capacity());
-  tensordict::for_each(a, [&](const at::Tensor& x, const at::Tensor& y) {
-    out.first.push_back(x);
-    out.second.push_back(y);
-  }, b);
-  return out;
-}
-}  // namespace detail
-
-/// Fused, in place, without autograd: `leaf += alpha * other_leaf` for every leaf, in one
-/// `at::_foreach_add_` call. `add_(params, grads, -lr)` is an SGD step. Returns `t`.
-template <tree T>
-T& add_(T& t, const T& other, const at::Scalar& alpha = 1) {
-  auto [xs, ys] = detail::paired_leaves(t, other);
-  at::NoGradGuard no_grad;
-  at::_foreach_add_(xs, ys, alpha);
-  return t;
-}
-
-/// Fused, in place, without autograd: every leaf multiplied by `s`. Returns `t`.
-template <tree T>
-T& mul_(T& t, const at::Scalar& s) {
-  std::vector<at::Tensor> xs = parameters(t);
-  at::NoGradGuard no_grad;
-  at::_foreach_mul_(xs, s);
-  return t;
 }
 
 }  // namespace tensordict

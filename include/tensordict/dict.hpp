@@ -32,6 +32,7 @@
 #include "key.hpp"
 #include "node.hpp"
 #include "tree.hpp"
+#include "math.hpp"
 #include "non_tensor.hpp"
 #include "consolidate.hpp"
 #include "detail/what.hpp"
@@ -698,6 +699,108 @@ class TensorDict {
   }
   /// Every tensor cast to `dtype` (`tensordict::to`).
   [[nodiscard]] TensorDict to(c10::ScalarType dtype) const { return tensordict::to(*this, dtype); }
+
+  // Arithmetic with Python tensordict's method names; each is the free function of math.hpp
+  // (one foreach call per operation over all tensors, in-place forms without autograd).
+  using Scalar = at::Scalar;
+  using OptScalar = std::optional<at::Scalar>;
+  /// `self + alpha * other` (`tensordict::add`); `add(s)` adds a scalar.
+  [[nodiscard]] TensorDict add(const TensorDict& o, const Scalar& alpha = 1) const { return tensordict::add(*this, o, alpha); }
+  [[nodiscard]] TensorDict add(const Scalar& s) const { return tensordict::add(*this, s); }
+  /// `self - alpha * other`; `sub(s)` subtracts a scalar.
+  [[nodiscard]] TensorDict sub(const TensorDict& o, const Scalar& alpha = 1) const { return tensordict::sub(*this, o, alpha); }
+  [[nodiscard]] TensorDict sub(const Scalar& s) const { return tensordict::sub(*this, s); }
+  /// `self * other`, or times a scalar.
+  [[nodiscard]] TensorDict mul(const TensorDict& o) const { return tensordict::mul(*this, o); }
+  [[nodiscard]] TensorDict mul(const Scalar& s) const { return tensordict::mul(*this, s); }
+  /// `self / other`, or by a scalar.
+  [[nodiscard]] TensorDict div(const TensorDict& o) const { return tensordict::div(*this, o); }
+  [[nodiscard]] TensorDict div(const Scalar& s) const { return tensordict::div(*this, s); }
+  /// Elementwise larger / smaller of self and other.
+  [[nodiscard]] TensorDict maximum(const TensorDict& o) const { return tensordict::maximum(*this, o); }
+  [[nodiscard]] TensorDict minimum(const TensorDict& o) const { return tensordict::minimum(*this, o); }
+  /// `self + weight * (end - self)`.
+  [[nodiscard]] TensorDict lerp(const TensorDict& end, const Scalar& weight) const { return tensordict::lerp(*this, end, weight); }
+  /// `self + value * t1 * t2` and `self + value * t1 / t2`.
+  [[nodiscard]] TensorDict addcmul(const TensorDict& t1, const TensorDict& t2, const Scalar& value = 1) const { return tensordict::addcmul(*this, t1, t2, value); }
+  [[nodiscard]] TensorDict addcdiv(const TensorDict& t1, const TensorDict& t2, const Scalar& value = 1) const { return tensordict::addcdiv(*this, t1, t2, value); }
+  /// Every tensor raised to `exponent`; clamped to `[min, max]`.
+  [[nodiscard]] TensorDict pow(const Scalar& exponent) const { return tensordict::pow(*this, exponent); }
+  [[nodiscard]] TensorDict clamp(const OptScalar& min, const OptScalar& max = std::nullopt) const { return tensordict::clamp(*this, min, max); }
+  /// Elementwise functions of every tensor.
+  [[nodiscard]] TensorDict neg() const { return tensordict::neg(*this); }
+  [[nodiscard]] TensorDict sqrt() const { return tensordict::sqrt(*this); }
+  [[nodiscard]] TensorDict rsqrt() const { return tensordict::rsqrt(*this); }
+  [[nodiscard]] TensorDict abs() const { return tensordict::abs(*this); }
+  [[nodiscard]] TensorDict exp() const { return tensordict::exp(*this); }
+  [[nodiscard]] TensorDict log() const { return tensordict::log(*this); }
+  [[nodiscard]] TensorDict sign() const { return tensordict::sign(*this); }
+  [[nodiscard]] TensorDict reciprocal() const { return tensordict::reciprocal(*this); }
+  /// In place, without autograd; each returns `*this`.
+  TensorDict& add_(const TensorDict& o, const Scalar& alpha = 1) { return tensordict::add_(*this, o, alpha); }
+  TensorDict& add_(const Scalar& s) { return tensordict::add_(*this, s); }
+  TensorDict& sub_(const TensorDict& o, const Scalar& alpha = 1) { return tensordict::sub_(*this, o, alpha); }
+  TensorDict& sub_(const Scalar& s) { return tensordict::sub_(*this, s); }
+  TensorDict& mul_(const TensorDict& o) { return tensordict::mul_(*this, o); }
+  TensorDict& mul_(const Scalar& s) { return tensordict::mul_(*this, s); }
+  TensorDict& div_(const TensorDict& o) { return tensordict::div_(*this, o); }
+  TensorDict& div_(const Scalar& s) { return tensordict::div_(*this, s); }
+  TensorDict& maximum_(const TensorDict& o) { return tensordict::maximum_(*this, o); }
+  TensorDict& minimum_(const TensorDict& o) { return tensordict::minimum_(*this, o); }
+  /// `self += weight * (end - self)`: a soft (Polyak) update, `target.lerp_(online, tau)`.
+  TensorDict& lerp_(const TensorDict& end, const Scalar& weight) { return tensordict::lerp_(*this, end, weight); }
+  TensorDict& addcmul_(const TensorDict& t1, const TensorDict& t2, const Scalar& value = 1) { return tensordict::addcmul_(*this, t1, t2, value); }
+  TensorDict& addcdiv_(const TensorDict& t1, const TensorDict& t2, const Scalar& value = 1) { return tensordict::addcdiv_(*this, t1, t2, value); }
+  TensorDict& pow_(const Scalar& exponent) { return tensordict::pow_(*this, exponent); }
+  TensorDict& clamp_(const OptScalar& min, const OptScalar& max = std::nullopt) { return tensordict::clamp_(*this, min, max); }
+  TensorDict& neg_() { return tensordict::neg_(*this); }
+  TensorDict& sqrt_() { return tensordict::sqrt_(*this); }
+  TensorDict& rsqrt_() { return tensordict::rsqrt_(*this); }
+  TensorDict& abs_() { return tensordict::abs_(*this); }
+  TensorDict& exp_() { return tensordict::exp_(*this); }
+  TensorDict& log_() { return tensordict::log_(*this); }
+  TensorDict& sign_() { return tensordict::sign_(*this); }
+  TensorDict& reciprocal_() { return tensordict::reciprocal_(*this); }
+  /// Every tensor set to zero.
+  TensorDict& zero_() { return tensordict::zero_(*this); }
+  /// Every tensor of `src` copied into this tree's tensors (same keys).
+  TensorDict& copy_(const TensorDict& src) { return tensordict::copy_(*this, src); }
+  /// Reductions per tensor (a TensorDict of 0-dim tensors, batch size `[]`), or over the whole
+  /// tree with `total`: `d.sum(td::total)`, `grads.norm(td::total)`.
+  [[nodiscard]] TensorDict sum() const { return tensordict::sum(*this); }
+  [[nodiscard]] at::Tensor sum(total_t) const { return tensordict::sum(*this, total); }
+  [[nodiscard]] TensorDict mean() const { return tensordict::mean(*this); }
+  [[nodiscard]] at::Tensor mean(total_t) const { return tensordict::mean(*this, total); }
+  [[nodiscard]] TensorDict max() const { return tensordict::max(*this); }
+  [[nodiscard]] at::Tensor max(total_t) const { return tensordict::max(*this, total); }
+  [[nodiscard]] TensorDict min() const { return tensordict::min(*this); }
+  [[nodiscard]] at::Tensor min(total_t) const { return tensordict::min(*this, total); }
+  [[nodiscard]] TensorDict norm(double p = 2) const { return tensordict::norm(*this, p); }
+  [[nodiscard]] at::Tensor norm(total_t, double p = 2) const { return tensordict::norm(*this, total, p); }
+
+  /// `a + b`, `a - b`, `a * b`, `a / b` (with a scalar on either side), `-a`; compound
+  /// assignments update in place, without autograd.
+  friend TensorDict operator+(const TensorDict& a, const TensorDict& b) { return a.add(b); }
+  friend TensorDict operator+(const TensorDict& a, const Scalar& s) { return a.add(s); }
+  friend TensorDict operator+(const Scalar& s, const TensorDict& a) { return a.add(s); }
+  friend TensorDict operator-(const TensorDict& a, const TensorDict& b) { return a.sub(b); }
+  friend TensorDict operator-(const TensorDict& a, const Scalar& s) { return a.sub(s); }
+  friend TensorDict operator-(const Scalar& s, const TensorDict& a) { return a.neg().add(s); }
+  friend TensorDict operator-(const TensorDict& a) { return a.neg(); }
+  friend TensorDict operator*(const TensorDict& a, const TensorDict& b) { return a.mul(b); }
+  friend TensorDict operator*(const TensorDict& a, const Scalar& s) { return a.mul(s); }
+  friend TensorDict operator*(const Scalar& s, const TensorDict& a) { return a.mul(s); }
+  friend TensorDict operator/(const TensorDict& a, const TensorDict& b) { return a.div(b); }
+  friend TensorDict operator/(const TensorDict& a, const Scalar& s) { return a.div(s); }
+  friend TensorDict operator/(const Scalar& s, const TensorDict& a) { return a.reciprocal().mul(s); }
+  friend TensorDict& operator+=(TensorDict& a, const TensorDict& b) { return a.add_(b); }
+  friend TensorDict& operator+=(TensorDict& a, const Scalar& s) { return a.add_(s); }
+  friend TensorDict& operator-=(TensorDict& a, const TensorDict& b) { return a.sub_(b); }
+  friend TensorDict& operator-=(TensorDict& a, const Scalar& s) { return a.sub_(s); }
+  friend TensorDict& operator*=(TensorDict& a, const TensorDict& b) { return a.mul_(b); }
+  friend TensorDict& operator*=(TensorDict& a, const Scalar& s) { return a.mul_(s); }
+  friend TensorDict& operator/=(TensorDict& a, const TensorDict& b) { return a.div_(b); }
+  friend TensorDict& operator/=(TensorDict& a, const Scalar& s) { return a.div_(s); }
 
   /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested
   /// levels indented (entries in insertion order).
