@@ -182,7 +182,7 @@ TEST_CASE("optim: absent gradients skip their leaves; TensorDicts; schedules; ch
   Mlp q = td::clone(p0);
   auto qs = sched.init(q);
   for (int i = 0; i < 3; ++i) sched.step(q, g, qs);
-  CHECK(seen == std::vector<int64_t>{1, 2, 3});
+  CHECK((seen == std::vector<int64_t>{1, 2, 3}));
   CHECK(torch::allclose(q.l1.weight, p0.l1.weight - (0.1 + 0.05 + 0.1 / 3)));
 
   // clip_grad_norm in a chain clips a copy of the gradients, then steps.
