@@ -207,7 +207,7 @@ TEST_CASE("containers: apply, named_apply, for_each and reduce reach every leaf"
   CHECK(td::key_paths(sd) == std::vector<std::string>{"a", "b"});
 }
 
-TEST_CASE("containers: zipped trees must agree in shape; the error names the place") {
+TEST_CASE("containers: zipped trees must agree in shape, the error names the place") {
   const Model a = model(3);
   Model b = model(2);
   auto add = [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; };
@@ -750,7 +750,7 @@ TEST_CASE("TensorDict member: runtime spec, leaves, tree_flatten, get and replac
   CHECK((dbl.policy.weight.scalar_type() == torch::kDouble));
 }
 
-TEST_CASE("TensorDict member: grad reaches its tensors; batch sizes and save/load keep it") {
+TEST_CASE("TensorDict member: grad reaches its tensors, batch sizes and save/load keep it") {
   Agent a = agent();
   a.extras.erase("steps");  // an integer leaf comes back absent; keep the check simple
   auto loss = [](const Agent& p) {

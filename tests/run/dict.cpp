@@ -130,7 +130,7 @@ TEST_CASE("TensorDict: get, set, contains, erase, pop, rename_key, setdefault") 
   CHECK(state.setdefault("new", torch::tensor(1)).tensor().item<int64_t>() == 1);
 }
 
-TEST_CASE("Key: a key built from a braced list outlives the list; long lists; many names hashed") {
+TEST_CASE("Key: a key built from a braced list outlives the list, long lists, many names hashed") {
   td::TensorDict d;
   const std::vector<std::string_view> names{"a", "b", "c", "d", "e", "f", "g", "h"};
   d.set({"a", "b", "c", "d", "e", "f", "g", "h"}, torch::ones({1}));  // more names than kept inline

@@ -89,7 +89,7 @@ TEST_CASE("load_memmap: leaves are memory-mapped files, not copies") {
   CHECK(b["obs"][0][0].item<float>() == 100.f);
 }
 
-TEST_CASE("memmap of a struct: a tensorclass folder; load_memmap<T>, load_memmap(dir, out), load_memmap_") {
+TEST_CASE("memmap of a struct: a tensorclass folder, load_memmap<T>, load_memmap(dir, out), load_memmap_") {
   TempDir tmp;
   t::Linear params{.weight = torch::randn({2, 3}), .bias = torch::zeros({2}), .activation = "relu"};
   td::memmap(params, tmp.path / "p");

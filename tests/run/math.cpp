@@ -266,7 +266,7 @@ TEST_CASE("tree arithmetic: errors name the key, and a failed in-place op writes
   CHECK_THROWS_AS(td::add(make_net(18, torch::kFloat), c), td::SpecMismatchError);
 }
 
-TEST_CASE("tree arithmetic out of place records the graph; small results are independent") {
+TEST_CASE("tree arithmetic out of place records the graph, small results are independent") {
   Linear l{torch::randn({2, 3}, torch::requires_grad()), torch::randn({2}, torch::requires_grad()), "x"};
   const Linear k{torch::randn({2, 3}), torch::randn({2}), "x"};
   {

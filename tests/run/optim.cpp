@@ -102,7 +102,7 @@ TEST_CASE("optim: every optimizer equals its torch::optim counterpart after 100 
   }
 }
 
-TEST_CASE("optim: the state is a tree: saved, loaded, moved, stacked; the pure form") {
+TEST_CASE("optim: the state is a tree (saved, loaded, moved, stacked) and the pure form") {
   const Mlp p0 = make_mlp(torch::kFloat, true);
   const auto opt = td::optim::adam({.lr = 1e-2});
   Mlp p = td::clone(p0);
@@ -151,7 +151,7 @@ TEST_CASE("optim: the state is a tree: saved, loaded, moved, stacked; the pure f
   CHECK(torch::allclose(ensemble.l1.weight[1], one.l1.weight));
 }
 
-TEST_CASE("optim: absent gradients skip their leaves; TensorDicts; schedules; chains") {
+TEST_CASE("optim: absent gradients skip their leaves, TensorDicts, schedules, chains") {
   // A leaf without a gradient keeps its value and its moments, as torch skips a None grad.
   Mlp p = make_mlp(torch::kFloat, true);
   const Mlp p0 = td::clone(p);
