@@ -269,11 +269,22 @@ void fused_range_fma(S* o, const std::array<S*, N>& p, int64_t b, int64_t e, K& 
 }
 #endif
 
+// Whether this CPU runs AVX2 with FMA, which the hand-vectorized kernels need.
+inline bool cpu_avx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
 // k(i, out, pointers, fma) for every element of every leaf: `out` is the result's data (the
 // first list's when `out` is null) and `pointers` the lists' data. Large leaves are split over
-// libtorch's thread pool.
-template <class S, std::size_t N, class K>
-void fused_loop(const std::array<tensor_vec, N>& lists, tensor_vec* out, K&& k) {
+// libtorch's thread pool. `vk(out, pointers, b, e)`, when given, first runs a vectorized kernel
+// over a prefix of [b, e) and returns where the element-wise loop is to go on.
+template <class S, std::size_t N, class K, class VK = std::nullptr_t>
+void fused_loop(const std::array<tensor_vec, N>& lists, tensor_vec* out, K&& k, VK&& vk = nullptr) {
   const tensor_vec& xs = lists[0];
   const bool fma = cpu_fma();
   for (std::size_t j = 0; j < xs.size(); ++j) {
@@ -282,6 +293,7 @@ void fused_loop(const std::array<tensor_vec, N>& lists, tensor_vec* out, K&& k) 
     std::array<S*, N> p;
     for (std::size_t q = 0; q < N; ++q) p[q] = lists[q][j].template data_ptr<S>();
     auto body = [&](int64_t b, int64_t e) {
+      if constexpr (!std::is_same_v<std::decay_t<VK>, std::nullptr_t>) b = vk(o, p, b, e);
       if (fma) {
         fused_range_fma(o, p, b, e, k);
       } else {

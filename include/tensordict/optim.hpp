@@ -28,6 +28,10 @@
 
 #include <ATen/ATen.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 #include "math.hpp"
 #include "tree.hpp"
 
@@ -196,15 +200,22 @@ std::array<tensor_vec, N> step_leaves(const char* op, const P& params, const P& 
 
 // The fused CPU pass of a step over a group: k(i, pointers, fma) for every element; false when
 // the group's tensors cannot take it.
-template <std::size_t N, class K>
-bool fused_step(const std::array<tensor_vec, N>& lists, K&& k) {
+// `vk(pointers, b, e)` (float leaves only) may run a vectorized kernel over a prefix of [b, e)
+// and return where the element-wise one goes on; it computes the same operations.
+template <std::size_t N, class K, class VK = std::nullptr_t>
+bool fused_step(const std::array<tensor_vec, N>& lists, K&& k, VK&& vk = nullptr) {
   const c10::ScalarType st = tensordict::detail::fusable(lists);
   if (st == c10::ScalarType::Undefined || !tensordict::detail::no_partial_overlap(lists)) return false;
   auto run = [&]<class S>(S) {
-    tensordict::detail::fused_loop<S>(lists, nullptr,
-                                      [&](int64_t i, S*, const std::array<S*, N>& p, auto fm) {
-                                        k(i, p, fm);
-                                      });
+    auto each = [&](int64_t i, S*, const std::array<S*, N>& p, auto fm) { k(i, p, fm); };
+    if constexpr (std::is_same_v<S, float> && !std::is_same_v<std::decay_t<VK>, std::nullptr_t>) {
+      tensordict::detail::fused_loop<S>(lists, nullptr, each,
+                                        [&](S*, const std::array<S*, N>& p, int64_t b, int64_t e) {
+                                          return vk(p, b, e);
+                                        });
+    } else {
+      tensordict::detail::fused_loop<S>(lists, nullptr, each);
+    }
   };
   if (st == at::kFloat) {
     run(float{});
@@ -229,6 +240,42 @@ decltype(auto) with_flags(F&& f, bool b, B... rest) {
   auto bind = [&](auto c) { return [&f, c](auto... cs) { return f(c, cs...); }; };
   return b ? with_flags(bind(std::true_type{}), rest...) : with_flags(bind(std::false_type{}), rest...);
 }
+
+// Adam's step on float leaves, 8 lanes at a time with AVX2: the operations of the element-wise
+// kernel in the same order and roundings (multiply, fused multiply-add, IEEE division and
+// square root lane by lane), so its results are the same bits. Returns where it stopped.
+struct AdamConstants {
+  float b1, one_minus_b1, b2, one_minus_b2, wd, decay, sqrt_bc2, eps, minus_step_size;
+  int mode;  // 0: no weight decay, 1: decoupled (AdamW), 2: added to the gradient (Adam)
+};
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+[[gnu::target("avx2,fma")]] inline int64_t adam_avx2(float* p, const float* g, float* m, float* v,
+                                                    int64_t b, int64_t e, const AdamConstants& c) {
+  const __m256 b1 = _mm256_set1_ps(c.b1), ob1 = _mm256_set1_ps(c.one_minus_b1);
+  const __m256 b2 = _mm256_set1_ps(c.b2), ob2 = _mm256_set1_ps(c.one_minus_b2);
+  const __m256 wd = _mm256_set1_ps(c.wd), decay = _mm256_set1_ps(c.decay);
+  const __m256 sbc2 = _mm256_set1_ps(c.sqrt_bc2), eps = _mm256_set1_ps(c.eps);
+  const __m256 mss = _mm256_set1_ps(c.minus_step_size);
+  int64_t i = b;
+  for (; i + 8 <= e; i += 8) {
+    __m256 P = _mm256_loadu_ps(p + i);
+    __m256 G = _mm256_loadu_ps(g + i);
+    if (c.mode == 1) P = _mm256_mul_ps(P, decay);
+    if (c.mode == 2) G = _mm256_fmadd_ps(P, wd, G);
+    const __m256 M = _mm256_fmadd_ps(G, ob1, _mm256_mul_ps(_mm256_loadu_ps(m + i), b1));
+    const __m256 V = _mm256_fmadd_ps(_mm256_mul_ps(ob2, G), G, _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
+    _mm256_storeu_ps(m + i, M);
+    _mm256_storeu_ps(v + i, V);
+    const __m256 D = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(V), sbc2), eps);
+    _mm256_storeu_ps(p + i, _mm256_add_ps(P, _mm256_div_ps(_mm256_mul_ps(mss, M), D)));
+  }
+  return i;
+}
+#else
+inline int64_t adam_avx2(float*, const float*, float*, float*, int64_t b, int64_t, const AdamConstants&) {
+  return b;
+}
+#endif
 
 template <class S>
 S cast(double v) {
@@ -345,6 +392,11 @@ class Adam {
                                         &state.exp_avg_sq,
                                         detail::buffer(state.max_exp_avg_sq, ams, "adam", "max_exp_avg_sq"));
     if (!ams) lists[4] = lists[3];
+    const detail::AdamConstants vc{
+        static_cast<float>(b1), static_cast<float>(1 - b1), static_cast<float>(b2),
+        static_cast<float>(1 - b2), static_cast<float>(wd), static_cast<float>(1 - lr * wd),
+        static_cast<float>(sqrt_bc2), static_cast<float>(eps), static_cast<float>(-step_size),
+        wd == 0 ? 0 : decoupled ? 1 : 2};
     detail::for_groups(lists, [&](auto& l) {
       const bool fused = detail::with_flags([&](auto WD, auto DEC, auto AMS) {
         return detail::fused_step(l, [=]<class S>(int64_t i, const std::array<S*, 5>& q, auto fm) {
@@ -364,6 +416,9 @@ class Adam {
           }
           const S denom = std::sqrt(vm) / detail::cast<S>(sqrt_bc2) + detail::cast<S>(eps);
           q[0][i] = p + detail::cast<S>(-step_size) * m / denom;
+        }, [&](const std::array<float*, 5>& q, int64_t b, int64_t e) {
+          if (AMS || !tensordict::detail::cpu_avx2()) return b;
+          return detail::adam_avx2(q[0], q[1], q[2], q[3], b, e, vc);
         });
       }, wd != 0, decoupled, ams);
       if (fused) return;
