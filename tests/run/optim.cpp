@@ -77,7 +77,7 @@ TEST_CASE("optim: every optimizer equals its torch::optim counterpart after 100 
     for (bool contiguous : {true, false}) {
       CAPTURE(dt);
       CAPTURE(contiguous);
-      auto check = [&](const char* what, auto theirs, const auto& ours) {
+      auto check = [&](const std::string& what, auto theirs, const auto& ours) {
         CAPTURE(what);
         CHECK(run_against_torch(theirs, ours, dt, contiguous) <= 1e-6);
       };
