@@ -794,9 +794,22 @@ template <batched_tree T>
 
 // ---- memory -----------------------------------------------------------------------------------
 
-/// Every leaf in page-locked memory, for faster host-to-device copies.
+/// Every leaf in page-locked memory, for faster host-to-device copies (`to(device, true)`). A
+/// consolidated tree is pinned as one buffer and stays consolidated: its move is one transfer.
 template <batched_tree T>
 [[nodiscard]] T pin_memory(const T& t) {
+  const auto ls = tensordict::leaves(t);
+  auto pinned = detail::map_consolidated(
+      std::vector<at::Tensor>(ls.begin(), ls.end()), [](const at::Tensor& bytes) {
+        try {
+          return bytes.pin_memory();
+        } catch (const c10::Error& e) {
+          throw Error("pin_memory: the consolidated storage (" + std::to_string(bytes.numel()) +
+                      " bytes) could not be pinned: " + e.what_without_backtrace());
+        }
+      },
+      [](const at::Tensor& x) { return x.is_pinned(); });
+  if (pinned) return TreeSpec<T>(t).unflatten(*pinned);
   return detail::rebatch("pin_memory", t, [](const at::Tensor& x) { return x.pin_memory(); },
                          batch_size(t));
 }

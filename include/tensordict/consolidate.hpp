@@ -57,10 +57,12 @@ inline std::vector<at::Tensor> consolidate_leaves(const std::vector<at::Tensor>&
   return out;
 }
 
-// When every defined leaf is a view of one storage (a consolidated tree), that storage moved to
-// `device` in one transfer and the leaves rebuilt on it; otherwise nothing.
-inline std::optional<std::vector<at::Tensor>> move_consolidated(const std::vector<at::Tensor>& leaves,
-                                                                c10::Device device) {
+// When every defined leaf is a view of one storage (a consolidated tree), `f` applied once to
+// that whole storage (as a byte tensor) and the leaves rebuilt as the same views of its result;
+// otherwise nothing. `skip(first leaf)` says the storage needs no change.
+template <class F, class Skip>
+std::optional<std::vector<at::Tensor>> map_consolidated(const std::vector<at::Tensor>& leaves, F&& f,
+                                                        Skip&& skip) {
   const c10::StorageImpl* storage = nullptr;
   const at::Tensor* first = nullptr;
   std::size_t defined = 0;
@@ -73,14 +75,14 @@ inline std::optional<std::vector<at::Tensor>> move_consolidated(const std::vecto
     storage = s;
     first = &x;
   }
-  if (defined < 2 || first->device() == device) return std::nullopt;
+  if (defined < 2 || skip(*first)) return std::nullopt;
   const auto nbytes = static_cast<int64_t>(first->storage().nbytes());
   for (const auto& x : leaves) {
     if (x.defined() && nbytes % static_cast<int64_t>(x.element_size()) != 0) return std::nullopt;
   }
   at::Tensor bytes = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(first->device()));
   bytes.set_(first->storage(), 0, {nbytes}, {1});
-  at::Tensor moved = bytes.to(device);
+  at::Tensor moved = f(bytes);
   std::vector<at::Tensor> out;
   out.reserve(leaves.size());
   for (const auto& x : leaves) {
@@ -91,6 +93,14 @@ inline std::optional<std::vector<at::Tensor>> move_consolidated(const std::vecto
     out.push_back(moved.view(x.scalar_type()).as_strided(x.sizes(), x.strides(), x.storage_offset()));
   }
   return out;
+}
+
+// A consolidated tree's storage moved to `device` in one transfer (see map_consolidated).
+inline std::optional<std::vector<at::Tensor>> move_consolidated(const std::vector<at::Tensor>& leaves,
+                                                                c10::Device device, bool non_blocking) {
+  return map_consolidated(
+      leaves, [&](const at::Tensor& bytes) { return bytes.to(device, non_blocking); },
+      [&](const at::Tensor& x) { return x.device() == device; });
 }
 
 }  // namespace tensordict::detail

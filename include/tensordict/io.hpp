@@ -7,6 +7,7 @@
 /// target and swapped in whole, so an interrupted save leaves the previous one intact.
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -178,6 +179,16 @@ inline fs::path sibling(const fs::path& dir, const char* what) {
                               "-" + std::to_string(counter++));
 }
 
+// Removes `p` and everything below it, never following a symbolic link; errors are ignored (as
+// with `remove_all(p, ec)`). POSIX rather than std::filesystem::remove_all: PyTorch's wheels
+// (2.5 and later) export their own copy of libstdc++'s std::filesystem, which then replaces the
+// system's in the whole program, and its remove_all crashes there with GCC 13's libstdc++
+// (seen with torch 2.11; pytorch/pytorch#133437).
+inline void remove_tree(const fs::path& p) noexcept {
+  ::nftw(p.c_str(), [](const char* f, const struct stat*, int, struct FTW*) { return ::remove(f), 0; }, 32,
+         FTW_DEPTH | FTW_PHYS);
+}
+
 // Removes the temporary folders that saves to `dir` killed midway left behind: those written on
 // this host by a process that no longer runs. Another host's, or a running process's, stay.
 inline void remove_stale_siblings(const fs::path& dir) {
@@ -196,7 +207,7 @@ inline void remove_stale_siblings(const fs::path& dir) {
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
     std::error_code ignored;
-    if (!fs::is_symlink(e.symlink_status(ignored))) fs::remove_all(e.path(), ignored);
+    if (!fs::is_symlink(e.symlink_status(ignored))) remove_tree(e.path());
   }
 }
 
@@ -220,7 +231,7 @@ void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
   try {
     write(tmp);
   } catch (...) {
-    fs::remove_all(tmp, ec);
+    remove_tree(tmp);
     throw;
   }
   if (!exists) {
@@ -229,10 +240,10 @@ void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
   }
   // Both folders exist: exchange them atomically, then drop the old one.
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
-    fs::remove_all(tmp, ec);
+    remove_tree(tmp);
     throw Error("memmap: cannot replace " + dir.string() + " atomically");
   }
-  fs::remove_all(tmp, ec);
+  remove_tree(tmp);
 }
 
 inline std::string read_text(const fs::path& p) {

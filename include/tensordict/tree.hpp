@@ -1920,7 +1920,7 @@ template <tree T>
 [[nodiscard]] T to(const T& t, at::Device device, bool non_blocking = false) {
   const auto ls = tensordict::leaves(t);
   T out = [&] {
-    if (auto moved = detail::move_consolidated(std::vector<at::Tensor>(ls.begin(), ls.end()), device)) {
+    if (auto moved = detail::move_consolidated(std::vector<at::Tensor>(ls.begin(), ls.end()), device, non_blocking)) {
       return TreeSpec<T>(t).unflatten(*moved);
     }
     // Built without settling: a TensorDict level would move each result back to its device.

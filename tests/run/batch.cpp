@@ -314,9 +314,15 @@ TEST_CASE("batch: pin_memory pins every leaf, or names the leaf it could not pin
   State s = make_state();
   if (torch::cuda::is_available()) {
     CHECK(td::pin_memory(s).pos.is_pinned());
+    const State pc = td::pin_memory(td::consolidate(s));  // one pinned buffer, still consolidated
+    CHECK(td::is_consolidated(pc));
+    CHECK(pc.vel.is_pinned());
+    CHECK(pc.vel.equal(s.vel));
   } else {  // a CPU-only libtorch has no pinned allocator
     CHECK_THROWS_WITH_AS(td::pin_memory(s), doctest::Contains("pin_memory: at leaf 'pos'"),
                          td::LeafError);
+    CHECK_THROWS_WITH_AS(td::pin_memory(td::consolidate(s)),
+                         doctest::Contains("pin_memory: the consolidated storage"), td::Error);
   }
 }
 
