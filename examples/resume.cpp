@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
     if (step % 50 == 0) std::printf("step %3d  loss %.6f\n", step, value);
   }
   if (mode == "first") {
-    td::memmap(ck, dir / "ckpt");  // atomic: a crash here leaves the previous checkpoint
+    // Replaces the previous checkpoint atomically: a crash here leaves the old one whole.
+    td::memmap(ck, dir / "ckpt", {.overwrite = true});
     std::printf("saved step %d to %s\n", last_step, (dir / "ckpt").c_str());
     return 0;
   }
