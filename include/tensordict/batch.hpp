@@ -260,6 +260,9 @@ inline std::vector<at::indexing::TensorIndex> batch_index(
   if (ellipses == 0) {
     for (std::size_t k = used; k < bs.size(); ++k) out.emplace_back(at::indexing::Slice());
   }
+  // Nothing to index (a batch of no dims, an empty index or `...`): the whole of every leaf, as
+  // Python's td[...] (libtorch refuses an empty index list).
+  if (out.empty()) out.emplace_back(at::indexing::Ellipsis);
   return out;
 }
 
@@ -429,16 +432,13 @@ template <batched_tree T>
     return y;
   }, BatchSize(c10::IntArrayRef(keep)));
 }
-/// Batch dim `dim` removed; it must have size 1.
+/// Batch dim `dim` removed if it has size 1; otherwise the tree unchanged (as torch's
+/// `squeeze(dim)` and Python tensordict's).
 template <batched_tree T>
 [[nodiscard]] T squeeze(const T& t, int64_t dim) {
   const BatchSize bs = batch_size(t);
   const int64_t d = detail::batch_dim("squeeze", dim, bs.size(), bs);
-  if (bs[static_cast<std::size_t>(d)] != 1) {
-    throw BatchSizeError("squeeze: batch dim " + std::to_string(dim) + " has size " +
-                         std::to_string(bs[static_cast<std::size_t>(d)]) + ", not 1 (batch size " +
-                         detail::bs_str(bs) + ")");
-  }
+  if (bs[static_cast<std::size_t>(d)] != 1) return t;
   std::vector<int64_t> keep(bs.begin(), bs.end());
   keep.erase(keep.begin() + d);
   return detail::rebatch("squeeze", t, [&](const at::Tensor& x) { return x.squeeze(d); },
@@ -743,6 +743,7 @@ template <batched_tree T>
   for (int64_t left = bs[static_cast<std::size_t>(d)]; left > 0; left -= split_size) {
     sizes.push_back(std::min(split_size, left));
   }
+  if (sizes.empty()) sizes.push_back(0);  // a size-0 dim splits into one empty tree, as in torch
   return split(t, c10::IntArrayRef(sizes), d);
 }
 /// `chunks` parts along batch dim `dim`, as `Tensor::chunk` gives them.
@@ -752,6 +753,8 @@ template <batched_tree T>
   const int64_t d = detail::batch_dim("chunk", dim, bs.size(), bs);
   if (chunks <= 0) throw Error("chunk: chunks must be positive");
   const int64_t n = bs[static_cast<std::size_t>(d)];
+  // A size-0 dim gives `chunks` empty trees, as torch's chunk does.
+  if (n == 0) return split(t, c10::IntArrayRef(std::vector<int64_t>(static_cast<std::size_t>(chunks), 0)), d);
   return split(t, std::max<int64_t>(1, (n + chunks - 1) / chunks), d);
 }
 
@@ -898,8 +901,15 @@ class LazyStack {
   }
   /// Number of elements.
   std::size_t size() const noexcept { return elements_.size(); }
-  /// Element `i`, as it was given.
-  const T& operator[](std::size_t i) const { return elements_.at(i); }
+  /// Element `i`, as it was given; negative `i` counts from the end. Out of range: IndexError.
+  const T& operator[](int64_t i) const {
+    const auto n = static_cast<int64_t>(elements_.size());
+    if (i < -n || i >= n) {
+      throw IndexError("lazy stack: index " + std::to_string(i) + " is out of range for " +
+                       std::to_string(n) + " elements");
+    }
+    return elements_[static_cast<std::size_t>(i < 0 ? i + n : i)];
+  }
   const std::vector<T>& elements() const noexcept { return elements_; }
 
   /// Key `key` of every element, padded with `pad` to `[n, max sizes...]`, and its mask.

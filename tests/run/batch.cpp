@@ -80,6 +80,24 @@ TEST_CASE("batch: check names the leaf, its shape and the batch size") {
   CHECK(td::batch_size(d) == BatchSize{4});
 }
 
+TEST_CASE("batch: an empty index or an ellipsis on a tree without batch dims gives the whole tree") {
+  using torch::indexing::Ellipsis;
+  TensorDict d{{"x", torch::arange(6.).view({2, 3})}, {"n", TensorDict{{"y", torch::ones({4})}}}};
+  REQUIRE(d.batch_size() == BatchSize{});
+  const at::ArrayRef<at::indexing::TensorIndex> none;
+  for (const auto& got : {td::index(d, {Ellipsis}), td::index(d, none)}) {
+    CHECK(got.batch_size() == BatchSize{});
+    CHECK(got["x"].equal(d["x"]));
+    CHECK(got.get({"n", "y"}).equal(torch::ones({4})));
+  }
+  // set_at with an empty index writes every leaf whole.
+  TensorDict v{{"x", torch::zeros({2, 3})}, {"n", TensorDict{{"y", torch::full({4}, 2.)}}}};
+  td::set_at(d, none, v);
+  CHECK(d["x"].equal(torch::zeros({2, 3})));
+  td::set_at(d, {Ellipsis}, td::apply(v, [](const torch::Tensor& x) { return x + 1; }));
+  CHECK(d.get({"n", "y"}).equal(torch::full({4}, 3.)));
+}
+
 TEST_CASE("batch: indexing with every kind of index, on structs and TensorDicts") {
   Episode e = make_episode();
   TensorDict d = make_dict();
@@ -175,8 +193,9 @@ TEST_CASE("batch: reshape, view, flatten, unflatten, squeeze, unsqueeze, permute
   CHECK(td::unsqueeze(e, -1).batch_size == BatchSize{4, 1});
   CHECK(td::squeeze(u).batch_size == BatchSize{4});
   CHECK(td::squeeze(u, 1).state.pos.sizes() == torch::IntArrayRef{4, 3});
-  CHECK_THROWS_WITH_AS(td::squeeze(u, 0), "squeeze: batch dim 0 has size 4, not 1 (batch size [4, 1])",
-                       td::BatchSizeError);
+  // A dim whose size is not 1 is left alone, as torch's squeeze(dim) does.
+  CHECK(td::squeeze(u, 0).batch_size == BatchSize{4, 1});
+  CHECK(td::squeeze(u, -2).state.pos.sizes() == torch::IntArrayRef{4, 1, 3});
   TensorDict one({{"x", torch::zeros({1, 1})}}, BatchSize{1});
   CHECK(td::squeeze(one)["x"].sizes() == torch::IntArrayRef{1});  // the leaf's own dim stays
 
@@ -223,6 +242,13 @@ TEST_CASE("batch: stack, cat, unbind, split, chunk") {
   CHECK_THROWS_AS(td::split(a, {1, 2}), td::BatchSizeError);
   CHECK(td::chunk(a, 2).size() == 2);
   CHECK(td::chunk(a, 3).size() == 2);  // as Tensor::chunk: parts of ceil(4 / 3)
+  // A size-0 batch dim, as torch: chunk gives `chunks` empty trees, split one.
+  const TensorDict empty({{"x", torch::zeros({0, 3})}}, BatchSize{0, 3});
+  CHECK(td::chunk(empty, 3).size() == 3);
+  CHECK(td::chunk(empty, 3)[2].batch_size() == BatchSize{0, 3});
+  CHECK(td::split(empty, 2).size() == 1);
+  CHECK(td::split(empty, 2)[0]["x"].sizes() == torch::IntArrayRef{0, 3});
+  CHECK(td::chunk(empty, 2, 1).size() == 2);  // a dim of size 3 as before
 
   // TensorDicts: equal non-tensor values stay one, differing ones become a per-element stack.
   TensorDict d1 = make_dict(), d2 = make_dict();
@@ -420,6 +446,9 @@ TEST_CASE("lazy_stack: ragged elements, padded reads, densify") {
   auto ragged = td::lazy_stack(std::vector<TensorDict>{TensorDict{{"x", torch::zeros({3, 2})}},
                                                        TensorDict{{"x", torch::ones({5, 2})}}});
   CHECK(ragged[1]["x"].sizes() == torch::IntArrayRef{5, 2});
+  CHECK(ragged[-2]["x"].sizes() == torch::IntArrayRef{3, 2});  // negative: from the end
+  CHECK_THROWS_WITH_AS(ragged[2], "lazy stack: index 2 is out of range for 2 elements", td::IndexError);
+  CHECK_THROWS_AS(ragged[-3], td::IndexError);
   td::Padded p = ragged.padded("x", -1);
   CHECK(p.values.sizes() == torch::IntArrayRef{2, 5, 2});
   CHECK(p.values[0][4].equal(torch::full({2}, -1.)));
