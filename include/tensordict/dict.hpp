@@ -596,15 +596,16 @@ class TensorDict {
     split_impl(pred, NestedKey(std::vector<std::string>{}), out.first, out.second);
     return out;
   }
-  /// `(selected, rest)`: the entries at `keys` and every other entry.
+  /// `(selected, rest)`: the entries at `keys` and every other entry. As in Python, levels of
+  /// the rest that hold no entry are dropped (`exclude` keeps them).
   [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(std::initializer_list<Key> keys) const {
-    return {select(keys), exclude(keys)};
+    return {select(keys), without_empty_levels(exclude(keys))};
   }
   /// `split_keys` with keys from any range (a key list built at run time).
   template <std::ranges::range R>
     requires(!std::is_convertible_v<const R&, Key>)
   [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const R& keys) const {
-    return {select(keys), exclude(keys)};
+    return {select(keys), without_empty_levels(exclude(keys))};
   }
   /// `split_keys` of one key (a name, or a `NestedKey`).
   [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const Key& key) const {
@@ -671,17 +672,38 @@ class TensorDict {
     }
     return out;
   }
-  /// The inverse of `flatten_keys`: keys are split at `sep` into nested levels.
+  /// The inverse of `flatten_keys`: keys are split at `sep` into nested levels. As Python's:
+  /// keys without `sep` come first, in order, then the split ones, merged into levels that
+  /// exist (`{"a.b": x, "a": {c: y}}` gives `a: {c, b}`). A split key that would replace an
+  /// entry (`{"a.b": x, "a": y}`, or `"a.b"` with `"a.b.c"`) is a KeyError naming it.
   [[nodiscard]] TensorDict unflatten_keys(std::string_view sep = ".") const {
     TensorDict out(batch_size_, device_);
+    std::vector<std::pair<NestedKey, const Entry*>> split;
     for (const auto& [k, v] : nodes()) {
+      if (sep.empty() || k.find(sep) == std::string::npos) {
+        out.set(k, v.is_tensordict() ? Entry(v.tensordict().unflatten_keys(sep)) : v);
+        continue;
+      }
       std::vector<std::string> parts;
       std::size_t start = 0;
       for (std::size_t pos; (pos = k.find(sep, start)) != std::string::npos; start = pos + sep.size()) {
         parts.emplace_back(k.substr(start, pos - start));
       }
       parts.emplace_back(k.substr(start));
-      out.set(NestedKey(std::move(parts)), v.is_tensordict() ? Entry(v.tensordict().unflatten_keys(sep)) : v);
+      split.emplace_back(NestedKey(std::move(parts)), &v);
+    }
+    for (const auto& [key, v] : split) {
+      const auto& parts = key.parts();
+      for (std::size_t n = 1; n <= parts.size(); ++n) {
+        const NestedKey prefix(std::vector<std::string>(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(n)));
+        const Entry* e = out.find(Key(prefix));
+        if (!e) break;
+        if (n == parts.size() || !e->is_tensordict()) {
+          throw KeyError("unflatten_keys: key '" + key.join(sep) + "' would replace the entry at " +
+                         detail::key_str(Key(prefix)));
+        }
+      }
+      out.set(key, v->is_tensordict() ? Entry(v->tensordict().unflatten_keys(sep)) : *v);
     }
     return out;
   }
@@ -955,6 +977,22 @@ class TensorDict {
     }
     set_here(full, name, TensorDict(batch_size_, device_));
     return values_.back().tensordict();
+  }
+
+  // `t` with every nested level that holds no entry (after pruning its own) removed.
+  static TensorDict without_empty_levels(TensorDict t) {
+    std::vector<std::pair<std::string, TensorDict>> levels;
+    for (const auto& [k, v] : t.nodes()) {
+      if (v.is_tensordict()) levels.emplace_back(k, without_empty_levels(v.tensordict()));
+    }
+    for (auto& [k, level] : levels) {
+      if (level.size() == 0) {
+        t.erase(k);
+      } else {
+        t.set(k, std::move(level));
+      }
+    }
+    return t;
   }
 
   const Entry* find(const Key& key) const {

@@ -262,6 +262,24 @@ TEST_CASE("TensorDict: apply over one or several trees, named_apply, apply_") {
   CHECK(w.equal(torch::full({2, 2}, 5.0)));  // written into the same storage
 }
 
+TEST_CASE("TensorDict: split_keys by keys drops the rest's empty levels, as Python") {
+  TensorDict t{{"a", torch::zeros({2})},
+               {"e", TensorDict{{"f", torch::ones({2})}}},
+               {"emp", TensorDict{}},
+               {"deep", TensorDict{{"x", TensorDict{}}}}};
+  // exclude keeps levels, even empty ones (Python's exclude does too) ...
+  CHECK(t.exclude({{"e", "f"}}).keys() == std::vector<NestedKey>{"a", "e", "emp", "deep"});
+  // ... split_keys' rest does not.
+  auto [sel, rest] = t.split_keys({"a"});
+  CHECK(sel.keys() == std::vector<NestedKey>{"a"});
+  CHECK(rest.keys() == std::vector<NestedKey>{"e"});
+  CHECK(rest.contains({"e", "f"}));
+  const std::vector<NestedKey> run_time{{"e", "f"}};
+  auto [f, others] = t.split_keys(run_time);
+  CHECK(others.keys() == std::vector<NestedKey>{"a"});
+  CHECK(f.get({"e", "f"}).equal(torch::ones({2})));
+}
+
 TEST_CASE("TensorDict: split_keys, select, exclude, update (the seed's partition and combine)") {
   TensorDict state = make_state();
   auto [floats, rest] = state.split_keys(
@@ -320,15 +338,38 @@ TEST_CASE("TensorDict: replace with nested keys (the seed's example)") {
                        "replace: key 'nope' not found", td::KeyError);
 }
 
+TEST_CASE("TensorDict: unflatten_keys merges into existing levels and refuses to replace entries") {
+  const auto x = torch::zeros({2}), y = torch::ones({2});
+  // Merged, in Python's order: plain keys first (k, a), then the split ones (a.b into a, then z).
+  TensorDict m{{"z.q", x}, {"a.b", x}, {"k", y}, {"a", TensorDict{{"c", y}}}, {"z.r", y}};
+  CHECK(leaf_keys(m.unflatten_keys()) ==
+        std::vector<NestedKey>{"k", {"a", "c"}, {"a", "b"}, {"z", "q"}, {"z", "r"}});
+  CHECK(m.unflatten_keys().get({"a", "c"}).equal(y));
+  // Nothing is lost: a split key that would replace an entry is an error naming both.
+  CHECK_THROWS_WITH_AS((void)TensorDict({{"a.b", x}, {"a", y}}).unflatten_keys(),
+                       "unflatten_keys: key 'a.b' would replace the entry at 'a'", td::KeyError);
+  CHECK_THROWS_WITH_AS((void)TensorDict({{"a", y}, {"a.b", x}}).unflatten_keys(),
+                       "unflatten_keys: key 'a.b' would replace the entry at 'a'", td::KeyError);
+  CHECK_THROWS_WITH_AS((void)TensorDict({{"a.b", x}, {"a.b.c", x}}).unflatten_keys(),
+                       "unflatten_keys: key 'a.b.c' would replace the entry at ('a', 'b')", td::KeyError);
+  CHECK_THROWS_AS((void)TensorDict({{"a", TensorDict{{"b", y}}}, {"a.b", x}}).unflatten_keys(), td::KeyError);
+  // Nested levels are unflattened too, and another separator works the same.
+  TensorDict n{{"outer", TensorDict{{"p/q", x}}}};
+  CHECK(leaf_keys(n.unflatten_keys("/")) == std::vector<NestedKey>{{"outer", "p", "q"}});
+}
+
 TEST_CASE("TensorDict: flatten_keys, unflatten_keys, clone, to, detach, is_empty, numel") {
   TensorDict state = make_state();
   TensorDict flat = state.flatten_keys();
   CHECK(flat.keys() == std::vector<NestedKey>{"layer.weight", "layer.bias", "step"});
   CHECK(flat["layer.weight"].is_same(state.get({"layer", "weight"})));
   CHECK(flat.flatten_keys("/").keys() == flat.keys());
+  // Python's order: keys without the separator first, then the split ones.
   TensorDict back = flat.unflatten_keys();
-  CHECK(leaf_keys(back) == leaf_keys(state));
-  CHECK(leaf_keys(state.flatten_keys("/").unflatten_keys("/")) == leaf_keys(state));
+  const std::vector<NestedKey> python_order{"step", {"layer", "weight"}, {"layer", "bias"}};
+  CHECK(leaf_keys(back) == python_order);
+  CHECK(back.get({"layer", "bias"}).is_same(state.get({"layer", "bias"})));
+  CHECK(leaf_keys(state.flatten_keys("/").unflatten_keys("/")) == python_order);
 
   TensorDict c = state.clone();
   CHECK_FALSE(c.get({"layer", "weight"}).is_same(state.get({"layer", "weight"})));
