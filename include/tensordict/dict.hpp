@@ -646,19 +646,16 @@ class TensorDict {
     }
     return *this;
   }
-  /// A copy with the entries at the given keys replaced (Python's `replace`); this tree is not
-  /// changed and the other tensors are shared.
+  /// A copy with the entries at the given keys replaced, or added where a key is new (as
+  /// Python's `replace`); this tree is not changed and the other tensors are shared.
   [[nodiscard]] TensorDict replace(std::initializer_list<std::pair<Key, Entry>> changes) const {
-    TensorDict out = *this;
-    out.locked_ = false;
-    for (const auto& [k, v] : changes) {
-      if (!out.contains(k)) {
-        throw KeyError("replace: key " + detail::key_str(k) + " not found");
-      }
-      out.set(k, v);
-    }
-    if (locked_) out.lock_();
-    return out;
+    return replace_impl(changes);
+  }
+  /// `replace` with changes from any range of (key, entry) pairs (built at run time).
+  template <std::ranges::range R>
+    requires std::is_constructible_v<std::pair<NestedKey, Entry>, std::ranges::range_value_t<R>>
+  [[nodiscard]] TensorDict replace(const R& changes) const {
+    return replace_impl(changes);
   }
   /// One level whose keys join the nested names with `sep` (`"layer.weight"`).
   [[nodiscard]] TensorDict flatten_keys(std::string_view sep = ".") const {
@@ -977,6 +974,15 @@ class TensorDict {
     }
     set_here(full, name, TensorDict(batch_size_, device_));
     return values_.back().tensordict();
+  }
+
+  template <class R>
+  TensorDict replace_impl(const R& changes) const {
+    TensorDict out = *this;
+    out.locked_ = false;
+    for (const auto& [k, v] : changes) out.set(Key(k), Entry(v));
+    if (locked_) out.lock_();
+    return out;
   }
 
   // `t` with every nested level that holds no entry (after pruning its own) removed.

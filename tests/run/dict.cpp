@@ -334,8 +334,12 @@ TEST_CASE("TensorDict: replace with nested keys (the seed's example)") {
   CHECK(new_state.get({"layer", "bias"}).equal(torch::ones({2})));
   CHECK(state.get({"layer", "bias"}).equal(torch::zeros({2})));
   CHECK(new_state.get({"layer", "weight"}).is_same(state.get({"layer", "weight"})));
-  CHECK_THROWS_WITH_AS((void)state.replace({{"nope", torch::ones({2})}}),
-                       "replace: key 'nope' not found", td::KeyError);
+  // A new key is added, as in Python; changes can come from a list built at run time.
+  TensorDict added = state.replace({{"nope", torch::ones({2})}});
+  CHECK(added["nope"].equal(torch::ones({2})));
+  CHECK_FALSE(state.contains("nope"));
+  std::vector<std::pair<NestedKey, td::Entry>> changes{{NestedKey{"layer", "bias"}, td::Entry(torch::zeros({3}))}};
+  CHECK(state.replace(changes).get({"layer", "bias"}).equal(torch::zeros({3})));
 }
 
 TEST_CASE("TensorDict: unflatten_keys merges into existing levels and refuses to replace entries") {
