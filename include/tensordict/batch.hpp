@@ -250,11 +250,27 @@ inline std::vector<at::indexing::TensorIndex> batch_index(
                      std::to_string(bs.size()));
   }
   std::vector<at::indexing::TensorIndex> out;
+  std::size_t pos = 0;  // the batch dim the next component indexes
   for (const auto& i : idx) {
     if (i.is_ellipsis()) {
       for (std::size_t k = used; k < bs.size(); ++k) out.emplace_back(at::indexing::Slice());
+      pos += bs.size() - used;
+    } else if (i.is_tensor() && i.tensor().dim() > 0 &&
+               (i.tensor().scalar_type() == at::kBool || i.tensor().scalar_type() == at::kByte)) {
+      // A k-dim mask becomes k index tensors: libtorch's C++ indexing counts a mask as one dim
+      // when it places a later None or `...`, so the mask itself never reaches it.
+      const at::Tensor& m = i.tensor();
+      const auto k = static_cast<std::size_t>(m.dim());
+      if (!std::equal(m.sizes().begin(), m.sizes().end(), bs.begin() + static_cast<std::ptrdiff_t>(pos))) {
+        throw IndexError(std::string(op) + ": the mask's shape " + shape_str(m.sizes()) +
+                         " does not match the batch dims " + std::to_string(pos) + ".." +
+                         std::to_string(pos + k - 1) + " of batch size " + bs_str(bs));
+      }
+      for (const at::Tensor& column : m.nonzero().unbind(1)) out.emplace_back(column);
+      pos += k;
     } else {
       out.push_back(i);
+      if (i.is_integer() || i.is_slice() || i.is_tensor()) ++pos;
     }
   }
   if (ellipses == 0) {

@@ -80,6 +80,31 @@ TEST_CASE("batch: check names the leaf, its shape and the batch size") {
   CHECK(td::batch_size(d) == BatchSize{4});
 }
 
+TEST_CASE("batch: a multi-dim mask with None and an ellipsis places dims as Python does") {
+  using torch::indexing::Ellipsis;
+  using torch::indexing::None;
+  TensorDict d({{"x", torch::arange(12.).view({2, 2, 3})}, {"y", torch::randn({2, 2, 3, 5})}}, BatchSize{2, 2, 3});
+  const auto mask = torch::tensor({true, false, true, true}).view({2, 2});
+  const auto r = td::index(d, {mask, Ellipsis, None});
+  CHECK(r.batch_size() == BatchSize{3, 3, 1});  // Python and torch: [3, 3, 1]
+  CHECK(r["y"].sizes() == torch::IntArrayRef{3, 3, 1, 5});
+  const auto rows = mask.nonzero();
+  for (int64_t k = 0; k < 3; ++k) {
+    CHECK(r["x"][k].squeeze(-1).equal(d["x"][rows[k][0].item<int64_t>()][rows[k][1].item<int64_t>()]));
+  }
+  TensorDict e({{"x", torch::arange(4.).view({2, 2})}}, BatchSize{2, 2});
+  CHECK(td::index(e, {mask, None}).batch_size() == BatchSize{3, 1});
+  CHECK(td::index(e, {mask, None})["x"].flatten().equal(torch::tensor({0., 2., 3.})));
+  // A mask whose shape is not that of the dims it covers.
+  CHECK_THROWS_WITH_AS(td::index(d, {Ellipsis, torch::ones({2, 2}, torch::kBool)}),
+                       "index: the mask's shape [2, 2] does not match the batch dims 1..2 of batch size [2, 2, 3]",
+                       td::IndexError);
+  // set_at through a mask writes the same elements.
+  TensorDict w = td::clone(e);
+  td::set_at(w, {mask}, TensorDict({{"x", torch::full({3}, -1.)}}, BatchSize{3}));
+  CHECK(w["x"].equal(torch::tensor({-1., 1., -1., -1.}).view({2, 2})));
+}
+
 TEST_CASE("batch: an empty index or an ellipsis on a tree without batch dims gives the whole tree") {
   using torch::indexing::Ellipsis;
   TensorDict d{{"x", torch::arange(6.).view({2, 3})}, {"n", TensorDict{{"y", torch::ones({4})}}}};
