@@ -14,6 +14,8 @@
 
 #include <tensordict/tensordict.hpp>
 
+#include "../run/copy_counter.hpp"
+
 namespace td = tensordict;
 
 namespace {
@@ -21,20 +23,6 @@ namespace {
 const torch::Device cuda(torch::kCUDA);
 const torch::Device cpu(torch::kCPU);
 
-// Counts the copies libtorch makes between devices (`Tensor::to` ends in aten::_to_copy).
-struct CopyCounter {
-  static inline std::atomic<int> count{0};
-  at::CallbackHandle handle;
-  CopyCounter() {
-    count = 0;
-    handle = at::addGlobalCallback(
-        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-          if (std::string_view(fn.name()) == "aten::_to_copy") ++count;
-          return nullptr;
-        }).needsInputs(false));
-  }
-  ~CopyCounter() { at::removeCallback(handle); }
-};
 
 struct Mixed {
   torch::Tensor f, i, b, d, h;

@@ -1,11 +1,10 @@
 // Batch dimensions: structs and TensorDicts through the same operations.
-#include <atomic>
 #include <string_view>
 
-#include <ATen/record_function.h>
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include "copy_counter.hpp"
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -396,20 +395,6 @@ TEST_CASE("batch: where, masked_fill, contiguous") {
 }
 
 namespace {
-// Counts host/device transfers (`aten::_to_copy`) while alive.
-struct CopyCounter {
-  static inline std::atomic<int> count{0};
-  at::CallbackHandle handle;
-  CopyCounter() {
-    count = 0;
-    handle = at::addGlobalCallback(
-        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-          if (std::string_view(fn.name()) == "aten::_to_copy") ++count;
-          return nullptr;
-        }).needsInputs(false));
-  }
-  ~CopyCounter() { at::removeCallback(handle); }
-};
 
 struct Mixed {
   torch::Tensor f, i, b, d;
