@@ -57,6 +57,22 @@ TEST_CASE("batch: lazy stacks of ragged data") {
   CHECK(x.mask[0][3].any().item<bool>() == false);  // element 0 has 3 rows
 }
 
+TEST_CASE("batch: set_at on a TensorDict with fewer or more keys") {
+  td::TensorDict d({{"obs", torch::zeros({4, 2})}, {"reward", torch::zeros({4})}}, td::BatchSize{4});
+  td::set_at(d, {0}, td::TensorDict{{"reward", torch::tensor(1.)}});  // only reward is written
+  td::set_at(d, {1}, td::TensorDict{{"done", torch::tensor(true)}});  // done is created
+  CHECK(d["reward"].equal(torch::tensor({1., 0., 0., 0.})));
+  CHECK(d["done"].equal(torch::tensor({false, true, false, false})));
+}
+
+TEST_CASE("batch: a lazy stack along another dim") {
+  std::vector<td::TensorDict> steps{td::TensorDict({{"x", torch::zeros({3, 2})}}, td::BatchSize{3}),
+                                    td::TensorDict({{"x", torch::ones({3, 4})}}, td::BatchSize{3})};
+  auto ls = td::lazy_stack(steps, /*dim=*/1);
+  CHECK(ls.batch_size() == std::vector<int64_t>{3, 2});
+  CHECK(ls.dim() == 1);
+}
+
 TEST_CASE("batch: consolidate for one transfer") {
   State s{.pos = torch::zeros({4, 3}), .vel = torch::ones({4, 3}), .batch_size = {4}};
   State packed = td::consolidate(s);  // one storage, leaves are views into it

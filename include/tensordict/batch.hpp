@@ -355,32 +355,135 @@ template <batched_tree T>
   return index(t, {at::indexing::TensorIndex(i)});
 }
 
-/// Writes `value`'s leaves into the sub-batch `idx` of `t`'s leaves, in place. `value` must have
-/// the sub-batch's batch size (or one that broadcasts to it) and the same keys and static fields.
+namespace detail {
+// The shape `x[full]` has, for a leaf `x` of a tree of batch size `bs` whose indexed batch is
+// `sub`: what a value written there must broadcast to.
+inline std::vector<int64_t> indexed_leaf_shape(const std::vector<int64_t>& sub, const at::Tensor& x,
+                                               const BatchSize& bs) {
+  std::vector<int64_t> out = sub;
+  const auto own = x.sizes().slice(bs.size());
+  out.insert(out.end(), own.begin(), own.end());
+  return out;
+}
+
+[[noreturn]] inline void throw_set_at_shape(const std::string& key, const at::Tensor& s,
+                                            const std::vector<int64_t>& target) {
+  throw LeafError("set_at: the value at key '" + key + "' has shape " + shape_str(s.sizes()) +
+                   ", which does not broadcast to the indexed shape " + shape_str(target));
+}
+
+// The batch check shared by both forms of set_at: the index made full, and the indexed batch.
+template <class T>
+std::pair<std::vector<at::indexing::TensorIndex>, std::vector<int64_t>> set_at_target(
+    const BatchSize& bs, at::ArrayRef<at::indexing::TensorIndex> idx, const T& value) {
+  auto full = batch_index("set_at", idx, bs);
+  auto sub = with_index_error("set_at", bs, [&] { return batch_probe(bs).index(full).sizes().vec(); });
+  const BatchSize vbs = batch_size(value);
+  if (!at::is_expandable_to(vbs.dims(), sub)) {
+    throw BatchSizeError("set_at: the value's batch size " + bs_str(vbs) +
+                         " does not fit the indexed batch " + shape_str(sub));
+  }
+  return {std::move(full), std::move(sub)};
+}
+}  // namespace detail
+
+/// Writes `value`'s leaves into the sub-batch `idx` of `t`'s leaves, in place (`t[idx] = value`
+/// in Python), converting to each leaf's dtype as torch does. `value` must have the sub-batch's
+/// batch size (or one that broadcasts to it) and the same keys and static fields. Every shape
+/// is checked before anything is written. A non-const TensorDict takes any subset of its keys
+/// and creates keys it lacks (next overload).
 template <batched_tree T>
 void set_at(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx, const T& value) {
   const BatchSize bs = batch_size(t);
-  auto full = detail::batch_index("set_at", idx, bs);
-  const auto sub = detail::with_index_error("set_at", bs, [&] {
-    return detail::batch_probe(bs).index(full).sizes().vec();
-  });
-  const BatchSize vbs = batch_size(value);
-  if (!at::is_expandable_to(vbs.dims(), sub)) {
-    throw BatchSizeError("set_at: the value's batch size " + detail::bs_str(vbs) +
-                         " does not fit the indexed batch " + detail::shape_str(sub));
-  }
+  const auto [full, sub] = detail::set_at_target(bs, idx, value);
   // Shapes and static fields are checked first, so that nothing is written when they differ.
   detail::check_statics("set_at", t, value);
-  auto one = [&](const auto& loc, const auto& dst, const auto& src) {
+  auto check = [&](const auto& loc, const auto& dst, const auto& src) {
     const at::Tensor& d = detail::leaf_get(dst);
     const at::Tensor& s = detail::leaf_get(src);
     if (d.defined() != s.defined()) detail::throw_absent<T>("set_at", loc, 1);
-    if (d.defined()) {
-      at::Tensor target = d;  // a handle: index_put_ writes the shared storage
-      detail::at_leaf<T>("set_at", loc, [&] { return target.index_put_(full, s); });
+    if (!d.defined()) return;
+    const auto target = detail::indexed_leaf_shape(sub, d, bs);
+    if (!at::is_expandable_to(s.sizes(), target)) {
+      detail::throw_set_at_shape(std::string(loc.path().dotted), s, target);
     }
   };
+  detail::visit_leaves(check, t, value);
+  auto one = [&](const auto& loc, const auto& dst, const auto& src) {
+    const at::Tensor& d = detail::leaf_get(dst);
+    if (!d.defined()) return;
+    const at::Tensor& s = detail::leaf_get(src);
+    at::Tensor target = d;  // a handle: index_put_ writes the shared storage
+    detail::at_leaf<T>("set_at", loc, [&] {
+      return target.index_put_(full, s.to(d.device(), d.scalar_type()));
+    });
+  };
   detail::visit_leaves(one, t, value);
+}
+
+/// `t[idx] = value` for a TensorDict, as Python has it: `value` may hold only some of `t`'s
+/// keys (the others are left as they are), and keys `t` lacks are created, zero outside `idx`
+/// (a tensor of `t`'s batch size followed by the value's own dims, a nested level of its
+/// parent's batch size). Non-tensor entries of `value` must equal `t`'s. Everything is checked
+/// before anything is written or created.
+inline void set_at(TensorDict& t, at::ArrayRef<at::indexing::TensorIndex> idx, const TensorDict& value) {
+  const BatchSize& bs = t.batch_size();
+  const auto [full, sub] = detail::set_at_target(bs, idx, value);
+  const std::size_t vdims = value.batch_dims();
+  struct Write {
+    NestedKey key;
+    at::Tensor src;
+    at::Tensor dst;  // undefined: to be created
+  };
+  std::vector<Write> writes;
+  std::vector<std::string> path;
+  auto key_of = [&](std::string_view name) {
+    std::vector<std::string> k = path;
+    k.emplace_back(name);
+    return NestedKey(std::move(k));
+  };
+  auto plan = [&](auto& self, const TensorDict* dst, const TensorDict& src) -> void {
+    for (const auto& [name, e] : src.entries()) {
+      const NestedKey key = key_of(name);
+      const Key here{std::string_view(name)};
+      const Entry* d = dst && dst->contains(here) ? &dst->entry(here) : nullptr;
+      const std::string where = "set_at: key " + detail::key_str(Key(key));
+      if (e.is_tensor()) {
+        if (d && !d->is_tensor()) throw SpecMismatchError(where + " is a tensor in the value, not in the tree");
+        const at::Tensor& s = e.tensor();
+        if (d) {
+          const auto target = detail::indexed_leaf_shape(sub, d->tensor(), bs);
+          if (!at::is_expandable_to(s.sizes(), target)) detail::throw_set_at_shape(key.join(), s, target);
+          writes.push_back({key, s, d->tensor()});
+        } else {
+          if (t.is_locked()) throw Error(where + " is not in the tree, which is locked");
+          writes.push_back({key, s, at::Tensor()});
+        }
+      } else if (e.is_tensordict()) {
+        if (d && !d->is_tensordict()) {
+          throw SpecMismatchError(where + " is a nested TensorDict in the value, not in the tree");
+        }
+        path.emplace_back(name);
+        self(self, d ? &d->tensordict() : nullptr, e.tensordict());
+        path.pop_back();
+      } else if (!d || !detail::static_equal(*d, e)) {
+        throw SpecMismatchError(where + ": a non-tensor value can be written at an index only where "
+                                "the tree holds the same value");
+      }
+    }
+  };
+  plan(plan, &t, value);
+  for (Write& w : writes) {
+    if (!w.dst.defined()) {
+      std::vector<int64_t> shape = bs.dims().vec();
+      const auto own = w.src.sizes().slice(vdims);
+      shape.insert(shape.end(), own.begin(), own.end());
+      t.set(Key(w.key), at::zeros(shape, w.src.options()));
+      w.dst = t.get(Key(w.key));
+    }
+    at::Tensor target = w.dst;
+    target.index_put_(full, w.src.to(w.dst.device(), w.dst.scalar_type()));
+  }
 }
 
 // ---- reshaping --------------------------------------------------------------------------------
@@ -410,10 +513,15 @@ template <batched_tree T>
 [[nodiscard]] T view(const T& t, c10::IntArrayRef shape) {
   return detail::reshape_batch("view", t, shape, false);
 }
-/// Batch dims `start..end` (inclusive) merged into one.
+template <batched_tree T>
+[[nodiscard]] T unsqueeze(const T& t, int64_t dim);
+
+/// Batch dims `start..end` (inclusive) merged into one. A tree without batch dims gets the
+/// batch size [1] from `flatten(t, 0, 0)` (or -1), as a 0-dim tensor does from `torch.flatten`.
 template <batched_tree T>
 [[nodiscard]] T flatten(const T& t, int64_t start, int64_t end) {
   const BatchSize bs = batch_size(t);
+  if (bs.empty() && (start == 0 || start == -1) && (end == 0 || end == -1)) return unsqueeze(t, 0);
   const int64_t s = detail::batch_dim("flatten", start, bs.size(), bs);
   const int64_t e = detail::batch_dim("flatten", end, bs.size(), bs);
   const BatchSize to = detail::with_index_error(
@@ -911,9 +1019,20 @@ inline Padded pad_tensors(const std::string& key, const std::vector<at::Tensor>&
 template <batched_tree T>
 class LazyStack {
  public:
-  /// The stack of `elements` (at least one).
-  explicit LazyStack(std::vector<T> elements) : elements_(std::move(elements)) {
+  /// The stack of `elements` (at least one, each with the same number of batch dims) along the
+  /// batch dim `dim` of the stack (`-1` the last; the elements' dims are the others).
+  explicit LazyStack(std::vector<T> elements, int64_t dim = 0) : elements_(std::move(elements)) {
     if (elements_.empty()) throw Error("lazy_stack: no elements");
+    const BatchSize b0 = tensordict::batch_size(elements_[0]);
+    for (std::size_t i = 1; i < elements_.size(); ++i) {
+      const BatchSize bi = tensordict::batch_size(elements_[i]);
+      if (bi.size() != b0.size()) {
+        throw BatchSizeError("lazy_stack: element " + std::to_string(i) + " has batch size " +
+                             detail::bs_str(bi) + ", element 0 has " + detail::bs_str(b0) +
+                             "; elements need the same number of batch dims");
+      }
+    }
+    dim_ = detail::batch_dim("lazy_stack", dim, b0.size(), b0, true);
   }
   /// Number of elements.
   std::size_t size() const noexcept { return elements_.size(); }
@@ -927,6 +1046,21 @@ class LazyStack {
     return elements_[static_cast<std::size_t>(i < 0 ? i + n : i)];
   }
   const std::vector<T>& elements() const noexcept { return elements_; }
+  /// The batch dim along which the elements are stacked, from 0.
+  int64_t dim() const noexcept { return dim_; }
+  /// The stack's batch size, as Python prints it: the elements' batch dims with the number of
+  /// elements inserted at `dim()`, and -1 for a dim in which the elements differ.
+  std::vector<int64_t> batch_size() const {
+    std::vector<int64_t> out = tensordict::batch_size(elements_[0]).dims().vec();
+    for (std::size_t i = 1; i < elements_.size(); ++i) {
+      const BatchSize bi = tensordict::batch_size(elements_[i]);
+      for (std::size_t d = 0; d < out.size(); ++d) {
+        if (out[d] != bi[d]) out[d] = -1;
+      }
+    }
+    out.insert(out.begin() + dim_, static_cast<int64_t>(elements_.size()));
+    return out;
+  }
 
   /// Key `key` of every element, padded with `pad` to `[n, max sizes...]`, and its mask.
   Padded padded(const Key& key, const at::Scalar& pad = 0) const
@@ -961,11 +1095,11 @@ class LazyStack {
     }
     return true;
   }
-  /// The elements stacked into one tree (`stack`), which needs equal shapes: a ragged leaf is
-  /// an error naming its key and both shapes.
-  T densify(int64_t dim = 0) const {
+  /// The elements stacked into one tree (`stack`) along `dim` (the stack's own dim unless
+  /// given), which needs equal shapes: a ragged leaf is an error naming its key and both shapes.
+  T densify(std::optional<int64_t> dim = std::nullopt) const {
     try {
-      return stack(std::span<const T>(elements_), dim);
+      return stack(std::span<const T>(elements_), dim.value_or(dim_));
     } catch (const LeafError& e) {
       throw SpecMismatchError(std::string("densify: elements differ in shape: ") + e.what());
     }
@@ -973,12 +1107,13 @@ class LazyStack {
 
  private:
   std::vector<T> elements_;
+  int64_t dim_ = 0;
 };
 
-/// A lazy stack of `elements` (Python's `lazy_stack`).
+/// A lazy stack of `elements` along batch dim `dim` (Python's `lazy_stack(elements, dim)`).
 template <batched_tree T>
-[[nodiscard]] LazyStack<T> lazy_stack(std::vector<T> elements) {
-  return LazyStack<T>(std::move(elements));
+[[nodiscard]] LazyStack<T> lazy_stack(std::vector<T> elements, int64_t dim = 0) {
+  return LazyStack<T>(std::move(elements), dim);
 }
 
 }  // namespace tensordict

@@ -1253,6 +1253,24 @@ struct dynamic_node<TensorDict> {
     for (std::size_t i = 0, n = t.values_.size(); i < n; ++i) s(t.values_[i], i, bad_batch);
     if (s.dropped) [[unlikely]] t.drop_undefined();
   }
+  // After `settle` of every level of `out` (built from `src`, outermost first): nested levels
+  // that held entries in `src` and hold none in `out` are removed, innermost first, as Python's
+  // apply drops them; levels that were empty in `src` stay.
+  static void drop_emptied(TensorDict& out, const TensorDict& src) {
+    bool any = false;
+    for (std::size_t i = 0; i < out.values_.size(); ++i) {
+      Entry& e = out.values_[i];
+      if (!e.is_tensordict()) continue;
+      const Entry* from = src.lookup(NameRef(out.name_at(i)));
+      if (!from || !from->is_tensordict()) continue;
+      drop_emptied(e.tensordict(), from->tensordict());
+      if (emptied(e, *from)) {
+        e = Entry(at::Tensor());
+        any = true;
+      }
+    }
+    if (any) out.drop_undefined();
+  }
   // `like`, then `settle`, in one pass.
   template <class Mk, class Bad>
   static TensorDict like_settled(const TensorDict& t, Mk&& mk, Bad&& bad_batch) {
@@ -1264,13 +1282,20 @@ struct dynamic_node<TensorDict> {
     if (!t.device_ && t.batch_size_.empty()) {
       // Most levels: only dropped leaves to look for.
       for (const Entry& e : t.values_) {
-        const at::Tensor* x = out.values_.emplace_back(Made<Mk>{mk, e}).tensor_if();
-        if (x && !x->defined()) [[unlikely]] dropped = true;
+        Entry& r = out.values_.emplace_back(Made<Mk>{mk, e});
+        if (const at::Tensor* x = r.tensor_if()) {
+          if (!x->defined()) [[unlikely]] dropped = true;
+        } else if (emptied(r, e)) [[unlikely]] {
+          r = Entry(at::Tensor());
+          dropped = true;
+        }
       }
     } else {
       Settler s{out};
       for (std::size_t i = 0; i < n; ++i) {
-        s(out.values_.emplace_back(Made<Mk>{mk, t.values_[i]}), i, bad_batch);
+        Entry& r = out.values_.emplace_back(Made<Mk>{mk, t.values_[i]});
+        if (emptied(r, t.values_[i])) [[unlikely]] r = Entry(at::Tensor());
+        s(r, i, bad_batch);
       }
       dropped = s.dropped;
     }
@@ -1279,6 +1304,11 @@ struct dynamic_node<TensorDict> {
   }
 
  private:
+  // Whether `r`, the result made of `src`, is a nested level that `apply` emptied.
+  static bool emptied(const Entry& r, const Entry& src) {
+    return r.is_tensordict() && r.tensordict().size() == 0 && src.is_tensordict() &&
+           src.tensordict().size() != 0;
+  }
   // One entry of an apply's result, checked as `settle` says.
   struct Settler {
     const TensorDict& t;

@@ -323,12 +323,18 @@ inline TensorDict load_level(const fs::path& root, const fs::path& dir) {
     case format::LevelKind::lazy_stack: {
       std::vector<TensorDict> elems = load_stack_elements(root, dir);
       if (elems.empty()) throw FormatError(meta_file.string() + ": a lazy stack without elements");
-      auto lazy = lazy_stack(std::move(elems));
+      auto lazy = [&] {
+        try {
+          return lazy_stack(std::move(elems), level.stack_dim);
+        } catch (const Error& e) {
+          throw FormatError(meta_file.string() + ": " + e.what());
+        }
+      }();
       if (!lazy.is_dense()) {
         throw FormatError(meta_file.string() +
                           ": a lazy stack of ragged elements; load it with load_lazy_stack");
       }
-      return lazy.densify(level.stack_dim);
+      return lazy.densify();
     }
     default:
       throw FormatError(meta_file.string() + ": a non-tensor entry is not a tree");
@@ -359,7 +365,18 @@ void memmap(const T& s, const std::filesystem::path& dir, const MemmapOptions& o
 [[nodiscard]] inline LazyStack<TensorDict> load_lazy_stack(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   const auto root = fs::absolute(dir).lexically_normal();
-  return LazyStack<TensorDict>(detail::load_stack_elements(root, root));
+  const fs::path meta_file = format::checked_path(root, root, "meta.json", false);
+  const format::Level level = format::parse_level(detail::read_text(meta_file), meta_file.string());
+  if (level.kind != format::LevelKind::lazy_stack) {
+    throw FormatError(meta_file.string() + ": not a lazy stack (load it with load_memmap)");
+  }
+  std::vector<TensorDict> elems = detail::load_stack_elements(root, root);
+  if (elems.empty()) throw FormatError(meta_file.string() + ": a lazy stack without elements");
+  try {
+    return LazyStack<TensorDict>(std::move(elems), level.stack_dim);
+  } catch (const Error& e) {
+    throw FormatError(meta_file.string() + ": " + e.what());
+  }
 }
 /// Loads a struct saved in `dir` (by `memmap` of a T, or by Python as the same tensorclass).
 template <tree T>

@@ -1089,6 +1089,28 @@ void settle_levels(const char* op, T& out) {
   }
 }
 
+// After `settle_levels`: nested levels that `apply` emptied are removed, as Python does (see
+// the node's `drop_emptied`). Each batched node prunes its whole subtree, so visiting the inner
+// nodes again finds nothing left to do.
+template <class T>
+void drop_emptied_levels(T& out, const T& src) {
+  if constexpr (has_container<T>()) {
+    Cursor c;
+    auto g = [&]<class Tag>(Tag, DynLoc, auto&... v) {
+      if constexpr (std::is_same_v<Tag, node_tag>) {
+        auto one = [](auto& o, const auto& s) {
+          using M = std::remove_cvref_t<decltype(o)>;
+          if constexpr (requires { dynamic_node<M>::drop_emptied(o, s); }) {
+            dynamic_node<M>::drop_emptied(o, s);
+          }
+        };
+        one(v...);
+      }
+    };
+    dzip_value<T>(c, g, out, src);
+  }
+}
+
 template <class T, bool Named, bool Settle = true, class F, class... Os>
 T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
   check_statics(op, t, others...);
@@ -1114,7 +1136,10 @@ T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
              }));
   };
   visit_leaves(one, out, t, others...);
-  if constexpr (Settle) settle_levels(op, out);
+  if constexpr (Settle) {
+    settle_levels(op, out);
+    drop_emptied_levels(out, t);
+  }
   return out;
 }
 

@@ -193,6 +193,68 @@ TEST_CASE("batch: set_at writes a sub-batch in place") {
   CHECK(d.get({"next", "obs"})[3].equal(torch::full({2, 5}, 100.)));
 }
 
+TEST_CASE("batch: set_at on a TensorDict writes the value's keys and creates the missing ones, as Python") {
+  TensorDict d({{"a", torch::zeros({2, 3})}, {"b", TensorDict{{"c", torch::ones({2, 1})}}}},
+               BatchSize{2});
+  // Fewer keys: only those are written.
+  td::set_at(d, {0}, TensorDict{{"a", torch::ones({3})}});
+  CHECK(d["a"].equal(torch::tensor({{1., 1., 1.}, {0., 0., 0.}})));
+  CHECK(d.get({"b", "c"}).equal(torch::ones({2, 1})));
+  // More keys: created with the tree's batch size, zero elsewhere; nested levels too.
+  td::set_at(d, {1}, TensorDict{{"a", torch::full({3}, 2.)},
+                                {"z", torch::ones({4}, torch::kInt64)},
+                                {"b", TensorDict{{"q", torch::tensor(7.)}}},
+                                {"n", TensorDict{{"m", TensorDict{{"k", torch::ones({5})}}}}}});
+  CHECK(d["z"].equal(torch::tensor({{0, 0, 0, 0}, {1, 1, 1, 1}})));
+  CHECK(d.get({"b", "q"}).equal(torch::tensor({0., 7.})));
+  CHECK(d.get<TensorDict>("n").batch_size() == BatchSize{2});
+  CHECK(d.get({"n", "m", "k"}).sizes() == torch::IntArrayRef{2, 5});
+  CHECK(d.get({"n", "m", "k"})[0].sum().item<double>() == 0);
+  CHECK(d.get({"n", "m", "k"})[1].sum().item<double>() == 5);
+  // Dtypes are converted as torch's x[i] = v does.
+  td::set_at(d, {0}, TensorDict{{"z", torch::full({4}, 3.7)}});
+  CHECK(d["z"][0].equal(torch::full({4}, 3, torch::kInt64)));
+  // Broadcasting, and a mask.
+  td::set_at(d, {torch::tensor({true, true})}, TensorDict({{"a", torch::full({1, 3}, 5.)}}, BatchSize{1}));
+  CHECK(d["a"].equal(torch::full({2, 3}, 5.)));
+
+  // Nothing is written or created when any part is wrong.
+  const TensorDict before = d.clone();
+  CHECK_THROWS_WITH_AS(td::set_at(d, {0}, TensorDict{{"new", torch::ones({2})}, {"a", torch::ones({4})}}),
+                       "set_at: the value at key 'a' has shape [4], which does not broadcast to "
+                       "the indexed shape [3]",
+                       td::LeafError);
+  CHECK_THROWS_WITH_AS(td::set_at(d, {0}, TensorDict{{"new", torch::ones({2})}, {"b", torch::ones({4})}}),
+                       "set_at: key 'b' is a tensor in the value, not in the tree",
+                       td::SpecMismatchError);
+  CHECK_THROWS_AS(td::set_at(d, {0}, TensorDict{{"new", torch::ones({2})}, {"a", TensorDict{}}}),
+                  td::SpecMismatchError);
+  CHECK_THROWS_AS(td::set_at(d, {0}, TensorDict{{"new", torch::ones({2})}, {"tag", "x"}}),
+                  td::SpecMismatchError);
+  CHECK_FALSE(d.contains("new"));
+  CHECK(d.keys({.include_nested = true}) == before.keys({.include_nested = true}));
+  for (const auto& k : d.keys({.include_nested = true, .leaves_only = true})) CHECK(d.get(k).equal(before.get(k)));
+  d.lock_();
+  CHECK_THROWS_WITH_AS(td::set_at(d, {0}, TensorDict{{"new", torch::ones({2})}}),
+                       "set_at: key 'new' is not in the tree, which is locked", td::Error);
+  td::set_at(d, {0}, TensorDict{{"a", torch::ones({3})}});  // writes into a locked tree are fine
+  CHECK(d["a"][0].equal(torch::ones({3})));
+  d.unlock_();
+  // A const tree takes exactly its own keys, as a struct does.
+  const TensorDict& cd = d;
+  CHECK_THROWS_AS(td::set_at(cd, {0}, TensorDict{{"a", torch::ones({3})}}), td::SpecMismatchError);
+
+  // Structs: a shape that does not fit is found before any leaf is written.
+  State s = make_state();
+  const torch::Tensor pos = s.pos.clone();
+  State wrong{.pos = torch::full({3}, -1.), .vel = torch::zeros({4}), .batch_size = {}};
+  CHECK_THROWS_WITH_AS(td::set_at(s, {0}, wrong),
+                       "set_at: the value at key 'vel' has shape [4], which does not broadcast to "
+                       "the indexed shape [3]",
+                       td::LeafError);
+  CHECK(s.pos.equal(pos));
+}
+
 TEST_CASE("batch: reshape, view, flatten, unflatten, squeeze, unsqueeze, permute, transpose, expand") {
   Episode e = make_episode();
   auto r = td::reshape(e, {2, 2});
@@ -482,6 +544,31 @@ TEST_CASE("lazy_stack: ragged elements, padded reads, densify") {
                        td::SpecMismatchError);
 }
 
+TEST_CASE("lazy_stack: a stack dim other than 0, its batch size, densify and save/load keep it") {
+  std::vector<TensorDict> els{TensorDict({{"x", torch::zeros({3, 2})}}, BatchSize{3}),
+                              TensorDict({{"x", torch::ones({3, 4})}}, BatchSize{3})};
+  auto ls = td::lazy_stack(els, 1);
+  CHECK(ls.dim() == 1);
+  CHECK(ls.batch_size() == std::vector<int64_t>{3, 2});
+  CHECK(td::lazy_stack(els, -1).dim() == 1);
+  CHECK(td::lazy_stack(els, -2).dim() == 0);
+  CHECK_THROWS_WITH_AS(td::lazy_stack(els, 2), "lazy_stack: dim 2 is outside the batch dims (batch size [3])",
+                       td::IndexError);
+  CHECK_THROWS_AS(td::lazy_stack(els, -3), td::IndexError);
+  CHECK_THROWS_AS(td::lazy_stack(std::vector<TensorDict>{els[0], TensorDict{}}), td::BatchSizeError);
+  // Ragged batch sizes show as -1, as Python prints them.
+  auto ragged = td::lazy_stack(std::vector<TensorDict>{TensorDict({{"x", torch::zeros({3})}}, BatchSize{3}),
+                                                       TensorDict({{"x", torch::zeros({2})}}, BatchSize{2})});
+  CHECK(ragged.batch_size() == std::vector<int64_t>{2, -1});
+
+  std::vector<TensorDict> even{TensorDict({{"x", torch::zeros({3, 2})}}, BatchSize{3}),
+                               TensorDict({{"x", torch::ones({3, 2})}}, BatchSize{3})};
+  const TensorDict dense = td::lazy_stack(even, 1).densify();
+  CHECK(dense.batch_size() == BatchSize{3, 2});
+  CHECK(dense["x"].equal(torch::stack({even[0]["x"], even[1]["x"]}, 1)));
+  CHECK(td::lazy_stack(even, 1).densify(0).batch_size() == BatchSize{2, 3});
+}
+
 TEST_CASE("batch: error paths name the operation, the dim or the leaf") {
   Episode e = make_episode();
   TensorDict d = make_dict();
@@ -512,6 +599,6 @@ TEST_CASE("batch: error paths name the operation, the dim or the leaf") {
   CHECK_THROWS_WITH_AS(td::chunk(e, 0), "chunk: chunks must be positive", td::Error);
   TensorDict other = make_dict();
   other.erase("pos");
-  CHECK_THROWS_AS(td::set_at(d, {0}, td::index(other, 0)), td::SpecMismatchError);
+  CHECK_THROWS_AS(td::set_at(std::as_const(d), {0}, td::index(other, 0)), td::SpecMismatchError);
   CHECK(d["pos"][0].equal(torch::tensor({0., 1., 2.})));  // nothing written
 }

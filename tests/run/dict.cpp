@@ -518,6 +518,32 @@ TEST_CASE("apply settles every TensorDict level alike: method, free function, zi
         torch::IntArrayRef{1, 1});
 }
 
+TEST_CASE("apply drops nested levels it emptied and keeps levels that were empty, as Python") {
+  const TensorDict d({{"a", torch::zeros({2, 3})},
+                      {"b", TensorDict{{"c", torch::ones({2, 1})}, {"e", TensorDict{}}}},
+                      {"f", TensorDict{{"g", TensorDict{{"h", torch::ones({2, 1})}}}}},
+                      {"d", TensorDict{}}},
+                     td::BatchSize{2});
+  auto drop_1 = [](const torch::Tensor& x) { return x.size(-1) == 1 ? torch::Tensor() : x; };
+  auto drop_1z = [&](const torch::Tensor& x, const torch::Tensor&) { return drop_1(x); };
+  auto drop_all = [](const torch::Tensor&) { return torch::Tensor(); };
+  for (const TensorDict& r : {d.apply(drop_1), td::apply(d, drop_1), d.apply(drop_1z, d)}) {
+    // b keeps e (empty before), f loses g whose only leaf went, and so f itself goes.
+    CHECK(r.keys({.include_nested = true}) == std::vector<NestedKey>{NestedKey("a"), NestedKey("b"), NestedKey({"b", "e"}),
+                                             NestedKey("d")});
+  }
+  const TensorDict none = d.apply(drop_all);
+  CHECK(none.keys({.include_nested = true}) == std::vector<NestedKey>{NestedKey("b"), NestedKey({"b", "e"}), NestedKey("d")});
+  // A non-tensor entry keeps its level.
+  const TensorDict n({{"s", TensorDict{{"x", torch::ones({2})}, {"tag", "t"}}}}, td::BatchSize{2});
+  CHECK(n.apply(drop_all).keys({.include_nested = true}) == std::vector<NestedKey>{NestedKey("s"), NestedKey({"s", "tag"})});
+  // Levels inside a struct follow the same rule.
+  WithDict w{.lin = {torch::ones({3, 2}), torch::ones({3}), "relu"}, .extra = d};
+  const WithDict rw = td::apply(w, drop_1);
+  CHECK_FALSE(rw.extra.contains("f"));
+  CHECK(rw.extra.contains({"b", "e"}));
+}
+
 TEST_CASE("Entry: every kind copies, moves and is replaced without sharing or dangling") {
   td::Entry t = torch::ones({2});
   td::Entry n = TensorDict{{"x", torch::ones({1})}};

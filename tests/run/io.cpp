@@ -394,6 +394,25 @@ TEST_CASE("interop: saves written by Python tensordict load with every value") {
   CHECK(lazy.padded("x").values.sizes() == torch::IntArrayRef{2, 5, 2});
   CHECK_THROWS_WITH_AS(td::load_memmap(data / "lazy"), doctest::Contains("load it with load_lazy_stack"),
                        td::FormatError);
+  CHECK(lazy.dim() == 0);
+  CHECK_THROWS_WITH_AS((void)td::load_lazy_stack(data / "dict"), doctest::Contains("not a lazy stack"),
+                       td::FormatError);
+  {
+    // The root's stack_dim is read and checked against the elements' batch dims.
+    TempDir tmp;
+    fs::copy(data / "lazy", tmp.path / "lazy", fs::copy_options::recursive);
+    auto with_dim = [&](int dim) {
+      std::ofstream(tmp.path / "lazy" / "meta.json")
+          << R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "_format_version": 1, )"
+          << R"("_class": "tensordict:LazyStackedTensorDict", "stack_dim": )" << dim << "}";
+    };
+    with_dim(-1);
+    CHECK(td::load_lazy_stack(tmp.path / "lazy").dim() == 0);
+    with_dim(1);
+    CHECK_THROWS_WITH_AS((void)td::load_lazy_stack(tmp.path / "lazy"),
+                         doctest::Contains("meta.json: lazy_stack: dim 1 is outside the batch dims"),
+                         td::FormatError);
+  }
 
   t::Linear lin = td::load_memmap<t::Linear>(data / "tensorclass");
   CHECK(lin.weight.equal(torch::arange(6, torch::kFloat).view({2, 3})));

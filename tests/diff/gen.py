@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""Random cases for the differential test: Python tensordict's answers, for C++ to replay.
+
+    gen.py --seed S --cases N --out cases.json
+
+Each case is a random TensorDict (1-3 levels, mixed dtypes, batch sizes of 0-3 dims, size-0
+dims included), or several for stack/cat/lazy_stack, and one random operation, often with a
+wrong argument. Python tensordict runs it and the case records the outcome: the resulting
+tree(s), or that it raised. tests/diff/replay.cpp runs the same operation with the C++ library
+and compares keys (in order), batch sizes, dtypes, shapes and values; where Python raised, C++
+must throw a tensordict::Error. Some cases use a fixed structure that replay.cpp also declares
+as structs, and C++ runs those through the structs too.
+
+The known differences (Python's bugs, and what C++ refuses on purpose) are listed in
+known_differences.py: a case under a Python bug is left out, a case C++ refuses on purpose is
+kept with C++ expected to throw; both are counted by name. Tensor values are small integers, so every dtype holds them
+exactly and the comparison can be exact.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+from tensordict import TensorDict, lazy_stack  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from known_differences import known_difference  # noqa: E402
+
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+          "uint8", "bool"]
+NAMES = ["a", "b", "obs", "reward", "x", "y_1", "next", "done"]
+
+
+# ---- encoding --------------------------------------------------------------------------------
+
+def enc_tensor(t):
+    t = t.detach().cpu()
+    name = str(t.dtype).replace("torch.", "")
+    flat = t.reshape(-1)
+    if t.dtype == torch.bool:
+        data = [int(v) for v in flat.tolist()]
+    elif t.is_floating_point():
+        data = [float(v) for v in flat.float().tolist()]
+    else:
+        data = [int(v) for v in flat.tolist()]
+    return {"dtype": name, "shape": list(t.shape), "data": data}
+
+
+def enc_td(td):
+    entries = []
+    for k in td.keys():
+        v = td.get(k)
+        if isinstance(v, torch.Tensor):
+            entries.append([k, {"tensor": enc_tensor(v)}])
+        else:
+            entries.append([k, {"td": enc_td(v)}])
+    return {"batch_size": list(td.batch_size), "entries": entries}
+
+
+# ---- random trees ----------------------------------------------------------------------------
+
+def rand_values(rng, shape, dtype):
+    n = math.prod(shape)
+    dt = getattr(torch, dtype)
+    if dtype == "bool":
+        return torch.tensor([rng.random() < 0.5 for _ in range(n)], dtype=torch.bool).reshape(shape)
+    lo = 0 if dtype == "uint8" else -5
+    return torch.tensor([rng.randint(lo, 5) for _ in range(n)], dtype=torch.int64).to(dt).reshape(shape)
+
+
+def rand_batch(rng, max_dims=3):
+    dims = rng.choice([0, 1, 1, 2, 2, 2, 3][: 4 + max_dims])
+    dims = min(dims, max_dims)
+    return [rng.choice([0, 1, 2, 2, 3, 3]) if rng.random() < 0.1 else rng.choice([1, 2, 3])
+            for _ in range(dims)]
+
+
+def rand_features(rng):
+    return [rng.choice([1, 2, 3]) for _ in range(rng.choice([0, 0, 1, 1, 2]))]
+
+
+def rand_td(rng, batch, depth=0, schema=None):
+    """A random TensorDict of batch size `batch`; with `schema`, that schema's keys and shapes."""
+    if schema is not None:
+        return build_schema(rng, batch, schema)
+    td = TensorDict({}, batch_size=batch)
+    names = rng.sample(NAMES, rng.randint(1, 4))
+    for name in names:
+        if depth < 2 and rng.random() < 0.3:
+            extra = [rng.choice([1, 2])] if rng.random() < 0.2 else []
+            td[name] = rand_td(rng, batch + extra, depth + 1)
+        else:
+            td[name] = rand_values(rng, batch + rand_features(rng), rng.choice(DTYPES))
+    return td
+
+
+def rand_schema(rng, depth=0):
+    """A random structure (keys, dtypes, feature shapes) that several trees can share."""
+    out = []
+    for name in rng.sample(NAMES, rng.randint(1, 3)):
+        if depth < 1 and rng.random() < 0.3:
+            out.append([name, {"td": rand_schema(rng, depth + 1)}])
+        else:
+            out.append([name, {"dtype": rng.choice(DTYPES), "features": rand_features(rng)}])
+    return out
+
+
+def build_schema(rng, batch, schema):
+    td = TensorDict({}, batch_size=batch)
+    for name, s in schema:
+        if "td" in s:
+            td[name] = build_schema(rng, batch, s["td"])
+        else:
+            td[name] = rand_values(rng, batch + s["features"], s["dtype"])
+    return td
+
+
+# The structure replay.cpp declares as structs: Episode{ State state; Tensor reward; Tensor done }
+# with State{ Tensor pos (float32 [.., 3]); Tensor vel (float64 [.., 2]) }.
+STRUCT_SCHEMA = [["state", {"td": [["pos", {"dtype": "float32", "features": [3]}],
+                                   ["vel", {"dtype": "float64", "features": [2]}]]}],
+                 ["reward", {"dtype": "float32", "features": []}],
+                 ["done", {"dtype": "bool", "features": [1]}]]
+
+
+def nested_keys(td, leaves_only=False):
+    out = []
+    for k in td.keys():
+        v = td.get(k)
+        if isinstance(v, torch.Tensor):
+            out.append((k,))
+        else:
+            if not leaves_only:
+                out.append((k,))
+            out += [(k,) + s for s in nested_keys(v, leaves_only)]
+    return out
+
+
+# ---- random operations -----------------------------------------------------------------------
+
+def rand_dim(rng, n, insert=False):
+    lim = n + (1 if insert else 0)
+    if rng.random() < 0.08:
+        return rng.choice([lim, -lim - 1, lim + 2])  # out of range
+    if lim == 0:
+        return 0
+    return rng.randint(-lim, lim - 1)
+
+
+def rand_index(rng, batch):
+    """A random index over `batch`: a list of components, encoded as replay.cpp reads them."""
+    comps = []
+    pos = 0
+    nd = len(batch)
+    used_ellipsis = False
+    for _ in range(rng.randint(0, nd + 1)):
+        r = rng.random()
+        size = batch[pos] if pos < nd else 0
+        if r < 0.25:
+            i = rng.randint(-size, size - 1) if size > 0 and rng.random() < 0.93 else rng.choice([size, -size - 1, 7])
+            comps.append({"int": i})
+            pos += 1
+        elif r < 0.5:
+            start = rng.choice([None, 0, 1, -1, -2, 5])
+            stop = rng.choice([None, 0, 1, 2, -1, 9])
+            step = rng.choice([None, None, 1, 2, 3] + ([-1] if rng.random() < 0.1 else []))
+            comps.append({"slice": [start, stop, step]})
+            pos += 1
+        elif r < 0.6:
+            comps.append({"none": True})
+        elif r < 0.7:
+            if used_ellipsis and rng.random() < 0.7:
+                continue
+            used_ellipsis = True
+            comps.append({"ellipsis": True})
+            pos = max(pos, nd - (len(comps) - 1))
+        elif r < 0.8:
+            n = rng.randint(0, 3)
+            vals = [rng.randint(-size, size - 1) if size > 0 else 0 for _ in range(n)]
+            if rng.random() < 0.3 and n > 0:
+                comps.append({"tensor": enc_tensor(torch.tensor(vals, dtype=torch.int64))})
+            elif rng.random() < 0.5 and n > 0:
+                comps.append({"tensor": enc_tensor(torch.tensor(vals, dtype=torch.int64).view(1, -1).expand(2, -1).contiguous())})
+            else:
+                comps.append({"list": vals})
+            pos += 1
+        else:
+            k = rng.choice([1, 1, 2]) if pos + 1 < nd else 1
+            shape = batch[pos:pos + k] if pos < nd else [rng.randint(0, 2)]
+            if rng.random() < 0.05:
+                shape = [s + 1 for s in shape]  # wrong shape
+            comps.append({"tensor": enc_tensor(rand_values(rng, list(shape), "bool"))})
+            pos += len(shape)
+    return comps
+
+
+def dec_tensor(e):
+    t = torch.tensor(e["data"], dtype=torch.float64 if e["dtype"] != "bool" else torch.bool)
+    return t.to(getattr(torch, e["dtype"])).reshape(e["shape"])
+
+
+def dec_index(comps):
+    out = []
+    for c in comps:
+        if "int" in c:
+            out.append(c["int"])
+        elif "slice" in c:
+            out.append(slice(*c["slice"]))
+        elif "none" in c:
+            out.append(None)
+        elif "ellipsis" in c:
+            out.append(Ellipsis)
+        elif "list" in c:
+            out.append(list(c["list"]))
+        else:
+            out.append(dec_tensor(c["tensor"]))
+    return tuple(out)
+
+
+def rand_shape_like(rng, batch):
+    """A reshape target: often a valid one (with a -1 sometimes), sometimes not."""
+    n = math.prod(batch)
+    r = rng.random()
+    if r < 0.15:
+        return [n + 1] if n else [1, 2]
+    if r < 0.3:
+        return [-1]
+    if r < 0.4:
+        return [-1, -1]
+    divs = [d for d in range(1, max(n, 1) + 1) if n % d == 0] or [0]
+    a = rng.choice(divs)
+    out = [a, n // a if a else 0]
+    if rng.random() < 0.3:
+        out[rng.randint(0, 1)] = -1
+    if rng.random() < 0.2:
+        out.insert(rng.randint(0, 2), 1)
+    return out
+
+
+def rand_keys(rng, td, missing=0.1):
+    keys = nested_keys(td)
+    ks = rng.sample(keys, rng.randint(0, min(3, len(keys)))) if keys else []
+    if rng.random() < missing:
+        ks.append(("zz",) if rng.random() < 0.5 else (ks[0][0], "zz") if ks else ("q",))
+    return [list(k) for k in ks]
+
+
+def py_key(k):
+    return k[0] if len(k) == 1 else tuple(k)
+
+
+APPLY_FNS = {
+    "mul2": lambda x: x * 2,
+    "drop_float": lambda x: None if x.is_floating_point() else x,
+    "drop_last1": lambda x: None if x.dim() > 0 and x.shape[-1] == 1 else x,
+    "to_float": lambda x: x.float(),
+    "sum_all": lambda x: x.sum(),
+}
+
+
+def make_case(rng, cid):
+    ops = ["index"] * 6 + ["set_at"] * 3 + ["reshape", "view", "flatten", "unflatten", "squeeze",
+           "squeeze_dim", "unsqueeze", "permute", "transpose", "expand"] * 1 + \
+          ["stack", "cat", "unbind", "split", "split_sizes", "chunk"] * 1 + \
+          ["where", "masked_fill", "to", "select", "exclude", "split_keys", "update", "replace",
+           "flatten_keys", "unflatten_keys", "apply", "lazy_stack"]
+    name = rng.choice(ops)
+    use_struct = name in STRUCT_OPS and rng.random() < 0.35
+    batch = rand_batch(rng)
+    schema = STRUCT_SCHEMA if use_struct else None
+    case = {"id": cid, "struct": "Episode" if use_struct else None}
+    op = {"name": name}
+    nd = len(batch)
+
+    if name in ("stack", "cat", "lazy_stack"):
+        shared = STRUCT_SCHEMA if use_struct else rand_schema(rng)
+        k = rng.randint(1, 3)
+        batches = [list(batch) for _ in range(k)]
+        if name == "cat" and nd and rng.random() < 0.7:
+            d = rng.randrange(nd)
+            for b in batches:
+                b[d] = rng.choice([0, 1, 2, 3])
+        if name == "lazy_stack" and nd and rng.random() < 0.3:
+            d = rng.randrange(nd)
+            batches[-1][d] += 1  # ragged batch sizes
+        trees = [build_schema(rng, b, shared) for b in batches]
+        if name == "lazy_stack" and rng.random() < 0.4 and not use_struct:
+            # ragged leaves: one leaf with its feature size changed in the last tree
+            leaf = rng.choice(nested_keys(trees[-1], leaves_only=True))
+            x = trees[-1].get(leaf)
+            if x.dim() > len(batches[-1]):
+                trees[-1].set(leaf, torch.cat([x, x[..., :1]], -1))
+        if rng.random() < 0.05 and len(trees) > 1 and not use_struct:
+            trees[-1] = trees[-1].exclude(nested_keys(trees[-1], leaves_only=True)[0])  # keys differ
+        case["inputs"] = [enc_td(t) for t in trees]
+        op["dim"] = rand_dim(rng, nd, insert=name != "cat")
+        run = {"stack": lambda: torch.stack(trees, op["dim"]),
+               "cat": lambda: torch.cat(trees, op["dim"]),
+               "lazy_stack": lambda: lazy_stack(trees, op["dim"])}[name]
+    else:
+        td = rand_td(rng, batch, schema=schema)
+        case["input"] = enc_td(td)
+        if name == "index":
+            op["index"] = rand_index(rng, batch)
+            run = lambda: td[dec_index(op["index"])]
+        elif name == "set_at":
+            op["index"] = rand_index(rng, batch)
+            try:
+                sub = td[dec_index(op["index"])]
+                value = rand_td(rng, list(sub.batch_size), schema=schema) if use_struct else \
+                    build_like(rng, sub)
+                if not use_struct:
+                    r = rng.random()
+                    if r < 0.15 and len(nested_keys(value, True)) > 1:
+                        value = value.exclude(py_key(nested_keys(value, True)[0]))  # fewer keys
+                    elif r < 0.3:
+                        value["new_key"] = rand_values(rng, list(sub.batch_size) + rand_features(rng),
+                                                       rng.choice(DTYPES))  # more keys
+                    elif r < 0.35 and sub.batch_dims:
+                        value = value[0]  # broadcasts (or not)
+            except Exception:
+                value = rand_td(rng, batch, schema=schema)
+            op["value"] = enc_td(value)
+
+            def run():
+                out = td.clone()
+                out[dec_index(op["index"])] = value
+                return out
+        elif name in ("reshape", "view"):
+            op["shape"] = rand_shape_like(rng, batch)
+            run = lambda: getattr(td, name)(*op["shape"])
+        elif name == "flatten":
+            op["start"], op["end"] = rand_dim(rng, nd), rand_dim(rng, nd)
+            run = lambda: td.flatten(op["start"], op["end"])
+        elif name == "unflatten":
+            op["dim"] = rand_dim(rng, nd)
+            size = batch[op["dim"]] if -nd <= op["dim"] < nd else 4
+            op["sizes"] = rng.choice([[size, 1], [1, size], [-1, 1], [size + 1, 1], [2, -1]])
+            run = lambda: td.unflatten(op["dim"], op["sizes"])
+        elif name == "squeeze":
+            run = lambda: td.squeeze()
+        elif name == "squeeze_dim":
+            op["dim"] = rand_dim(rng, nd)
+            run = lambda: td.squeeze(op["dim"])
+        elif name == "unsqueeze":
+            op["dim"] = rand_dim(rng, nd, insert=True)
+            run = lambda: td.unsqueeze(op["dim"])
+        elif name == "permute":
+            dims = list(range(nd))
+            rng.shuffle(dims)
+            if rng.random() < 0.3:
+                dims = [d - nd if rng.random() < 0.5 else d for d in dims]
+            if rng.random() < 0.1:
+                dims = dims[:-1] if dims else [0]
+            op["dims"] = dims
+            run = lambda: td.permute(*op["dims"])
+        elif name == "transpose":
+            op["dim0"], op["dim1"] = rand_dim(rng, nd), rand_dim(rng, nd)
+            run = lambda: td.transpose(op["dim0"], op["dim1"])
+        elif name == "expand":
+            shape = [rng.choice([1, 2]) for _ in range(rng.randint(0, 1))] + \
+                    [s if s != 1 or rng.random() < 0.5 else rng.choice([2, 3]) for s in batch]
+            if rng.random() < 0.1 and shape:
+                shape[-1] += 1
+            op["shape"] = shape
+            run = lambda: td.expand(*op["shape"])
+        elif name == "unbind":
+            op["dim"] = rand_dim(rng, nd)
+            run = lambda: td.unbind(op["dim"])
+        elif name in ("split", "split_sizes"):
+            op["dim"] = rand_dim(rng, nd)
+            size = batch[op["dim"]] if -nd <= op["dim"] < nd else 2
+            if name == "split":
+                op["size"] = rng.choice([1, 2, 3, 0 if rng.random() < 0.2 else 1])
+                run = lambda: td.split(op["size"], op["dim"])
+            else:
+                parts = []
+                left = size
+                while left > 0:
+                    p = rng.randint(1, left)
+                    parts.append(p)
+                    left -= p
+                if rng.random() < 0.15:
+                    parts.append(1)
+                op["sizes"] = parts
+                run = lambda: td.split(op["sizes"], op["dim"])
+        elif name == "chunk":
+            op["dim"] = rand_dim(rng, nd)
+            op["chunks"] = rng.choice([1, 2, 3, 0 if rng.random() < 0.3 else 2])
+            run = lambda: td.chunk(op["chunks"], op["dim"])
+        elif name == "where":
+            other = build_like(rng, td)
+            shape = list(batch)
+            if rng.random() < 0.1:
+                shape = shape + [2]
+            op["cond"] = enc_tensor(rand_values(rng, shape, "bool"))
+            op["other"] = enc_td(other)
+            run = lambda: td.where(dec_tensor(op["cond"]), other)
+        elif name == "masked_fill":
+            shape = list(batch)
+            if rng.random() < 0.1:
+                shape = shape + [2]
+            op["mask"] = enc_tensor(rand_values(rng, shape, "bool"))
+            op["value"] = rng.choice([0, 1, -3])
+            run = lambda: td.masked_fill(dec_tensor(op["mask"]), op["value"])
+        elif name == "to":
+            op["dtype"] = rng.choice(DTYPES)
+            run = lambda: td.to(getattr(torch, op["dtype"]))
+        elif name in ("select", "exclude", "split_keys"):
+            op["keys"] = rand_keys(rng, td)
+            keys = [py_key(k) for k in op["keys"]]
+            run = {"select": lambda: td.select(*keys),
+                   "exclude": lambda: td.exclude(*keys),
+                   "split_keys": lambda: tuple(td.split_keys(keys))}[name]
+        elif name == "update":
+            other = TensorDict({}, batch_size=batch)
+            for k in rand_keys(rng, td, missing=0.0):
+                v = td.get(py_key(k))
+                other.set(py_key(k), build_like(rng, v) if not isinstance(v, torch.Tensor) else
+                          rand_values(rng, list(v.shape), rng.choice(DTYPES)))
+            if rng.random() < 0.4:
+                other.set("added", rand_values(rng, batch + rand_features(rng), rng.choice(DTYPES)))
+            op["other"] = enc_td(other)
+
+            def run():
+                out = td.clone()
+                out.update(other)
+                return out
+        elif name == "replace":
+            changes = []
+            for k in rand_keys(rng, td, missing=0.3):
+                if tuple(k) in [tuple(x) for x in nested_keys(td)] and \
+                        not isinstance(td.get(py_key(k)), torch.Tensor):
+                    continue
+                feats = rand_features(rng)
+                shape = batch + feats if rng.random() > 0.05 else feats + [4]
+                changes.append([k, enc_tensor(rand_values(rng, shape, rng.choice(DTYPES)))])
+            op["changes"] = changes
+            run = lambda: td.replace({py_key(k): dec_tensor(v) for k, v in changes})
+        elif name == "flatten_keys":
+            op["sep"] = rng.choice([".", "/", "_"])
+            run = lambda: td.flatten_keys(op["sep"])
+        elif name == "unflatten_keys":
+            op["sep"] = rng.choice([".", "/"])
+            flat = TensorDict({}, batch_size=batch)
+            for i in range(rng.randint(1, 4)):
+                parts = rng.sample(["a", "b", "c"], rng.randint(1, 3))
+                key = op["sep"].join(parts)
+                if rng.random() < 0.3:
+                    flat[key] = rand_td(rng, batch, depth=2)
+                else:
+                    flat[key] = rand_values(rng, batch + rand_features(rng), rng.choice(DTYPES))
+            td = flat
+            case["input"] = enc_td(td)
+            run = lambda: td.unflatten_keys(op["sep"])
+        elif name == "apply":
+            op["fn"] = rng.choice(list(APPLY_FNS))
+            run = lambda: td.apply(APPLY_FNS[op["fn"]])
+        else:
+            raise AssertionError(name)
+
+    case["op"] = op
+    return case, run
+
+
+# Operations replay.cpp also runs on the structs (through from_tensordict / to_tensordict).
+STRUCT_OPS = {"index", "set_at", "reshape", "view", "flatten", "unflatten", "squeeze",
+              "squeeze_dim", "unsqueeze", "permute", "transpose", "expand", "stack", "cat",
+              "unbind", "split", "split_sizes", "chunk", "where", "masked_fill"}
+
+
+def build_like(rng, td):
+    """A tree with `td`'s keys, dtypes and shapes and new values."""
+    out = TensorDict({}, batch_size=td.batch_size)
+    for k in td.keys():
+        v = td.get(k)
+        out[k] = build_like(rng, v) if not isinstance(v, torch.Tensor) else \
+            rand_values(rng, list(v.shape), str(v.dtype).replace("torch.", ""))
+    return out
+
+
+def outcome(result):
+    if isinstance(result, (list, tuple)):
+        return {"ok": True, "results": [enc_td(r) for r in result]}
+    if type(result).__name__ == "LazyStackedTensorDict":
+        out = {"ok": True, "batch_size": list(result.batch_size), "stack_dim": result.stack_dim}
+        try:
+            out["dense"] = enc_td(result.contiguous())
+        except Exception:
+            out["dense"] = None
+        return out
+    return {"ok": True, "result": enc_td(result)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cases", type=int, default=300)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    torch.manual_seed(a.seed)
+    cases, skipped = [], {}
+    cid = 0
+    while len(cases) < a.cases:
+        case, run = make_case(rng, cid)
+        cid += 1
+        try:
+            res = outcome(run())
+        except Exception as e:  # Python raised: C++ must raise too
+            res = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+        case["expect"] = res
+        known = known_difference(case)
+        if known:
+            skipped[known["name"]] = skipped.get(known["name"], 0) + 1
+            if known["kind"] == "python_bug":
+                continue
+            case["expect"] = {"ok": False, "error": f"documented difference: {known['name']}"}
+        cases.append(case)
+    with open(a.out, "w") as f:
+        json.dump({"generator": "tests/diff/gen.py", "seed": a.seed,
+                   "tensordict": __import__("tensordict").__version__, "torch": torch.__version__,
+                   "known_differences": skipped, "cases": cases}, f)
+    errors = sum(1 for c in cases if not c["expect"]["ok"])
+    print(f"{len(cases)} cases ({errors} where Python raises), seed {a.seed}; "
+          f"known differences: {skipped or 'none'}")
+
+
+if __name__ == "__main__":
+    main()

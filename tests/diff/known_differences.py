@@ -1,0 +1,153 @@
+"""Where the C++ library and Python tensordict 0.15.3 answer differently, on purpose.
+
+The generator (gen.py) reads this list, the one place these differences are kept; docs/
+differences.md states each for users. Every entry has:
+    name:  short identifier, counted in the generator's summary
+    kind:  "python_bug": Python's answer is wrong (C++ gives the sane one; the case is left out,
+                         since Python's answer cannot check C++'s)
+           "cpp_stricter": Python accepts what C++ refuses on purpose (the case is kept, and
+                         C++ must throw a tensordict::Error there)
+    why:   what Python does, what C++ does instead, and why
+    match: function(case) -> bool over the case as gen.py writes it ("expect" is Python's
+           outcome)
+"""
+
+
+def _op(case):
+    return case["op"]["name"]
+
+
+def _ok(case):
+    return case["expect"]["ok"]
+
+
+def _batch(case):
+    return (case["input"] if "input" in case else case["inputs"][0])["batch_size"]
+
+
+def _overlapping_keys(case):
+    keys = [tuple(k) for k in case["op"].get("keys", [])]
+    return any(a != b and b[:len(a)] == a for a in keys for b in keys)
+
+
+def _levels(td, parent):
+    """Whether some nested level of `td` has a batch size other than its parent's."""
+    for _, v in td["entries"]:
+        if "td" in v:
+            if v["td"]["batch_size"] != parent or _levels(v["td"], v["td"]["batch_size"]):
+                return True
+    return False
+
+
+def _index_dims(case):
+    used = 0
+    for c in case["op"]["index"]:
+        if "int" in c or "slice" in c or "list" in c:
+            used += 1
+        elif "tensor" in c:
+            t = c["tensor"]
+            used += len(t["shape"]) if t["dtype"] == "bool" else 1
+    return used
+
+
+def _dim_out_of_range(case):
+    n = len(_batch(case)) + (0 if _op(case) == "cat" else 1)
+    return not -n <= case["op"]["dim"] < n
+
+
+def _lazy_differ(case):
+    ins = case["inputs"]
+
+    def keys(td, pre=()):
+        out = set()
+        for k, v in td["entries"]:
+            out.add(pre + (k,))
+            if "td" in v:
+                out |= keys(v["td"], pre + (k,))
+        return out
+    return any(keys(t) != keys(ins[0]) or t["batch_size"] != ins[0]["batch_size"] for t in ins)
+
+
+KNOWN = [
+    {"name": "squeeze_all_unit_dims", "kind": "python_bug",
+     "why": "squeeze() of a tree whose batch dims are all 1 raises TypeError in Python (it calls "
+            "view() with no size); C++ returns the tree with batch size [], as torch.squeeze does.",
+     "match": lambda c: _op(c) == "squeeze" and _batch(c) and all(d == 1 for d in _batch(c))
+     and not _ok(c)},
+    {"name": "select_key_and_its_parent", "kind": "python_bug",
+     "why": "select / split_keys given a key and a key nested under it: Python keeps only the "
+            "nested key (select), drops leaves of the parent from both halves or raises KeyError "
+            "(split_keys), depending on the order; C++ takes the whole parent, in any order.",
+     "match": lambda c: _op(c) in ("select", "split_keys") and _overlapping_keys(c)},
+    {"name": "split_keys_nested_batch_size", "kind": "python_bug",
+     "why": "split_keys with nested keys rebuilds the selected nested levels with their parent's "
+            "batch size (even a shorter one); C++ keeps each level's own batch size, as select "
+            "does in both.",
+     "match": lambda c: _op(c) == "split_keys" and any(len(k) > 1 for k in c["op"]["keys"])
+     and _levels(c["input"], c["input"]["batch_size"])},
+    {"name": "apply_dropping_every_leaf", "kind": "python_bug",
+     "why": "apply whose function returns None for every leaf of some level raises "
+            "AttributeError ('NoneType' object has no attribute 'keys') in Python; C++ drops the "
+            "leaves and the levels they emptied, as Python does when only some go.",
+     "match": lambda c: _op(c) == "apply" and not _ok(c)
+     and "'NoneType' object has no attribute 'keys'" in c["expect"]["error"]},
+    {"name": "stack_dim_out_of_range", "kind": "cpp_stricter",
+     "why": "torch.stack / lazy_stack / torch.cat of TensorDicts accept a dim outside the batch "
+            "dims in Python (stack gives a batch size its leaves do not have, lazy_stack wraps "
+            "around, cat of one tree returns it); C++ raises IndexError naming the dim.",
+     "match": lambda c: _op(c) in ("stack", "lazy_stack", "cat") and _ok(c)
+     and _dim_out_of_range(c)},
+    {"name": "index_beyond_batch_dims", "kind": "cpp_stricter",
+     "why": "an index that uses more dims than the batch has indexes the leaves' own dims in "
+            "Python (and fails only for leaves that lack them); C++ raises IndexError: an index "
+            "addresses batch dims only.",
+     "match": lambda c: _op(c) in ("index", "set_at") and _ok(c)
+     and _index_dims(c) > len(c["input"]["batch_size"])},
+    {"name": "permute_some_dims", "kind": "cpp_stricter",
+     "why": "permute with fewer dims than the batch has (none at all, or a prefix) is accepted "
+            "by Python; C++ asks for a permutation of every batch dim, as torch.permute does.",
+     "match": lambda c: _op(c) == "permute" and _ok(c)
+     and len(c["op"]["dims"]) != len(c["input"]["batch_size"])},
+    {"name": "flatten_without_batch_dims", "kind": "python_bug",
+     "why": "flatten(-1, 0) of a tree without batch dims gives batch size [1] in Python but "
+            "leaves it leaves unchanged, and flatten(-1, -1) raises; C++ gives batch size [1] "
+            "for every start and end in {0, -1}, as torch.flatten does for a 0-dim tensor.",
+     "match": lambda c: _op(c) == "flatten" and not c["input"]["batch_size"]
+     and c["op"]["start"] == -1},
+    {"name": "mask_beyond_batch_dims", "kind": "cpp_stricter",
+     "why": "masked_fill / where with a mask longer than the batch size fill the leaves' own "
+            "dims in Python (and fail for leaves that lack them); C++ raises: a mask covers "
+            "batch dims only (the batch size or a prefix of it).",
+     "match": lambda c: _op(c) in ("masked_fill", "where") and _ok(c)
+     and len(c["op"].get("mask", c["op"].get("cond"))["shape"]) > len(c["input"]["batch_size"])},
+    {"name": "set_at_broadcast", "kind": "python_bug",
+     "why": "td[idx] = value with a value whose batch size broadcasts to the indexed one: Python "
+            "broadcasts for some indices (td[0:2] = v) and raises for others (td[()] = v, or a "
+            "nested level with extra batch dims); C++ broadcasts wherever torch's x[idx] = v does.",
+     "match": lambda c: _op(c) == "set_at" and not _ok(c)
+     and "differs from the source batch size" in c["expect"]["error"]},
+    {"name": "lazy_stack_contiguous_of_unlike_elements", "kind": "python_bug",
+     "why": "contiguous() of a lazy stack whose elements differ in keys or batch size returns a "
+            "tree in Python; C++'s densify refuses (is_dense() is false), since no stack of "
+            "those elements exists.",
+     "match": lambda c: _op(c) == "lazy_stack" and _ok(c) and c["expect"].get("dense")
+     and _lazy_differ(c)},
+]
+
+
+def known_difference(case):
+    """The entry of KNOWN that `case` falls under, or None."""
+    for k in KNOWN:
+        if k["match"](case):
+            return k
+    return None
+
+
+if __name__ == "__main__":
+    # known_differences.py DOCS.md: every entry must be named (in backquotes) in the docs.
+    import sys
+    text = open(sys.argv[1]).read()
+    missing = [k["name"] for k in KNOWN if f"`{k['name']}`" not in text]
+    print(f"{len(KNOWN) - len(missing)} of {len(KNOWN)} known differences documented"
+          + (f"; missing: {missing}" if missing else ""))
+    sys.exit(1 if missing else 0)

@@ -1,0 +1,367 @@
+// The C++ side of the differential test: replays the cases tests/diff/gen.py wrote (random trees
+// and operations, with Python tensordict's outcome) and compares, exactly: keys in order, batch
+// sizes at every level, dtypes, shapes and values. Where Python raised, the library must throw a
+// tensordict::Error. Cases on the struct schema run through the structs too.
+//
+//   tensordict_diff CASES.json [--verbose]     exit 0: every case agrees; 1: some disagree
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+
+namespace td = tensordict;
+using json = nlohmann::json;
+using td::BatchSize;
+using td::TensorDict;
+
+namespace {
+
+// The structs of gen.py's STRUCT_SCHEMA.
+struct State {
+  torch::Tensor pos, vel;
+};
+struct Episode {
+  State state;
+  torch::Tensor reward, done;
+  td::BatchSize batch_size;
+};
+
+// ---- decoding ----------------------------------------------------------------------------------
+
+torch::ScalarType dtype_of(const std::string& name) {
+  auto d = td::dtype_from_name("torch." + name);
+  if (!d) throw std::runtime_error("unknown dtype " + name);
+  return *d;
+}
+
+torch::Tensor dec_tensor(const json& e) {
+  const auto& data = e.at("data");
+  std::vector<double> v;
+  v.reserve(data.size());
+  for (const auto& x : data) v.push_back(x.get<double>());
+  const auto shape = e.at("shape").get<std::vector<int64_t>>();
+  return torch::tensor(v, torch::kDouble).to(dtype_of(e.at("dtype").get<std::string>())).reshape(shape);
+}
+
+TensorDict dec_td(const json& e) {
+  TensorDict out(BatchSize(e.at("batch_size").get<std::vector<int64_t>>()));
+  for (const auto& kv : e.at("entries")) {
+    const auto name = kv.at(0).get<std::string>();
+    const json& v = kv.at(1);
+    if (v.contains("tensor")) {
+      out.set(name, dec_tensor(v.at("tensor")));
+    } else {
+      out.set(name, dec_td(v.at("td")));
+    }
+  }
+  return out;
+}
+
+td::NestedKey dec_key(const json& k) { return td::NestedKey(k.get<std::vector<std::string>>()); }
+
+std::vector<torch::indexing::TensorIndex> dec_index(const json& comps) {
+  using namespace torch::indexing;
+  std::vector<TensorIndex> out;
+  auto opt = [](const json& x) -> c10::optional<int64_t> {
+    if (x.is_null()) return c10::nullopt;
+    return x.get<int64_t>();
+  };
+  for (const auto& c : comps) {
+    if (c.contains("int")) {
+      out.emplace_back(c.at("int").get<int64_t>());
+    } else if (c.contains("slice")) {
+      const auto& s = c.at("slice");
+      out.emplace_back(Slice(opt(s.at(0)), opt(s.at(1)), opt(s.at(2))));
+    } else if (c.contains("none")) {
+      out.emplace_back(None);
+    } else if (c.contains("ellipsis")) {
+      out.emplace_back(Ellipsis);
+    } else if (c.contains("list")) {
+      out.emplace_back(torch::tensor(c.at("list").get<std::vector<int64_t>>(), torch::kLong));
+    } else {
+      out.emplace_back(dec_tensor(c.at("tensor")));
+    }
+  }
+  return out;
+}
+
+// ---- what an operation gave --------------------------------------------------------------------
+
+struct LazyInfo {
+  std::vector<int64_t> batch_size;
+  int64_t stack_dim;
+  std::optional<TensorDict> dense;
+};
+using Result = std::variant<TensorDict, std::vector<TensorDict>, LazyInfo>;
+
+std::string shape_s(c10::IntArrayRef s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
+// The first difference between `got` and the encoded tree `want`, or "".
+std::string diff_td(const TensorDict& got, const json& want, const std::string& at) {
+  const auto wb = want.at("batch_size").get<std::vector<int64_t>>();
+  if (got.batch_size().dims().vec() != wb) {
+    return at + ": batch size " + td::detail::bs_str(got.batch_size()) + ", Python " +
+           shape_s(wb);
+  }
+  const auto& we = want.at("entries");
+  std::vector<std::string> gk, wk;
+  for (const auto& [k, v] : got.entries()) gk.emplace_back(k);
+  for (const auto& kv : we) wk.push_back(kv.at(0).get<std::string>());
+  if (gk != wk) {
+    std::string g, w;
+    for (const auto& k : gk) g += k + " ";
+    for (const auto& k : wk) w += k + " ";
+    return at + ": keys [ " + g + "], Python [ " + w + "]";
+  }
+  for (const auto& kv : we) {
+    const auto name = kv.at(0).get<std::string>();
+    const json& v = kv.at(1);
+    const td::Entry& e = got.entry(name);
+    const std::string here = at + "." + name;
+    if (v.contains("td")) {
+      if (!e.is_tensordict()) return here + ": not a nested TensorDict in C++";
+      if (auto d = diff_td(e.tensordict(), v.at("td"), here); !d.empty()) return d;
+      continue;
+    }
+    if (!e.is_tensor()) return here + ": not a tensor in C++";
+    const torch::Tensor& x = e.tensor();
+    const json& t = v.at("tensor");
+    const auto dt = dtype_of(t.at("dtype").get<std::string>());
+    if (x.scalar_type() != dt) {
+      return here + ": dtype " + td::dtype_name(x.scalar_type()) + ", Python " + td::dtype_name(dt);
+    }
+    const auto ws = t.at("shape").get<std::vector<int64_t>>();
+    if (x.sizes().vec() != ws) return here + ": shape " + shape_s(x.sizes()) + ", Python " + shape_s(ws);
+    if (!x.to(torch::kDouble).equal(dec_tensor(t).to(torch::kDouble))) return here + ": values differ";
+  }
+  return "";
+}
+
+std::string diff_result(const Result& r, const json& want) {
+  if (want.contains("result")) {
+    if (!std::holds_alternative<TensorDict>(r)) return "C++ gave no single tree";
+    return diff_td(std::get<TensorDict>(r), want.at("result"), "result");
+  }
+  if (want.contains("results")) {
+    if (!std::holds_alternative<std::vector<TensorDict>>(r)) return "C++ gave no list of trees";
+    const auto& g = std::get<std::vector<TensorDict>>(r);
+    const auto& w = want.at("results");
+    if (g.size() != w.size()) {
+      return "C++ gave " + std::to_string(g.size()) + " trees, Python " + std::to_string(w.size());
+    }
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (auto d = diff_td(g[i], w.at(i), "result[" + std::to_string(i) + "]"); !d.empty()) return d;
+    }
+    return "";
+  }
+  if (!std::holds_alternative<LazyInfo>(r)) return "C++ gave no lazy stack";
+  const auto& l = std::get<LazyInfo>(r);
+  const auto wb = want.at("batch_size").get<std::vector<int64_t>>();
+  if (l.batch_size != wb) return "lazy stack batch size " + shape_s(l.batch_size) + ", Python " + shape_s(wb);
+  if (l.stack_dim != want.at("stack_dim").get<int64_t>()) return "lazy stack dim differs";
+  if (want.at("dense").is_null() != !l.dense) {
+    return std::string("lazy stack: ") + (l.dense ? "C++ densifies, Python does not" : "Python densifies, C++ does not");
+  }
+  if (l.dense) return diff_td(*l.dense, want.at("dense"), "dense");
+  return "";
+}
+
+// ---- running an operation ----------------------------------------------------------------------
+
+TensorDict as_td(const TensorDict& t) { return t; }
+TensorDict as_td(const Episode& e) { return td::to_tensordict(e); }
+
+template <class T>
+T from_td(const TensorDict& t) {
+  if constexpr (std::is_same_v<T, TensorDict>) {
+    return t;
+  } else {
+    return td::from_tensordict<T>(t);
+  }
+}
+
+template <class T>
+std::vector<TensorDict> as_tds(const std::vector<T>& ts) {
+  std::vector<TensorDict> out;
+  for (const auto& t : ts) out.push_back(as_td(t));
+  return out;
+}
+
+// The operations of gen.py that apply to structs and TensorDicts alike.
+template <class T>
+std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
+  const auto name = op.at("name").get<std::string>();
+  auto i64 = [&](const char* k) { return op.at(k).get<int64_t>(); };
+  auto vec = [&](const char* k) { return op.at(k).get<std::vector<int64_t>>(); };
+  if (name == "stack") return as_td(td::stack(in, i64("dim")));
+  if (name == "cat") return as_td(td::cat(in, i64("dim")));
+  const T& t = in.at(0);
+  if (name == "index") return as_td(td::index(t, dec_index(op.at("index"))));
+  if (name == "set_at") {
+    T out = td::clone(t);
+    td::set_at(out, dec_index(op.at("index")), from_td<T>(dec_td(op.at("value"))));
+    return as_td(out);
+  }
+  if (name == "reshape") return as_td(td::reshape(t, vec("shape")));
+  if (name == "view") return as_td(td::view(t, vec("shape")));
+  if (name == "flatten") return as_td(td::flatten(t, i64("start"), i64("end")));
+  if (name == "unflatten") return as_td(td::unflatten(t, i64("dim"), vec("sizes")));
+  if (name == "squeeze") return as_td(td::squeeze(t));
+  if (name == "squeeze_dim") return as_td(td::squeeze(t, i64("dim")));
+  if (name == "unsqueeze") return as_td(td::unsqueeze(t, i64("dim")));
+  if (name == "permute") return as_td(td::permute(t, vec("dims")));
+  if (name == "transpose") return as_td(td::transpose(t, i64("dim0"), i64("dim1")));
+  if (name == "expand") return as_td(td::expand(t, vec("shape")));
+  if (name == "unbind") return as_tds(td::unbind(t, i64("dim")));
+  if (name == "split") return as_tds(td::split(t, i64("size"), i64("dim")));
+  if (name == "split_sizes") return as_tds(td::split(t, c10::IntArrayRef(vec("sizes")), i64("dim")));
+  if (name == "chunk") return as_tds(td::chunk(t, i64("chunks"), i64("dim")));
+  if (name == "where") return as_td(td::where(dec_tensor(op.at("cond")), t, from_td<T>(dec_td(op.at("other")))));
+  if (name == "masked_fill") return as_td(td::masked_fill(t, dec_tensor(op.at("mask")), i64("value")));
+  return std::nullopt;
+}
+
+torch::Tensor apply_fn(const std::string& fn, const torch::Tensor& x) {
+  if (fn == "mul2") return x * 2;
+  if (fn == "drop_float") return x.is_floating_point() ? torch::Tensor() : x;
+  if (fn == "drop_last1") return x.dim() > 0 && x.size(-1) == 1 ? torch::Tensor() : x;
+  if (fn == "to_float") return x.to(torch::kFloat);
+  if (fn == "sum_all") return x.sum();
+  throw std::runtime_error("unknown apply function " + fn);
+}
+
+// The TensorDict-only operations.
+Result run_dict_op(const json& op, const std::vector<TensorDict>& in) {
+  const auto name = op.at("name").get<std::string>();
+  if (auto r = run_batch_op(op, in)) return *r;
+  if (name == "lazy_stack") {
+    auto ls = td::lazy_stack(in, op.at("dim").get<int64_t>());
+    LazyInfo info{ls.batch_size(), ls.dim(), std::nullopt};
+    if (ls.is_dense()) info.dense = ls.densify();
+    return info;
+  }
+  const TensorDict& t = in.at(0);
+  auto keys = [&] {
+    std::vector<td::NestedKey> ks;
+    for (const auto& k : op.at("keys")) ks.push_back(dec_key(k));
+    return ks;
+  };
+  if (name == "to") return t.to(dtype_of(op.at("dtype").get<std::string>()));
+  if (name == "select") return t.select(keys());
+  if (name == "exclude") return t.exclude(keys());
+  if (name == "split_keys") {
+    auto [a, b] = t.split_keys(keys());
+    return std::vector<TensorDict>{a, b};
+  }
+  if (name == "update") {
+    TensorDict out = t.clone();
+    out.update(dec_td(op.at("other")));
+    return out;
+  }
+  if (name == "replace") {
+    std::vector<std::pair<td::NestedKey, torch::Tensor>> changes;
+    for (const auto& c : op.at("changes")) changes.emplace_back(dec_key(c.at(0)), dec_tensor(c.at(1)));
+    return t.replace(changes);
+  }
+  if (name == "flatten_keys") return t.flatten_keys(op.at("sep").get<std::string>());
+  if (name == "unflatten_keys") return t.unflatten_keys(op.at("sep").get<std::string>());
+  if (name == "apply") {
+    const auto fn = op.at("fn").get<std::string>();
+    return t.apply([&](const torch::Tensor& x) { return apply_fn(fn, x); });
+  }
+  throw std::runtime_error("unknown operation " + name);
+}
+
+// What one run gave: a result, or the exception's kind and message.
+struct Outcome {
+  std::optional<Result> result;
+  bool library_error = false;
+  std::string error;
+};
+
+template <class Fn>
+Outcome attempt(Fn&& fn) {
+  try {
+    return {fn(), false, ""};
+  } catch (const td::Error& e) {
+    return {std::nullopt, true, e.what()};
+  } catch (const std::exception& e) {
+    return {std::nullopt, false, e.what()};
+  }
+}
+
+// "" when C++'s outcome agrees with Python's.
+std::string judge(const Outcome& o, const json& expect) {
+  if (!expect.at("ok").get<bool>()) {
+    if (o.result) return "Python raised (" + expect.at("error").get<std::string>() + "), C++ did not";
+    if (!o.library_error) return "C++ threw an exception that is not a tensordict::Error: " + o.error;
+    return "";
+  }
+  if (!o.result) {
+    return std::string("C++ threw ") + (o.library_error ? "" : "(not a tensordict::Error) ") + o.error;
+  }
+  return diff_result(*o.result, expect);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: tensordict_diff CASES.json [--verbose]\n";
+    return 2;
+  }
+  const bool verbose = argc > 2 && std::string(argv[2]) == "--verbose";
+  std::ifstream in(argv[1]);
+  if (!in) {
+    std::cerr << "cannot read " << argv[1] << "\n";
+    return 2;
+  }
+  const json all = json::parse(in);
+  std::size_t n = 0, bad = 0, raised = 0, structs = 0;
+  for (const json& c : all.at("cases")) {
+    ++n;
+    const json& op = c.at("op");
+    std::vector<TensorDict> inputs;
+    if (c.contains("inputs")) {
+      for (const auto& t : c.at("inputs")) inputs.push_back(dec_td(t));
+    } else {
+      inputs.push_back(dec_td(c.at("input")));
+    }
+    const json& expect = c.at("expect");
+    if (!expect.at("ok").get<bool>()) ++raised;
+    std::vector<std::string> problems;
+    const Outcome o = attempt([&] { return run_dict_op(op, inputs); });
+    if (auto p = judge(o, expect); !p.empty()) problems.push_back("TensorDict: " + p);
+    if (!c.at("struct").is_null()) {
+      ++structs;
+      const Outcome s = attempt([&]() -> Result {
+        std::vector<Episode> es;
+        for (const auto& t : inputs) es.push_back(td::from_tensordict<Episode>(t));
+        return *run_batch_op(op, es);
+      });
+      if (auto p = judge(s, expect); !p.empty()) problems.push_back("struct: " + p);
+    }
+    if (!problems.empty()) {
+      ++bad;
+      std::cout << "case " << c.at("id") << " " << op.dump().substr(0, 400) << "\n";
+      for (const auto& p : problems) std::cout << "    " << p << "\n";
+      if (verbose) std::cout << "    input: " << (c.contains("input") ? c.at("input") : c.at("inputs")).dump().substr(0, 600) << "\n";
+    }
+  }
+  std::cout << n << " cases (" << raised << " where Python raises, " << structs
+            << " also through structs): " << (n - bad) << " agree, " << bad << " disagree\n";
+  return bad ? 1 : 0;
+}
