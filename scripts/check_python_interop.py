@@ -2,6 +2,7 @@
 """Loads the saves that the C++ test "interop: the saves Python checks" wrote (folder given as the
 argument) with Python tensordict, and checks every value. Exit 77 when Python tensordict is not
 installed (CTest then reports the test as skipped)."""
+import math
 import sys
 
 try:
@@ -41,8 +42,10 @@ check("empty", d["empty"].shape == torch.Size([2, 0]))
 check("nested", torch.equal(d["nested", "deeper", "v"], torch.arange(4).reshape(2, 2)))
 check("name", d["name"] == "walker")
 check("meta", d["meta"] == "relu")
-for key in ["a/b", "..", "", "50%", "c:d"]:
+for key in ["a/b", "..", "", "50%", "c:d", "a b%c"]:
     check(f"key {key!r}", torch.equal(d[key], torch.arange(2, dtype=torch.float32).expand(2, 2)))
+check("NaN value", math.isnan(d["nan"]))
+check("Infinity value", d["inf"] == math.inf)
 
 s = load_memmap(f"{root}/stack")
 check("stack batch size", s.batch_size == torch.Size([2]))

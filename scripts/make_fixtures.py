@@ -55,4 +55,14 @@ class Linear(TensorClass):
 
 Linear(weight=torch.arange(6, dtype=torch.float32).reshape(2, 3), bias=torch.ones(2),
        activation="relu").memmap(out / "tensorclass")
+# Keys with spaces (written as %20), and NaN / Infinity in non-tensor values (Python's json
+# writes them as NaN, Infinity, -Infinity).
+special = TensorDict({"a b%c": torch.arange(2, dtype=torch.float32), "s": {"x y": torch.ones(2)}}, [2])
+special.set_non_tensor("inf", float("inf"))
+special.set_non_tensor("ninf", float("-inf"))
+special.set_non_tensor("nan", float("nan"))
+special.memmap(out / "special")
+
+# Raw file names (robust_key=False), which Python reads back by falling back to them.
+TensorDict({"a b": torch.arange(2, dtype=torch.float32)}, [2]).memmap(out / "raw_names", robust_key=False)
 print("fixtures written to", out)

@@ -400,6 +400,14 @@ class TensorDict {
         return static_cast<const NonTensorData&>(e.non_tensor());
       } else if constexpr (std::is_same_v<V, NonTensorStack>) {
         return static_cast<const NonTensorStack&>(e.non_tensor_stack());
+      } else if (e.is_non_tensor_stack()) {
+        // One element of a stack (a stack indexed down to no batch dims) holds one value.
+        const nlohmann::json& v = e.non_tensor_stack().values;
+        if (v.is_array()) {
+          throw KeyError("entry holds a NonTensorStack of " + std::to_string(v.size()) +
+                         " values; read it with get<NonTensorStack>, or index the tree first");
+        }
+        return v.template get<V>();
       } else {
         return e.non_tensor().value.template get<V>();
       }

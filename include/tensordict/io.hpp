@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <chrono>
 #include <cstdint>
@@ -85,9 +86,52 @@ inline void write_file(const fs::path& p, const void* data, std::size_t n, bool 
   if (!synced) throw Error("memmap: cannot flush " + p.string());
 }
 
+// NaN and the infinities replaced by the strings format.hpp reads them back from; whether any was.
+inline bool mark_python_floats(nlohmann::ordered_json& j) {
+  if (j.is_number_float()) {
+    const double x = j.get<double>();
+    if (std::isfinite(x)) return false;
+    const auto& tok = format::detail::decoded_token(std::isnan(x) ? 0 : (x > 0 ? 1 : 2));
+    j = tok;
+    return true;
+  }
+  bool any = false;
+  if (j.is_structured()) {
+    for (auto& v : j) any = mark_python_floats(v) || any;
+  }
+  return any;
+}
+
+// The JSON text of `j`, with NaN and infinities written as Python's json module writes them
+// (NaN, Infinity, -Infinity), which Python reads back and JSON proper lacks.
+inline std::string dump_python(const nlohmann::ordered_json& j) {
+  nlohmann::ordered_json copy = j;
+  if (!mark_python_floats(copy)) return j.dump();
+  std::string s = copy.dump();
+  const std::pair<std::string_view, std::string_view> swaps[] = {
+      {format::detail::nan_token, "NaN"},
+      {format::detail::inf_token, "Infinity"},
+      {format::detail::ninf_token, "-Infinity"}};
+  for (const auto& [token, word] : swaps) {
+    const std::string quoted = '"' + std::string(token) + '"';
+    for (std::size_t at = s.find(quoted); at != std::string::npos; at = s.find(quoted, at)) {
+      s.replace(at, quoted.size(), word);
+      at += word.size();
+    }
+  }
+  return s;
+}
+
 inline void write_json(const fs::path& p, const nlohmann::ordered_json& j, bool sync = true) {
-  const std::string s = j.dump();
+  const std::string s = dump_python(j);
   write_file(p, s.data(), s.size(), sync);
+}
+
+// Adds `key` to an object known not to hold it, without the linear search of
+// ordered_json's operator[] (a level with many keys would cost quadratic time).
+inline void append_key(nlohmann::ordered_json& obj, const std::string& key, nlohmann::ordered_json v) {
+  using Map = nlohmann::ordered_json::object_t;
+  obj.get_ref<Map&>().Map::Container::emplace_back(key, std::move(v));
 }
 
 inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
@@ -102,6 +146,12 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
                        bool sync = true) {
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
   for (const auto& [k, v] : td.entries()) {
+    if (format::is_level_key(k)) {
+      throw KeyError("memmap: the key '" + std::string(k) + "' cannot be saved: meta.json uses "
+                     "that name for the level itself (so does Python tensordict); rename it");
+    }
+  }
+  for (const auto& [k, v] : td.entries()) {
     const std::string name = format::encode_key(k);
     if (v.is_tensor()) {
       const at::Tensor& t = v.tensor();
@@ -111,14 +161,14 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
         write_file(dir / (name + ".memmap"), zeros ? nullptr : c.data_ptr(),
                    static_cast<std::size_t>(c.numel()) * c.element_size(), sync);
       }
-      meta[k] = {{"device", "cpu"},
-                 {"shape", shape_json(c.sizes())},
-                 {"dtype", dtype_name(c.scalar_type())},
-                 {"is_nested", false}};
+      append_key(meta, std::string(k), {{"device", "cpu"},
+                                        {"shape", shape_json(c.sizes())},
+                                        {"dtype", dtype_name(c.scalar_type())},
+                                        {"is_nested", false}});
     } else if (v.is_tensordict()) {
       fs::create_directory(dir / name);
       save_level(v.tensordict(), dir / name, zeros, sync);
-      meta[k] = {{"type", "TensorDict"}};
+      append_key(meta, std::string(k), {{"type", "TensorDict"}});
     } else if (v.is_non_tensor()) {
       fs::create_directory(dir / name);
       const NonTensorData& d = v.non_tensor();
@@ -128,7 +178,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
           {"_metadata", nullptr},
           {"_is_non_tensor", true}};
       write_json(dir / name / "meta.json", m, sync);
-      meta[k] = {{"type", d.metadata ? "MetaData" : "NonTensorData"}};
+      append_key(meta, std::string(k), {{"type", d.metadata ? "MetaData" : "NonTensorData"}});
     } else {
       fs::create_directory(dir / name);
       nlohmann::ordered_json m = {{"_type", std::string(format::non_tensor_stack_type)},
@@ -138,7 +188,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
                                   {"device", nullptr},
                                   {"data", v.non_tensor_stack().values}};
       write_json(dir / name / "meta.json", m, sync);
-      meta[k] = {{"type", "NonTensorStack"}};
+      append_key(meta, std::string(k), {{"type", "NonTensorStack"}});
     }
   }
   meta["shape"] = shape_json(td.batch_size().dims());
@@ -211,10 +261,24 @@ inline void remove_stale_siblings(const fs::path& dir) {
   }
 }
 
+template <class W>
+void atomic_save_impl(const fs::path& target, const MemmapOptions& o, W& write);
+
 // Runs `write(tmp)` into a fresh sibling folder, then swaps it in place of `dir` in one step.
+// Errors from the file system are tensordict::Errors naming the path and the OS's reason.
 template <class W>
 void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
-  const fs::path dir = fs::absolute(target).lexically_normal();
+  try {
+    atomic_save_impl(target, o, write);
+  } catch (const fs::filesystem_error& e) {
+    throw Error(std::string("memmap: ") + e.what());
+  }
+}
+
+template <class W>
+void atomic_save_impl(const fs::path& target, const MemmapOptions& o, W& write) {
+  fs::path dir = fs::absolute(target).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "save/" names the folder "save"
   std::error_code ec;
   const bool exists = fs::exists(dir, ec);
   if (exists && !o.overwrite) {
@@ -235,8 +299,14 @@ void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
     throw;
   }
   if (!exists) {
-    fs::rename(tmp, dir);
-    return;
+    std::error_code rc;
+    fs::rename(tmp, dir, rc);
+    if (!rc) return;
+    // Another save made the target meanwhile: replace it as below when allowed.
+    if (!o.overwrite || !fs::is_directory(dir, ec)) {
+      remove_tree(tmp);
+      throw Error("memmap: cannot move the save into " + dir.string() + ": " + rc.message());
+    }
   }
   // Both folders exist: exchange them atomically, then drop the old one.
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
@@ -246,12 +316,34 @@ void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
   remove_tree(tmp);
 }
 
+// The file name of `key` in `dir`: encoded as Python writes it, or the key itself where only
+// that exists (Python's saves with robust_key=False, which Python reads the same way).
+inline std::string stored_name(const fs::path& dir, const std::string& key, const char* suffix) {
+  std::string name = format::encode_key(key) + suffix;
+  const std::string raw = key + suffix;
+  if (raw == name || key == "." || key == ".." || key.find('/') != std::string::npos) return name;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(dir / name, ec)) && fs::exists(fs::symlink_status(dir / raw, ec))) {
+    return raw;
+  }
+  return name;
+}
+
+// A meta.json's text; one larger than format::max_meta_bytes is refused before it is read.
 inline std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in) throw FormatError(p.string() + ": cannot be read");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::size_t>(in.tellg());
+  if (size > format::max_meta_bytes) {
+    throw FormatError(p.string() + ": " + std::to_string(size) + " bytes, more than the limit of " +
+                      std::to_string(format::max_meta_bytes));
+  }
+  in.seekg(0);
+  std::string text(size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (static_cast<std::size_t>(in.gcount()) != size) throw FormatError(p.string() + ": cannot be read");
+  return text;
 }
 
 inline at::Tensor map_leaf(const fs::path& root, const fs::path& dir, const std::string& key,
@@ -259,12 +351,13 @@ inline at::Tensor map_leaf(const fs::path& root, const fs::path& dir, const std:
   const at::ScalarType st = scalar_type_of(leaf.dtype, (dir / "meta.json").string());
   if (leaf.numel == 0) return at::empty(leaf.shape, at::TensorOptions().dtype(st));
   const fs::path file =
-      format::checked_path(root, dir, format::encode_key(key) + ".memmap", false, leaf.nbytes);
+      format::checked_path(root, dir, stored_name(dir, key, ".memmap"), false, leaf.nbytes);
   // Shared: the tensor is the file's pages, read on demand (loading costs O(metadata)).
   return at::from_file(file.string(), true, leaf.numel, at::TensorOptions().dtype(st)).view(leaf.shape);
 }
 
 TensorDict load_level(const fs::path& root, const fs::path& dir);
+
 
 // The elements of a lazy stack's folder: sub-folders 0, 1, ... in order.
 inline std::vector<TensorDict> load_stack_elements(const fs::path& root, const fs::path& dir) {
@@ -273,6 +366,16 @@ inline std::vector<TensorDict> load_stack_elements(const fs::path& root, const f
     std::error_code ec;
     if (!fs::exists(dir / std::to_string(i), ec)) break;
     elems.push_back(load_level(root, format::checked_path(root, dir, std::to_string(i), true)));
+  }
+  // An element folder past the first gap means a member is missing, not that the stack ends.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.empty() || n.size() > 18 || n.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::stoull(n) > elems.size()) {
+      throw FormatError((dir / std::to_string(elems.size())).string() +
+                        ": missing, but the lazy stack has element " + n);
+    }
   }
   return elems;
 }
@@ -292,6 +395,11 @@ inline Entry load_entry(const fs::path& root, const fs::path& dir) {
 }
 
 inline TensorDict load_level(const fs::path& root, const fs::path& dir) {
+  const auto rel = dir.lexically_relative(root);
+  if (static_cast<std::size_t>(std::distance(rel.begin(), rel.end())) > format::max_json_depth) {
+    throw FormatError(dir.string() + ": levels nested deeper than " +
+                      std::to_string(format::max_json_depth));
+  }
   const fs::path meta_file = format::checked_path(root, dir, "meta.json", false);
   const format::Level level = format::parse_level(read_text(meta_file), meta_file.string());
   switch (level.kind) {
@@ -302,7 +410,7 @@ inline TensorDict load_level(const fs::path& root, const fs::path& dir) {
           if (const auto* leaf = std::get_if<format::Leaf>(&v)) {
             out.set(key, map_leaf(root, dir, key, *leaf));
           } else {
-            const fs::path sub = format::checked_path(root, dir, format::encode_key(key), true);
+            const fs::path sub = format::checked_path(root, dir, stored_name(dir, key, ""), true);
             out.set(key, load_entry(root, sub));
           }
         } catch (const BatchSizeError& e) {

@@ -3,8 +3,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <thread>
+#include <atomic>
 
 #include <doctest/doctest.h>
 
@@ -158,6 +162,34 @@ TEST_CASE("memmap: saving over an existing save is explicit, and atomic") {
   std::size_t entries = 0;
   for (const auto& e : fs::directory_iterator(tmp.path)) entries += e.path().filename() != "s";
   CHECK(entries == 0);
+
+  // A trailing slash names the same folder, new or replaced.
+  td::memmap(TensorDict{{"x", torch::ones({2})}}, tmp.path / "slash/");
+  CHECK(td::load_memmap(tmp.path / "slash")["x"].equal(torch::ones({2})));
+  td::memmap(TensorDict{{"x", torch::zeros({2})}}, tmp.path / "slash/", {.overwrite = true});
+  CHECK(td::load_memmap(tmp.path / "slash/")["x"].equal(torch::zeros({2})));
+
+  // Savers racing to create the same new target: each succeeds or throws a tensordict::Error,
+  // and the target holds one whole save.
+  for (int round = 0; round < 5; ++round) {
+    const fs::path race = tmp.path / ("race" + std::to_string(round));
+    std::vector<std::thread> savers;
+    std::atomic<int> other_errors{0};
+    for (int i = 0; i < 4; ++i) {
+      savers.emplace_back([&, i] {
+        try {
+          td::memmap(TensorDict{{"x", torch::full({3}, float(i))}}, race, {.overwrite = true});
+        } catch (const td::Error&) {
+        } catch (...) {
+          ++other_errors;
+        }
+      });
+    }
+    for (auto& t : savers) t.join();
+    CHECK(other_errors == 0);
+    const torch::Tensor x = td::load_memmap(race)["x"];
+    CHECK(x.eq(x[0]).all().item<bool>());
+  }
 }
 
 TEST_CASE("memmap: a save killed midway leaves the previous save intact") {
@@ -340,6 +372,107 @@ TEST_CASE("format: key encoding and meta.json parsing without libtorch") {
   CHECK_THROWS_AS(td::format::parse_level(R"({"_type": "nonsense", "shape": []})", "m"), td::FormatError);
 }
 
+TEST_CASE("format: meta.json is read in linear time, bounded, strictly, with Python's NaN and Infinity") {
+  const std::string td_type = R"("_type": "<class 'tensordict._td.TensorDict'>")";
+  const std::string data_type = R"("_type": "<class 'tensordict.tensorclass.NonTensorData'>")";
+  auto parse = [](const std::string& text) { return td::format::parse_level(text, "m.json"); };
+  // Python's json writes NaN and the infinities; they are read as numbers, also inside lists,
+  // and never inside strings.
+  auto v = parse("{" + data_type + R"(, "data": [NaN, Infinity, -Infinity, "NaN", "a\"NaN"], "_metadata": null})").data;
+  CHECK(std::isnan(v[0].get<double>()));
+  CHECK(v[1].get<double>() == std::numeric_limits<double>::infinity());
+  CHECK(v[2].get<double>() == -std::numeric_limits<double>::infinity());
+  CHECK(v[3] == "NaN");
+  CHECK(v[4] == "a\"NaN");
+  // Rejected, with the file and the reason.
+  CHECK_THROWS_WITH_AS(parse("{" + data_type + R"(, "data": 123456789012345678901234567890})"),
+                       "m.json: an integer beyond 64 bits (123456789012345678901234567890), which "
+                       "cannot be read exactly",
+                       td::FormatError);
+  CHECK_THROWS_WITH_AS(parse("{" + td_type + R"(, "shape": []})" + std::string(1, '\0') + "garbage"),
+                       "m.json: a NUL byte in the JSON text", td::FormatError);
+  CHECK_THROWS_WITH_AS(parse("{" + td_type + R"(, "shape": [], "a": {"type": "TensorDict"}, "a": {"type": "TensorDict"}})"),
+                       "m.json: the key 'a' appears twice", td::FormatError);
+  CHECK_THROWS_WITH_AS(parse("{" + td_type + R"(, "shape": [4294967296, 4294967296]})"),
+                       "m.json: the batch size's element count overflows", td::FormatError);
+  CHECK_THROWS_AS(parse("{" + td_type + R"(, "shape": [], "x": )"), td::FormatError);
+  // Deep nesting anywhere (even in a value the loader ignores) is refused, not a stack overflow.
+  for (std::size_t depth : {td::format::max_json_depth + 1, std::size_t{100000}}) {
+    std::string deep = "{" + data_type + R"(, "data": 1, "ignored": )";
+    deep += std::string(depth, '[') + std::string(depth, ']') + R"(, "more": {}})";
+    CHECK_THROWS_WITH_AS(parse(deep), "m.json: values nested deeper than 256 levels", td::FormatError);
+  }
+  std::string ok_depth = "{" + data_type + R"(, "data": )" + std::string(200, '[') + std::string(200, ']') + "}";
+  CHECK(parse(ok_depth).data.is_array());
+  // Many keys keep their order (a parsed object sorts them; the loader does not).
+  std::string many = "{" + td_type + R"(, "shape": [])";
+  for (int i = 50000; i-- > 0;) {
+    many += ", \"k" + std::to_string(i) + R"(": {"device": "cpu", "shape": [2], "dtype": "torch.float32"})";
+  }
+  many += "}";
+  const auto level = parse(many);
+  REQUIRE(level.entries.size() == 50000);
+  CHECK(level.entries.front().first == "k49999");
+  CHECK(level.entries.back().first == "k0");
+}
+
+TEST_CASE("memmap: spaces in keys, NaN and Infinity values, reserved names, nesting limits, lazy stack gaps") {
+  TempDir tmp;
+  // A space is %20 in file names, as Python writes it.
+  TensorDict d({{"a b%c", torch::ones({2})}, {"s", TensorDict{{"x y", torch::zeros({2})}}}}, BatchSize{2});
+  const double inf = std::numeric_limits<double>::infinity();
+  d.set("inf", td::NonTensorData{inf});
+  d.set("nan", td::NonTensorData{std::numeric_limits<double>::quiet_NaN()});
+  d.set("list", td::NonTensorData{nlohmann::json::array({1.5, -inf})});
+  td::memmap(d, tmp.path / "s");
+  CHECK(fs::exists(tmp.path / "s" / "a%20b%25c.memmap"));
+  CHECK(fs::exists(tmp.path / "s" / "s" / "x%20y.memmap"));
+  CHECK(read(tmp.path / "s" / "nan" / "meta.json").find("\"data\":NaN") != std::string::npos);
+  CHECK(read(tmp.path / "s" / "list" / "meta.json").find("[1.5,-Infinity]") != std::string::npos);
+  TensorDict back = td::load_memmap(tmp.path / "s");
+  CHECK(back.get({"s", "x y"}).equal(torch::zeros({2})));
+  CHECK(back.get<double>("inf") == inf);
+  CHECK(std::isnan(back.get<double>("nan")));
+  CHECK(back.get<td::NonTensorData>("list").value[1].get<double>() == -inf);
+
+  // Saves written by Python: %20 names, NaN / Infinity values, and raw names (robust_key=False).
+  const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";
+  TensorDict sp = td::load_memmap(data / "special");
+  CHECK(sp["a b%c"].equal(torch::arange(2, torch::kFloat)));
+  CHECK(sp.get({"s", "x y"}).equal(torch::ones({2})));
+  CHECK(sp.get<double>("inf") == inf);
+  CHECK(sp.get<double>("ninf") == -inf);
+  CHECK(std::isnan(sp.get<double>("nan")));
+  CHECK(td::load_memmap(data / "raw_names")["a b"].equal(torch::arange(2, torch::kFloat)));
+
+  // Names meta.json uses for the level itself cannot be keys: refused before anything is written.
+  td::memmap(TensorDict{{"x", torch::ones({1})}}, tmp.path / "kept");
+  for (const char* reserved : {"shape", "device", "_type", "_format_version", "_class", "names"}) {
+    CAPTURE(reserved);
+    TensorDict bad;
+    bad.set(td::NestedKey(std::vector<std::string>{"sub", reserved}), torch::ones({1}));
+    CHECK_THROWS_WITH_AS(td::memmap(bad, tmp.path / "kept", {.overwrite = true}),
+                         doctest::Contains(("the key '" + std::string(reserved) + "' cannot be saved").c_str()),
+                         td::KeyError);
+  }
+  CHECK(td::load_memmap(tmp.path / "kept")["x"].equal(torch::ones({1})));  // the old save stays
+
+  // Levels nested deeper than the limit are refused on load, not a stack overflow.
+  TensorDict deep;
+  std::vector<std::string> path(td::format::max_json_depth + 1, "n");
+  path.push_back("x");
+  deep.set(td::NestedKey(path), torch::ones({1}));
+  td::memmap(deep, tmp.path / "deep");
+  CHECK_THROWS_WITH_AS((void)td::load_memmap(tmp.path / "deep"),
+                       doctest::Contains("levels nested deeper than 256"), td::FormatError);
+
+  // A lazy stack with a member missing in the middle is an error naming it.
+  fs::copy(data / "lazy", tmp.path / "gap", fs::copy_options::recursive);
+  fs::rename(tmp.path / "gap" / "1", tmp.path / "gap" / "2");
+  CHECK_THROWS_WITH_AS((void)td::load_lazy_stack(tmp.path / "gap"),
+                       doctest::Contains("missing, but the lazy stack has element 2"), td::FormatError);
+}
+
 namespace {
 // The dtypes of the interop saves, and the value each leaf holds (as scripts/make_fixtures.py
 // and scripts/check_python_interop.py compute it): arange(6) as [2, 3].
@@ -387,6 +520,9 @@ TEST_CASE("interop: saves written by Python tensordict load with every value") {
   CHECK(st.batch_size() == BatchSize{2});
   CHECK(st.get<td::NonTensorStack>("name").values == nlohmann::json::array({"a", "b"}));
   CHECK(td::unbind(st)[1].get<td::NonTensorStack>("name").values == "b");
+  CHECK(td::index(st, 1).get<std::string>("name") == "b");  // one element's value, as Python's td[1]["name"]
+  CHECK_THROWS_WITH_AS((void)st.get<std::string>("name"),
+                       doctest::Contains("holds a NonTensorStack of 2 values"), td::KeyError);
 
   auto lazy = td::load_lazy_stack(data / "lazy");
   REQUIRE(lazy.size() == 2);
@@ -449,7 +585,9 @@ TEST_CASE("interop: the saves Python checks") {
   d.set({"nested", "deeper", "v"}, torch::arange(4).view({2, 2}));
   d.set("name", "walker");
   d.set("meta", td::MetaData("relu"));
-  for (const char* key : {"a/b", "..", "", "50%", "c:d"}) d.set(key, torch::arange(2, torch::kFloat).expand({2, 2}));
+  for (const char* key : {"a/b", "..", "", "50%", "c:d", "a b%c"}) d.set(key, torch::arange(2, torch::kFloat).expand({2, 2}));
+  d.set("nan", td::NonTensorData{std::numeric_limits<double>::quiet_NaN()});
+  d.set("inf", td::NonTensorData{std::numeric_limits<double>::infinity()});
   td::memmap(d, out / "dict", {.overwrite = true});
   td::memmap(td::stack({TensorDict{{"name", "a"}, {"x", torch::ones({2})}},
                         TensorDict{{"name", "b"}, {"x", torch::zeros({2})}}}),

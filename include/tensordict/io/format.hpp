@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -41,8 +43,8 @@ inline const DType* find_dtype(std::string_view name) noexcept {
   return nullptr;
 }
 
-/// A key as a file name, as Python writes it: ``/ < > : " | ? * \``, `%`, control characters
-/// and DEL become `%XX`; the empty key is `%`; `.` and `..` become `%2E` repeated.
+/// A key as a file name, as Python writes it: ``/ < > : " | ? * \``, `%`, space, control
+/// characters and DEL become `%XX`; the empty key is `%`; `.` and `..` become `%2E` repeated.
 inline std::string encode_key(std::string_view key) {
   if (key.empty()) return "%";
   if (key == "." || key == "..") {
@@ -54,7 +56,7 @@ inline std::string encode_key(std::string_view key) {
   std::string out;
   for (char c : key) {
     const auto u = static_cast<unsigned char>(c);
-    if (u < 32 || u == 127 || std::string_view("/<>:\"|?*\\%").find(c) != std::string_view::npos) {
+    if (u < 32 || u == 127 || std::string_view("/<>:\"|?*\\% ").find(c) != std::string_view::npos) {
       out += '%';
       out += hex[u >> 4];
       out += hex[u & 15];
@@ -152,15 +154,152 @@ inline bool is_level_key(std::string_view key) {
 /// The format version this library writes, as Python tensordict 0.15 does.
 inline constexpr int format_version = 1;
 
-/// Parses and validates one level's `meta.json` text; `file` names it in errors.
-inline Level parse_level(std::string_view text, const std::string& file) {
-  nlohmann::ordered_json j;
+/// Limits on what a `meta.json` may hold: nesting of its JSON values, and its size in bytes
+/// (a save of a million leaves needs about 100 MiB).
+inline constexpr std::size_t max_json_depth = 256;
+inline constexpr std::size_t max_meta_bytes = std::size_t{1} << 30;
+
+namespace detail {
+// Python's json module writes NaN, Infinity and -Infinity, which JSON lacks; they are read
+// through these strings (which Python never writes: they hold a NUL and a 0x01 byte).
+inline constexpr std::string_view nan_token = "\\u0000\\u0001tensordict:NaN";
+inline constexpr std::string_view inf_token = "\\u0000\\u0001tensordict:Infinity";
+inline constexpr std::string_view ninf_token = "\\u0000\\u0001tensordict:-Infinity";
+
+// `text` with NaN / Infinity / -Infinity outside strings replaced by the quoted tokens above.
+inline std::string with_python_floats(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    auto at = [&](std::string_view w) { return text.substr(i, w.size()) == w; };
+    if (c == '"') {
+      in_string = true;
+      out += c;
+    } else if (at("NaN")) {
+      ((out += '"') += nan_token) += '"';
+      i += 2;
+    } else if (at("Infinity")) {
+      ((out += '"') += inf_token) += '"';
+      i += 7;
+    } else if (at("-Infinity")) {
+      ((out += '"') += ninf_token) += '"';
+      i += 8;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The decoded tokens, as they appear in a parsed string.
+inline const std::string& decoded_token(int which) {
+  static const std::string tokens[3] = {std::string("\0\1tensordict:NaN", 16),
+                                        std::string("\0\1tensordict:Infinity", 21),
+                                        std::string("\0\1tensordict:-Infinity", 22)};
+  return tokens[which];
+}
+
+// Strings that stand for NaN / Infinity turned back into numbers (the depth is bounded).
+inline void restore_python_floats(nlohmann::json& j) {
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (s.size() < 2 || s[0] != '\0' || s[1] != '\1') return;
+    for (int k = 0; k < 3; ++k) {
+      if (s == decoded_token(k)) {
+        j = k == 0 ? std::numeric_limits<double>::quiet_NaN()
+                   : (k == 1 ? 1 : -1) * std::numeric_limits<double>::infinity();
+        return;
+      }
+    }
+  } else if (j.is_structured()) {
+    for (auto& v : j) restore_python_floats(v);
+  }
+}
+
+// One pass over the text before it is parsed, without building anything: the nesting depth,
+// the top-level keys in order (a parsed object keeps them sorted), duplicate top-level keys,
+// and integers beyond 64 bits (which would be read as floats).
+class Scan : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::vector<std::string> top_keys;
+  std::string problem;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t& raw) override {
+    if (raw.find_first_of(".eE") == string_t::npos) {
+      return stop("an integer beyond 64 bits (" + raw.substr(0, 40) + "), which cannot be read exactly");
+    }
+    return true;
+  }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return enter(); }
+  bool key(string_t& k) override {
+    if (depth_ == 1) {
+      if (!seen_.insert(k).second) return stop("the key '" + k + "' appears twice");
+      top_keys.push_back(k);
+    }
+    return true;
+  }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override { return --depth_, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    return stop(std::string("malformed JSON (") + e.what() + ")");
+  }
+
+ private:
+  bool enter() {
+    if (++depth_ > max_json_depth) {
+      return stop("values nested deeper than " + std::to_string(max_json_depth) + " levels");
+    }
+    return true;
+  }
+  bool stop(std::string why) {
+    if (problem.empty()) problem = std::move(why);
+    return false;
+  }
+  std::size_t depth_ = 0;
+  std::unordered_set<std::string> seen_;
+};
+}  // namespace detail
+
+/// Parses and validates one level's `meta.json` text; `file` names it in errors. Linear in the
+/// text and bounded: values nested deeper than `max_json_depth`, duplicate keys, integers
+/// beyond 64 bits and NUL bytes are errors; Python's NaN and Infinity are read as numbers.
+inline Level parse_level(std::string_view raw, const std::string& file) {
+  if (raw.size() > max_meta_bytes) {
+    detail::fail(file, std::to_string(raw.size()) + " bytes, more than the limit of " +
+                           std::to_string(max_meta_bytes));
+  }
+  if (raw.find('\0') != std::string_view::npos) detail::fail(file, "a NUL byte in the JSON text");
+  const std::string text = detail::with_python_floats(raw);
+  detail::Scan scan;
+  const bool scanned = nlohmann::json::sax_parse(text, &scan);
+  if (!scan.problem.empty()) detail::fail(file, scan.problem);
+  if (!scanned) detail::fail(file, "malformed JSON");
+  nlohmann::json j;
   try {
-    j = nlohmann::ordered_json::parse(text);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     detail::fail(file, std::string("malformed JSON (") + e.what() + ")");
   }
   if (!j.is_object()) detail::fail(file, "not a JSON object");
+  detail::restore_python_floats(j);
   if (!j.contains("_type") || !j["_type"].is_string()) detail::fail(file, "no \"_type\" string");
   Level out;
   out.type = j["_type"].get<std::string>();
@@ -202,19 +341,24 @@ inline Level parse_level(std::string_view text, const std::string& file) {
       detail::fail(file, "unknown \"_type\" " + j["_type"].dump());
     }
     out.kind = LevelKind::tensorclass;
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it.key() != "_type") out.fields[it.key()] = it.value();
+    for (const std::string& k : scan.top_keys) {
+      if (k != "_type") out.fields[k] = j[k];
     }
     return out;
   }
   out.kind = LevelKind::tensordict;
   if (!j.contains("shape")) detail::fail(file, "no \"shape\" (the batch size)");
   out.batch_size = detail::read_shape(j["shape"], file, "the level");
+  int64_t elements = 1;
+  for (int64_t d : out.batch_size) {
+    if (__builtin_mul_overflow(elements, d, &elements)) {
+      detail::fail(file, "the batch size's element count overflows");
+    }
+  }
   if (j.contains("device") && j["device"].is_string()) out.device = j["device"].get<std::string>();
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& key = it.key();
+  for (const std::string& key : scan.top_keys) {
     if (is_level_key(key)) continue;
-    const auto& v = it.value();
+    const auto& v = j[key];
     if (!v.is_object()) detail::fail(file, "key '" + key + "': the entry is not an object");
     if (v.contains("dtype")) {
       if (!v["dtype"].is_string()) detail::fail(file, "key '" + key + "': \"dtype\" is not a string");
