@@ -451,6 +451,27 @@ inline TensorDict load_level(const fs::path& root, const fs::path& dir) {
 
 }  // namespace detail
 
+namespace detail {
+// The folder of a save, as loads walk it; a path that is no folder says what it is instead
+// of "meta.json: missing".
+inline fs::path save_root(const fs::path& dir) {
+  const fs::path root = fs::absolute(dir).lexically_normal();
+  std::error_code ec;
+  const fs::file_status st = fs::status(root, ec);
+  if (fs::is_directory(st)) return root;
+  if (!fs::exists(st)) throw FormatError(root.string() + ": no such folder");
+  char magic[4] = {};
+  std::ifstream(root, std::ios::binary).read(magic, 4);
+  if (std::string_view(magic, 4) == std::string_view("PK\3\4", 4)) {
+    throw FormatError(root.string() + ": a zip archive (pack_memmap's .tdz, or a torch.save file), "
+                      "not a save folder; this library reads the folders memmap writes (unpack "
+                      "a .tdz with Python's unpack_memmap)");
+  }
+  throw FormatError(root.string() + ": a file, not a save folder (pass the folder that holds "
+                    "the save's meta.json)");
+}
+}  // namespace detail
+
 /// Saves `td` into folder `dir` in Python tensordict's memmap format (atomically).
 inline void memmap(const TensorDict& td, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
   detail::atomic_save(dir, o, [&](const std::filesystem::path& tmp) {
@@ -466,13 +487,13 @@ void memmap(const T& s, const std::filesystem::path& dir, const MemmapOptions& o
 /// Loads the tree saved in `dir` as a TensorDict, whatever saved it (a struct's static fields
 /// become non-tensor entries). Leaves are memory-mapped; nothing is read but the metadata.
 [[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& dir) {
-  const auto root = std::filesystem::absolute(dir).lexically_normal();
+  const auto root = detail::save_root(dir);
   return detail::load_level(root, root);
 }
 /// Loads a lazy stack (elements may differ in shape) saved in `dir`.
 [[nodiscard]] inline LazyStack<TensorDict> load_lazy_stack(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
-  const auto root = fs::absolute(dir).lexically_normal();
+  const auto root = detail::save_root(dir);
   const fs::path meta_file = format::checked_path(root, root, "meta.json", false);
   const format::Level level = format::parse_level(detail::read_text(meta_file), meta_file.string());
   if (level.kind != format::LevelKind::lazy_stack) {

@@ -466,6 +466,16 @@ TEST_CASE("memmap: spaces in keys, NaN and Infinity values, reserved names, nest
   CHECK_THROWS_WITH_AS((void)td::load_memmap(tmp.path / "deep"),
                        doctest::Contains("levels nested deeper than 256"), td::FormatError);
 
+  // A path that is not a save folder says what it is.
+  write(tmp.path / "file.json", "{}");
+  CHECK_THROWS_WITH_AS((void)td::load_memmap(tmp.path / "file.json"),
+                       doctest::Contains("file.json: a file, not a save folder"), td::FormatError);
+  write(tmp.path / "s.tdz", std::string("PK\3\4", 4) + "rest");
+  CHECK_THROWS_WITH_AS((void)td::load_memmap(tmp.path / "s.tdz"),
+                       doctest::Contains("s.tdz: a zip archive (pack_memmap's .tdz"), td::FormatError);
+  CHECK_THROWS_WITH_AS((void)td::load_lazy_stack(tmp.path / "nowhere"),
+                       doctest::Contains("nowhere: no such folder"), td::FormatError);
+
   // A lazy stack with a member missing in the middle is an error naming it.
   fs::copy(data / "lazy", tmp.path / "gap", fs::copy_options::recursive);
   fs::rename(tmp.path / "gap" / "1", tmp.path / "gap" / "2");
