@@ -166,8 +166,10 @@ inline constexpr std::string_view nan_token = "\\u0000\\u0001tensordict:NaN";
 inline constexpr std::string_view inf_token = "\\u0000\\u0001tensordict:Infinity";
 inline constexpr std::string_view ninf_token = "\\u0000\\u0001tensordict:-Infinity";
 
-// `text` with NaN / Infinity / -Infinity outside strings replaced by the quoted tokens above.
-inline std::string with_python_floats(std::string_view text) {
+// `text` with NaN / Infinity / -Infinity outside strings replaced by the quoted tokens above;
+// `replaced` says whether there was any (most files have none, and need no walk to restore).
+inline std::string with_python_floats(std::string_view text, bool& replaced) {
+  replaced = false;
   std::string out;
   out.reserve(text.size());
   bool in_string = false;
@@ -188,12 +190,15 @@ inline std::string with_python_floats(std::string_view text) {
       out += c;
     } else if (at("NaN")) {
       ((out += '"') += nan_token) += '"';
+      replaced = true;
       i += 2;
     } else if (at("Infinity")) {
       ((out += '"') += inf_token) += '"';
+      replaced = true;
       i += 7;
     } else if (at("-Infinity")) {
       ((out += '"') += ninf_token) += '"';
+      replaced = true;
       i += 8;
     } else {
       out += c;
@@ -287,7 +292,8 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
                            std::to_string(max_meta_bytes));
   }
   if (raw.find('\0') != std::string_view::npos) detail::fail(file, "a NUL byte in the JSON text");
-  const std::string text = detail::with_python_floats(raw);
+  bool python_floats = false;
+  const std::string text = detail::with_python_floats(raw, python_floats);
   detail::Scan scan;
   const bool scanned = nlohmann::json::sax_parse(text, &scan);
   if (!scan.problem.empty()) detail::fail(file, scan.problem);
@@ -299,7 +305,7 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
     detail::fail(file, std::string("malformed JSON (") + e.what() + ")");
   }
   if (!j.is_object()) detail::fail(file, "not a JSON object");
-  detail::restore_python_floats(j);
+  if (python_floats) detail::restore_python_floats(j);
   if (!j.contains("_type") || !j["_type"].is_string()) detail::fail(file, "no \"_type\" string");
   Level out;
   out.type = j["_type"].get<std::string>();
