@@ -1,6 +1,8 @@
 // Save and load of 1 GiB in 64 leaves: `memmap` against writing the same bytes raw (one file
 // per leaf, flushed to disk, as `memmap` flushes), and `load_memmap` (metadata only: the leaves
-// are mapped), and `memmap` without flushing, as Python saves. Prints medians as JSON, for bench/compare_python_io.py, which runs Python
+// are mapped), and `memmap` without flushing, as Python saves. Then metadata at scale: loading
+// a save of 10 000 small leaves, and parsing one meta.json of 100 000 keys (left in DIR for the
+// Python side to parse too). Prints medians as JSON, for bench/compare_python_io.py, which runs Python
 // tensordict on the same data in the same run. Usage: bench_io DIR [REPS]
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -74,9 +77,27 @@ int main(int argc, char** argv) {
     read_row.push_back(time_ms([&] { (void)loaded["leaf7"][12345].item<float>(); }));
   }
   fs::remove_all(root / "td");
+
+  td::TensorDict many;
+  for (int i = 0; i < 10000; ++i) many.set("k" + std::to_string(i), torch::full({4}, float(i)));
+  td::memmap(many, root / "many", {.overwrite = true, .sync = false});
+  std::vector<double> load_many, parse_big;
+  for (int r = 0; r < reps; ++r) load_many.push_back(time_ms([&] { (void)td::load_memmap(root / "many"); }));
+  std::string big = "{";
+  for (int i = 0; i < 100000; ++i) {
+    big += "\"key" + std::to_string(i) +
+           "\": {\"device\": \"cpu\", \"shape\": [4], \"dtype\": \"torch.float32\", \"is_nested\": false}, ";
+  }
+  big += "\"shape\": [], \"device\": \"cpu\", \"_type\": \"<class 'tensordict._td.TensorDict'>\"}";
+  { std::ofstream(root / "meta100k.json") << big; }
+  for (int r = 0; r < reps; ++r) {
+    parse_big.push_back(time_ms([&] { (void)td::format::parse_level(big, "meta100k.json"); }));
+  }
   std::cout << "{\"bytes\": " << (64LL << 24) << ", \"reps\": " << reps
             << ", \"cpp_save_ms\": " << median(save) << ", \"cpp_save_nosync_ms\": " << median(save_nosync)
             << ", \"raw_write_ms\": " << median(raw)
             << ", \"cpp_load_ms\": " << median(load) << ", \"cpp_read_one_value_ms\": " << median(read_row)
+            << ", \"cpp_load_10k_leaves_ms\": " << median(load_many)
+            << ", \"cpp_parse_meta_100k_keys_ms\": " << median(parse_big)
             << "}" << std::endl;
 }

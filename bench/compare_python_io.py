@@ -30,6 +30,19 @@ try:
         load.append((time.perf_counter() - t0) * 1e3)
     shutil.rmtree(f"{work}/py", ignore_errors=True)
     result.update(python_save_ms=statistics.median(save), python_load_ms=statistics.median(load))
+    # Metadata at scale, on what bench_io left in WORK_DIR: its save of 10 000 small leaves, and
+    # a meta.json of 100 000 keys (Python's json module, C-accelerated, as Python's loader uses).
+    many, parse = [], []
+    text = open(f"{work}/meta100k.json").read()
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        load_memmap(f"{work}/many")
+        many.append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        json.loads(text)
+        parse.append((time.perf_counter() - t0) * 1e3)
+    result.update(python_load_10k_leaves_ms=statistics.median(many),
+                  python_json_loads_100k_keys_ms=statistics.median(parse))
 except ImportError:
     result["python"] = "not installed"
 result["save_vs_raw_speed"] = result["raw_write_ms"] / result["cpp_save_ms"]

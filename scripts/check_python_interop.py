@@ -68,6 +68,20 @@ for i in range(3):
     check(f"container blocks.{i}", torch.equal(c["blocks", str(i), "weight"], torch.full((2, 2), float(i))))
 check("container adapters", torch.equal(c["adapters", "lora", "weight"], torch.ones(1, 2)))
 
+n = load_memmap(f"{root}/names")
+check("dim names", n.names == ["batch", None])
+
+
+class Seq(TensorClass):  # the C++ struct `Seq`, whose std::vector<std::string> field is a list
+    x: torch.Tensor
+    tags: list
+
+
+q = load_memmap(f"{root}/list_field")
+check("list field type", type(q).__name__ == "Seq")
+check("list field", list(q.tags) == ["a", "b"])
+check("list field x", torch.equal(q.x, torch.arange(3, dtype=torch.float32)))
+
 for f in failures:
     print("FAILED:", f)
 print(f"{len(failures)} failed" if failures else "all values match")

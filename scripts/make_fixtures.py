@@ -65,4 +65,42 @@ special.memmap(out / "special")
 
 # Raw file names (robust_key=False), which Python reads back by falling back to them.
 TensorDict({"a b": torch.arange(2, dtype=torch.float32)}, [2]).memmap(out / "raw_names", robust_key=False)
+
+# Dim names: "_names" in meta.json.
+TensorDict({"x": torch.arange(6, dtype=torch.float32).reshape(2, 3)}, [2, 3], names=["b", "t"]).memmap(out / "names")
+
+
+# A user's subclass of TensorDict: its own class in "_type", a TensorDict level all the same.
+class MyTD(TensorDict):
+    pass
+
+
+MyTD({"x": torch.arange(2, dtype=torch.float32)}, [2]).memmap(out / "td_subclass")
+
+
+# A tensorclass list field: saved as a NonTensorStack, even without batch dims.
+class Seq(TensorClass):
+    x: torch.Tensor
+    tags: list
+
+
+Seq(x=torch.arange(3, dtype=torch.float32), tags=["a", "b"], batch_size=[]).memmap(out / "list_field")
+
+# A lazy stack of tensorclasses: the class at the root, the stack in _tensordict/.
+lazy_stack([Linear(weight=torch.full((2, 3), float(i)), bias=torch.full((2,), float(i)), activation=a)
+            for i, a in enumerate(["relu", "tanh"])]).memmap(out / "lazy_tensorclass")
+
+# A lazy stack along dim 1 whose elements hold different strings.
+lazy_stack([TensorDict(name=n, x=torch.full((2, 1), float(i)), batch_size=[2]) for i, n in enumerate("ab")],
+           dim=1).memmap(out / "stack_dim1")
+
+
+# A tensorclass inside a tensorclass: a nested tensorclass folder.
+class Outer(TensorClass):
+    lin: Linear
+    y: torch.Tensor
+
+
+Outer(lin=Linear(weight=torch.ones(2, 3), bias=torch.zeros(2), activation="gelu"),
+      y=torch.arange(1, dtype=torch.float32)).memmap(out / "nested_tensorclass")
 print("fixtures written to", out)

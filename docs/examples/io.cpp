@@ -67,3 +67,16 @@ TEST_CASE("io: overwriting is explicit") {
   td::memmap(td::TensorDict{{"x", torch::zeros({2})}}, dir, {.overwrite = true});
   fs::remove_all(dir);
 }
+
+TEST_CASE("io: load options and dim names") {
+  const fs::path dir = fresh_dir("options");
+  td::TensorDict episode({{"obs", torch::zeros({8, 4})}}, td::BatchSize{8});
+  episode.set_names({"time"});  // Python's td.names, written as "_names"
+  td::memmap(episode, dir);
+  // Writes to these leaves stay in memory: the save never changes.
+  td::TensorDict scratch = td::load_memmap(dir, td::LoadOptions{.write_through = false});
+  scratch.get("obs").fill_(1);
+  CHECK(td::load_memmap(dir)["obs"].sum().item<float>() == 0);
+  CHECK((scratch.names() == std::vector<std::optional<std::string>>{"time"}));
+  fs::remove_all(dir);
+}

@@ -152,12 +152,14 @@ void read_child(const Entry* e, M& out, const M* like, const NestedKey& key) {
     static_assert(json_convertible<M>,
                   "tensordict: a static field has no JSON form, so it cannot be read from a "
                   "TensorDict entry; give its type nlohmann to_json/from_json functions");
-    require_kind(key, *e, e->is_non_tensor(), "non-tensor data");
+    // A list-valued field that Python saved as a NonTensorStack reads as that list.
+    require_kind(key, *e, e->is_non_tensor() || e->is_non_tensor_stack(), "non-tensor data");
+    const nlohmann::json& value = e->is_non_tensor() ? e->non_tensor().value : e->non_tensor_stack().values;
     try {
-      out = e->non_tensor().value.template get<M>();
+      out = value.template get<M>();
     } catch (const nlohmann::json::exception& err) {
       std::ostringstream os;
-      os << "from_tensordict: key " << key << " holds " << e->non_tensor().value.dump()
+      os << "from_tensordict: key " << key << " holds " << value.dump()
          << ", which is not a " << type_name_v<M> << " (" << err.what() << ')';
       throw SpecMismatchError(os.str());
     }

@@ -337,6 +337,27 @@ class TensorDict {
   }
   /// Number of batch dims.
   std::size_t batch_dims() const noexcept { return batch_size_.size(); }
+  /// The batch dims' names (Python's `td.names`), empty when the tree has none. Kept by
+  /// copies, by `memmap` and the loads, and by changes that keep the batch dims; operations
+  /// that make a new batch size (indexing, reshape, stack, ...) return trees without names.
+  const std::vector<std::optional<std::string>>& names() const noexcept { return names_; }
+  /// Names the batch dims (an empty optional leaves a dim unnamed; an empty list removes the
+  /// names). There must be one per batch dim, and no name twice.
+  TensorDict& set_names(std::vector<std::optional<std::string>> names) {
+    if (!names.empty() && names.size() != batch_size_.size()) {
+      throw BatchSizeError("set_names: " + std::to_string(names.size()) + " names for a batch size of " +
+                           std::to_string(batch_size_.size()) + " dims");
+    }
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (names[i] && names[j] == names[i]) {
+          throw BatchSizeError("set_names: the name '" + *names[i] + "' names two dims");
+        }
+      }
+    }
+    names_ = std::move(names);
+    return *this;
+  }
   /// The device of every tensor, if the tree has one.
   const std::optional<c10::Device>& device() const noexcept { return device_; }
   /// Number of top-level entries.
@@ -889,6 +910,7 @@ class TensorDict {
       }
       check_entry(prefix / k, v, b);
     }
+    if (!(b == batch_size_)) names_.clear();
     batch_size_ = b;
   }
 
@@ -1139,6 +1161,7 @@ class TensorDict {
 
   BatchSize batch_size_;
   std::optional<c10::Device> device_;
+  std::vector<std::optional<std::string>> names_;
   bool locked_ = false;
 };
 

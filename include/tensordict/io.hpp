@@ -34,6 +34,7 @@
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "io/format.hpp"
+#include "io/walk.hpp"
 
 namespace tensordict {
 
@@ -60,30 +61,53 @@ inline at::ScalarType scalar_type_of(const std::string& name, const std::string&
   throw FormatError(file + ": dtype '" + name + "' is not supported by this libtorch");
 }
 
+// The class a tensorclass level names (`<class 'module.Name'>`), without its module.
+inline std::string class_of(const std::string& type) {
+  std::string cls = type;
+  if (cls.rfind("<class '", 0) == 0 && cls.size() >= 10) cls = cls.substr(8, cls.size() - 10);
+  if (const auto p = cls.rfind('.'); p != std::string::npos) cls = cls.substr(p + 1);
+  return cls;
+}
+
+// A struct's name as its tensorclass is named: C++ namespaces have no Python counterpart.
+template <class T>
+std::string python_class_name() {
+  std::string cls(type_name_v<T>);
+  if (const auto p = cls.rfind("::", cls.find('<')); p != std::string::npos) cls = cls.substr(p + 2);
+  return cls;
+}
+
 // Writes `n` bytes (or, without data, a file of `n` zero bytes that takes no space until
 // written) and flushes it to disk: a save is durable before it replaces the previous one.
 inline void write_file(const fs::path& p, const void* data, std::size_t n, bool sync = true) {
+  // Every failure names the file and the OS's reason ("No space left on device", ...).
+  auto failed = [&](const char* what, int fd) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    throw Error(std::string("memmap: cannot ") + what + " " + p.string() + " (" +
+                format::detail::os_reason(err) + ")");
+  };
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("memmap: cannot create " + p.string());
+  if (fd < 0) failed("create", -1);
   if (!data) {
-    const bool ok = ::ftruncate(fd, static_cast<off_t>(n)) == 0;
+    if (::ftruncate(fd, static_cast<off_t>(n)) != 0) failed("size", fd);
     ::close(fd);
-    if (!ok) throw Error("memmap: cannot size " + p.string());
     return;
   }
   const char* c = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t w = ::write(fd, c, n);
-    if (w <= 0) {
-      ::close(fd);
-      throw Error("memmap: cannot write " + p.string());
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) failed("write", fd);
+    if (w == 0) {
+      errno = ENOSPC;
+      failed("write", fd);
     }
     c += w;
     n -= static_cast<std::size_t>(w);
   }
-  const bool synced = !sync || ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced) throw Error("memmap: cannot flush " + p.string());
+  if (sync && ::fsync(fd) != 0) failed("flush", fd);
+  if (::close(fd) != 0) failed("close", -1);
 }
 
 // NaN and the infinities replaced by the strings format.hpp reads them back from; whether any was.
@@ -196,6 +220,11 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
   meta["_type"] = std::string(format::tensordict_type);
   meta["_format_version"] = format::format_version;
   meta["_class"] = "tensordict:TensorDict";
+  if (!td.names().empty()) {
+    nlohmann::ordered_json names = nlohmann::ordered_json::array();
+    for (const auto& n : td.names()) names.push_back(n ? nlohmann::ordered_json(*n) : nullptr);
+    meta["_names"] = std::move(names);
+  }
   write_json(dir / "meta.json", meta, sync);
 }
 
@@ -205,8 +234,7 @@ template <tree T>
 void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
   // Python names a class `module.QualName`; a C++ namespace has no Python counterpart, so the
   // struct's unqualified name goes after the chosen module.
-  std::string cls(type_name_v<T>);
-  if (const auto p = cls.rfind("::"); p != std::string::npos) cls = cls.substr(p + 2);
+  const std::string cls = python_class_name<T>();
   nlohmann::ordered_json meta = {{"_type", "<class '" + o.python_module + "." + cls + "'>"}};
   fs::create_directory(dir / "_tensordict");
   save_level(to_tensordict(s), dir / "_tensordict", false, o.sync);
@@ -270,8 +298,15 @@ template <class W>
 void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
   try {
     atomic_save_impl(target, o, write);
+  } catch (const Error&) {
+    throw;
   } catch (const fs::filesystem_error& e) {
     throw Error(std::string("memmap: ") + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a string value that is not UTF-8
+    throw Error("memmap: " + target.string() + ": a non-tensor value cannot be written as JSON (" +
+                e.what() + ")");
+  } catch (const c10::Error& e) {
+    throw Error("memmap: " + target.string() + ": " + e.what_without_backtrace());
   }
 }
 
@@ -316,160 +351,140 @@ void atomic_save_impl(const fs::path& target, const MemmapOptions& o, W& write) 
   remove_tree(tmp);
 }
 
-// The file name of `key` in `dir`: encoded as Python writes it, or the key itself where only
-// that exists (Python's saves with robust_key=False, which Python reads the same way).
-inline std::string stored_name(const fs::path& dir, const std::string& key, const char* suffix) {
-  std::string name = format::encode_key(key) + suffix;
-  const std::string raw = key + suffix;
-  if (raw == name || key == "." || key == ".." || key.find('/') != std::string::npos) return name;
-  std::error_code ec;
-  if (!fs::exists(fs::symlink_status(dir / name, ec)) && fs::exists(fs::symlink_status(dir / raw, ec))) {
-    return raw;
+// A lazy stack whose elements hold non-tensor values densifies into one value per batch
+// element: a few bytes on disk must not become billions of copies in memory.
+inline constexpr int64_t max_stacked_values = int64_t{1} << 24;
+
+inline bool has_non_tensor(const TensorDict& td) {
+  for (const auto& [k, v] : td.entries()) {
+    if (!v.is_tensor() && (!v.is_tensordict() || has_non_tensor(v.tensordict()))) return true;
   }
-  return name;
+  return false;
 }
 
-// A meta.json's text; one larger than format::max_meta_bytes is refused before it is read.
-inline std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw FormatError(p.string() + ": cannot be read");
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::size_t>(in.tellg());
-  if (size > format::max_meta_bytes) {
-    throw FormatError(p.string() + ": " + std::to_string(size) + " bytes, more than the limit of " +
-                      std::to_string(format::max_meta_bytes));
-  }
-  in.seekg(0);
-  std::string text(size, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (static_cast<std::size_t>(in.gcount()) != size) throw FormatError(p.string() + ": cannot be read");
-  return text;
+inline at::Tensor leaf_tensor(const format::Leaf& leaf, const format::Bytes& bytes, const std::string& meta) {
+  const at::ScalarType st = scalar_type_of(leaf.dtype, meta);
+  const auto opts = at::TensorOptions().dtype(st);
+  if (leaf.numel == 0) return at::empty(leaf.shape, opts);
+  // The tensor keeps the mapping (or the copy) alive: it is released with the last view.
+  return at::from_blob(bytes.data, leaf.shape, [owner = bytes.owner](void*) {}, opts);
 }
 
-inline at::Tensor map_leaf(const fs::path& root, const fs::path& dir, const std::string& key,
-                           const format::Leaf& leaf) {
-  const at::ScalarType st = scalar_type_of(leaf.dtype, (dir / "meta.json").string());
-  if (leaf.numel == 0) return at::empty(leaf.shape, at::TensorOptions().dtype(st));
-  const fs::path file =
-      format::checked_path(root, dir, stored_name(dir, key, ".memmap"), false, leaf.nbytes);
-  // Shared: the tensor is the file's pages, read on demand (loading costs O(metadata)).
-  return at::from_file(file.string(), true, leaf.numel, at::TensorOptions().dtype(st)).view(leaf.shape);
-}
+TensorDict build(const format::Node& n);
 
-TensorDict load_level(const fs::path& root, const fs::path& dir);
-
-
-// The elements of a lazy stack's folder: sub-folders 0, 1, ... in order.
-inline std::vector<TensorDict> load_stack_elements(const fs::path& root, const fs::path& dir) {
-  std::vector<TensorDict> elems;
-  for (std::size_t i = 0;; ++i) {
-    std::error_code ec;
-    if (!fs::exists(dir / std::to_string(i), ec)) break;
-    elems.push_back(load_level(root, format::checked_path(root, dir, std::to_string(i), true)));
-  }
-  // An element folder past the first gap means a member is missing, not that the stack ends.
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.empty() || n.size() > 18 || n.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (std::stoull(n) > elems.size()) {
-      throw FormatError((dir / std::to_string(elems.size())).string() +
-                        ": missing, but the lazy stack has element " + n);
-    }
-  }
-  return elems;
-}
-
-// A nested collection's folder, loaded as a TensorDict entry.
-inline Entry load_entry(const fs::path& root, const fs::path& dir) {
-  const fs::path meta_file = format::checked_path(root, dir, "meta.json", false);
-  const format::Level level = format::parse_level(read_text(meta_file), meta_file.string());
-  switch (level.kind) {
+inline Entry build_entry(const format::Node& n) {
+  switch (n.level.kind) {
     case format::LevelKind::non_tensor:
-      return NonTensorData{level.data, level.metadata};
+      return NonTensorData{n.level.data, n.level.metadata};
     case format::LevelKind::non_tensor_stack:
-      return NonTensorStack{level.data};
+      return NonTensorStack{n.level.data};
     default:
-      return load_level(root, dir);
+      return build(n);
   }
 }
 
-inline TensorDict load_level(const fs::path& root, const fs::path& dir) {
-  const auto rel = dir.lexically_relative(root);
-  if (static_cast<std::size_t>(std::distance(rel.begin(), rel.end())) > format::max_json_depth) {
-    throw FormatError(dir.string() + ": levels nested deeper than " +
-                      std::to_string(format::max_json_depth));
-  }
-  const fs::path meta_file = format::checked_path(root, dir, "meta.json", false);
-  const format::Level level = format::parse_level(read_text(meta_file), meta_file.string());
-  switch (level.kind) {
+inline void build_lazy_elements(const format::Node& n, std::vector<TensorDict>& out) {
+  for (const auto& e : n.elements) out.push_back(build(*e));
+  if (out.empty()) throw FormatError(format::detail::join(n.path, "meta.json") + ": a lazy stack without elements");
+}
+
+inline TensorDict build(const format::Node& n) {
+  const std::string meta = format::detail::join(n.path, "meta.json");
+  switch (n.level.kind) {
     case format::LevelKind::tensordict: {
-      TensorDict out(BatchSize(c10::IntArrayRef(level.batch_size)));
-      for (const auto& [key, v] : level.entries) {
+      TensorDict out(BatchSize(c10::IntArrayRef(n.level.batch_size)));
+      for (std::size_t i = 0; i < n.level.entries.size(); ++i) {
+        const auto& [key, entry] = n.level.entries[i];
         try {
-          if (const auto* leaf = std::get_if<format::Leaf>(&v)) {
-            out.set(key, map_leaf(root, dir, key, *leaf));
+          if (const auto* leaf = std::get_if<format::Leaf>(&entry)) {
+            out.set(key, leaf_tensor(*leaf, std::get<format::Bytes>(n.children[i]), meta));
           } else {
-            const fs::path sub = format::checked_path(root, dir, stored_name(dir, key, ""), true);
-            out.set(key, load_entry(root, sub));
+            out.set(key, build_entry(*std::get<std::unique_ptr<format::Node>>(n.children[i])));
           }
         } catch (const BatchSizeError& e) {
-          throw FormatError(meta_file.string() + ": " + e.what());
+          throw FormatError(meta + ": " + e.what());
+        }
+      }
+      if (!n.level.names.empty()) {
+        try {
+          out.set_names(n.level.names);
+        } catch (const BatchSizeError& e) {
+          throw FormatError(meta + ": " + e.what());
         }
       }
       return out;
     }
     case format::LevelKind::tensorclass: {
-      const fs::path sub = format::checked_path(root, dir, "_tensordict", true);
-      TensorDict out = load_level(root, sub);
-      for (auto it = level.fields.begin(); it != level.fields.end(); ++it) {
+      TensorDict out = build(*n.inner);
+      for (auto it = n.level.fields.begin(); it != n.level.fields.end(); ++it) {
         if (it.value().is_object() && it.value().contains("_type")) continue;  // not a plain value
         out.set(it.key(), NonTensorData{it.value()});
       }
       return out;
     }
     case format::LevelKind::lazy_stack: {
-      std::vector<TensorDict> elems = load_stack_elements(root, dir);
-      if (elems.empty()) throw FormatError(meta_file.string() + ": a lazy stack without elements");
+      std::vector<TensorDict> elems;
+      build_lazy_elements(n, elems);
       auto lazy = [&] {
         try {
-          return lazy_stack(std::move(elems), level.stack_dim);
+          return lazy_stack(std::move(elems), n.level.stack_dim);
         } catch (const Error& e) {
-          throw FormatError(meta_file.string() + ": " + e.what());
+          throw FormatError(meta + ": " + e.what());
         }
       }();
       if (!lazy.is_dense()) {
-        throw FormatError(meta_file.string() +
-                          ": a lazy stack of ragged elements; load it with load_lazy_stack");
+        throw FormatError(meta + ": a lazy stack of ragged elements; load it with load_lazy_stack");
       }
-      return lazy.densify();
+      int64_t values = static_cast<int64_t>(lazy.size());
+      for (int64_t d : lazy[0].batch_size()) {
+        if (__builtin_mul_overflow(values, d, &values)) values = std::numeric_limits<int64_t>::max();
+      }
+      if (values > max_stacked_values && has_non_tensor(lazy[0])) {
+        throw FormatError(meta + ": a lazy stack of " + std::to_string(lazy.size()) +
+                          " elements with non-tensor values would hold more than " +
+                          std::to_string(max_stacked_values) + " values once stacked; load it with "
+                          "load_lazy_stack");
+      }
+      try {
+        return lazy.densify();
+      } catch (const Error& e) {
+        throw FormatError(meta + ": " + e.what());
+      }
     }
     default:
-      throw FormatError(meta_file.string() + ": a non-tensor entry is not a tree");
+      throw FormatError(meta + ": a non-tensor entry is not a tree");
   }
 }
 
-}  // namespace detail
-
-namespace detail {
-// The folder of a save, as loads walk it; a path that is no folder says what it is instead
-// of "meta.json: missing".
-inline fs::path save_root(const fs::path& dir) {
-  const fs::path root = fs::absolute(dir).lexically_normal();
-  std::error_code ec;
-  const fs::file_status st = fs::status(root, ec);
-  if (fs::is_directory(st)) return root;
-  if (!fs::exists(st)) throw FormatError(root.string() + ": no such folder");
-  char magic[4] = {};
-  std::ifstream(root, std::ios::binary).read(magic, 4);
-  if (std::string_view(magic, 4) == std::string_view("PK\3\4", 4)) {
-    throw FormatError(root.string() + ": a zip archive (pack_memmap's .tdz, or a torch.save file), "
-                      "not a save folder; this library reads the folders memmap writes (unpack "
-                      "a .tdz with Python's unpack_memmap)");
+// Runs a load, turning what libtorch or the JSON library throws into a FormatError that names
+// the save (its own errors already name the file).
+template <class F>
+auto guarded_load(const std::string& root, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw FormatError(root + ": " + e.what_without_backtrace());
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(root + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw FormatError(root + ": not enough memory to load it");
   }
-  throw FormatError(root.string() + ": a file, not a save folder (pass the folder that holds "
-                    "the save's meta.json)");
 }
+
+inline std::string root_string(const std::filesystem::path& dir) {
+  std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal();
+  std::string s = p.string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// The tensorclass named at the root of a save, or "" for a TensorDict.
+inline std::string root_class(const format::Node& n) {
+  return n.level.kind == format::LevelKind::tensorclass ? class_of(n.level.type) : std::string();
+}
+
 }  // namespace detail
 
 /// Saves `td` into folder `dir` in Python tensordict's memmap format (atomically).
@@ -485,45 +500,77 @@ void memmap(const T& s, const std::filesystem::path& dir, const MemmapOptions& o
 }
 
 /// Loads the tree saved in `dir` as a TensorDict, whatever saved it (a struct's static fields
-/// become non-tensor entries). Leaves are memory-mapped; nothing is read but the metadata.
-[[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& dir) {
-  const auto root = detail::save_root(dir);
-  return detail::load_level(root, root);
+/// become non-tensor entries). Leaves are memory-mapped; nothing is read but the metadata. The
+/// result is one save, whole, even while other processes save over `dir` (see docs/io.md).
+[[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& dir, const LoadOptions& o = {}) {
+  const std::string root = detail::root_string(dir);
+  return detail::guarded_load(root, [&] { return detail::build(*format::read_save(root, o)); });
 }
-/// Loads a lazy stack (elements may differ in shape) saved in `dir`.
-[[nodiscard]] inline LazyStack<TensorDict> load_lazy_stack(const std::filesystem::path& dir) {
-  namespace fs = std::filesystem;
-  const auto root = detail::save_root(dir);
-  const fs::path meta_file = format::checked_path(root, root, "meta.json", false);
-  const format::Level level = format::parse_level(detail::read_text(meta_file), meta_file.string());
-  if (level.kind != format::LevelKind::lazy_stack) {
-    throw FormatError(meta_file.string() + ": not a lazy stack (load it with load_memmap)");
-  }
-  std::vector<TensorDict> elems = detail::load_stack_elements(root, root);
-  if (elems.empty()) throw FormatError(meta_file.string() + ": a lazy stack without elements");
-  try {
-    return LazyStack<TensorDict>(std::move(elems), level.stack_dim);
-  } catch (const Error& e) {
-    throw FormatError(meta_file.string() + ": " + e.what());
-  }
+/// Loads a lazy stack (elements may differ in shape) saved in `dir`: Python's
+/// LazyStackedTensorDict, or a tensorclass whose fields are one.
+[[nodiscard]] inline LazyStack<TensorDict> load_lazy_stack(const std::filesystem::path& dir,
+                                                           const LoadOptions& o = {}) {
+  const std::string root = detail::root_string(dir);
+  return detail::guarded_load(root, [&] {
+    const auto node = format::read_save(root, o);
+    const format::Node* n = node.get();
+    if (n->level.kind == format::LevelKind::tensorclass) n = n->inner.get();
+    const std::string meta = format::detail::join(n->path, "meta.json");
+    if (n->level.kind != format::LevelKind::lazy_stack) {
+      throw FormatError(meta + ": not a lazy stack (load it with load_memmap)");
+    }
+    std::vector<TensorDict> elems;
+    detail::build_lazy_elements(*n, elems);
+    try {
+      return LazyStack<TensorDict>(std::move(elems), n->level.stack_dim);
+    } catch (const Error& e) {
+      throw FormatError(meta + ": " + e.what());
+    }
+  });
 }
+namespace detail {
+// The save in `dir` as a TensorDict, after checking that a tensorclass save is of class T.
+template <class T>
+TensorDict load_as(const std::filesystem::path& dir, const LoadOptions& o) {
+  const std::string root = root_string(dir);
+  return guarded_load(root, [&] {
+    const auto node = format::read_save(root, o);
+    const std::string cls = root_class(*node);
+    if (!cls.empty() && cls != python_class_name<T>()) {
+      throw FormatError(format::detail::join(root, "meta.json") + ": a saved " + node->level.type +
+                        ", not a " + python_class_name<T>() +
+                        " (load_memmap without a type loads any save as a TensorDict)");
+    }
+    return build(*node);
+  });
+}
+}  // namespace detail
+
 /// Loads a struct saved in `dir` (by `memmap` of a T, or by Python as the same tensorclass).
+/// A save of another tensorclass is an error naming both classes (the Python module is not
+/// compared: C++ has none).
 template <tree T>
   requires std::is_default_constructible_v<T>
-[[nodiscard]] T load_memmap(const std::filesystem::path& dir) {
-  return from_tensordict<T>(load_memmap(dir));
+[[nodiscard]] T load_memmap(const std::filesystem::path& dir, const LoadOptions& o = {}) {
+  return from_tensordict<T>(detail::load_as<T>(dir, o));
 }
-/// Loads `dir` into `out`'s structure, checking every leaf's dtype and shape against `out`'s,
-/// and returns `out` (whose leaves are replaced by the loaded tensors).
+/// Loads `dir` into `out`'s structure, checking every leaf's dtype and shape against `out`'s
+/// (and the class, as `load_memmap<T>` does), and returns `out` (whose leaves are replaced by
+/// the loaded tensors).
 template <tree T>
-T& load_memmap(const std::filesystem::path& dir, T& out) {
-  out = from_tensordict(load_memmap(dir), out);
+  requires(!std::is_same_v<T, LoadOptions>)
+T& load_memmap(const std::filesystem::path& dir, T& out, const LoadOptions& o = {}) {
+  if constexpr (std::is_same_v<T, TensorDict>) {
+    out = from_tensordict(load_memmap(dir, o), out);
+  } else {
+    out = from_tensordict(detail::load_as<T>(dir, o), out);
+  }
   return out;
 }
 /// `load_memmap(dir, tree)`, as a method-like call: loads into `tree` and returns it.
 template <tree T>
-T& load_memmap_(T& tree, const std::filesystem::path& dir) {
-  return load_memmap(dir, tree);
+T& load_memmap_(T& tree, const std::filesystem::path& dir, const LoadOptions& o = {}) {
+  return load_memmap(dir, tree, o);
 }
 
 /// A shape and a dtype for `from_schema`: `{{84, 84, 3}, torch::kUInt8}`.
@@ -548,7 +595,8 @@ struct LeafSchema {
   }
   if (!dir) return out;
   detail::atomic_save(*dir, {}, [&](const std::filesystem::path& tmp) { detail::save_level(out, tmp, true); });
-  return load_memmap(*dir);
+  // Every leaf mapped: the buffer is filled in place, however many leaves it has.
+  return load_memmap(*dir, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
 }
 
 }  // namespace tensordict

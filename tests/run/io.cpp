@@ -1,5 +1,7 @@
 // Save and load in Python tensordict's memmap format; safety against bad files.
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <set>
 #include <torch/torch.h>
 
 #include "types.hpp"
@@ -320,7 +323,7 @@ TEST_CASE("load_memmap: hostile or damaged saves are rejected with the file and 
   write(tmp.path / "outside.bin", std::string(64, 'x'));
   fs::remove(dir / "x.memmap");
   fs::create_symlink(tmp.path / "outside.bin", dir / "x.memmap");
-  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a symbolic link that points outside"),
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a symbolic link; loading never follows links"),
                        td::FormatError);
 
   // A nested level that is a symbolic link to a folder outside the save.
@@ -330,7 +333,33 @@ TEST_CASE("load_memmap: hostile or damaged saves are rejected with the file and 
   j["sub"] = {{"type", "TensorDict"}};
   write(dir / "meta.json", j.dump());
   fs::create_directory_symlink(tmp.path / "other", dir / "sub");
-  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a symbolic link that points outside"),
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a symbolic link; loading never follows links"),
+                       td::FormatError);
+
+  // A link that stays inside the save is refused too: a save holds folders and files only.
+  fresh();
+  fs::copy_file(dir / "x.memmap", dir / "copy.bin");
+  fs::remove(dir / "x.memmap");
+  fs::create_symlink("copy.bin", dir / "x.memmap");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), ((dir / "x.memmap").string() + ": a symbolic link; loading never follows links (a save holds folders and regular files only)").c_str(),
+                       td::FormatError);
+
+  // A FIFO in place of a file is refused at once: opening it must not wait for a writer.
+  fresh();
+  fs::remove(dir / "x.memmap");
+  REQUIRE(::mkfifo((dir / "x.memmap").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), ((dir / "x.memmap").string() + ": not a regular file").c_str(),
+                       td::FormatError);
+  fresh();
+  fs::remove(dir / "meta.json");
+  REQUIRE(::mkfifo((dir / "meta.json").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), (meta + ": not a regular file").c_str(), td::FormatError);
+
+  // A folder where a leaf's file should be.
+  fresh();
+  fs::remove(dir / "x.memmap");
+  fs::create_directory(dir / "x.memmap");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), ((dir / "x.memmap").string() + ": not a regular file").c_str(),
                        td::FormatError);
 
   // A non-tensor entry whose value only a pickle file holds.
@@ -567,6 +596,17 @@ TEST_CASE("interop: saves written by Python tensordict load with every value") {
 }
 
 namespace {
+struct Seq {
+  torch::Tensor x;
+  std::vector<std::string> tags;
+};
+struct Outer {
+  t::Linear lin;
+  torch::Tensor y;
+};
+}  // namespace
+
+namespace {
 struct Policy {
   torch::Tensor weight, bias;
   std::string activation;
@@ -609,6 +649,10 @@ TEST_CASE("interop: the saves Python checks") {
   for (int i = 0; i < 3; ++i) net.blocks.push_back({torch::full({2, 2}, float(i)), torch::full({2}, float(i))});
   net.adapters["lora"] = {torch::ones({1, 2}), torch::zeros({1})};
   td::memmap(td::to_tensordict(net), out / "containers", {.overwrite = true});
+  TensorDict named({{"x", torch::ones({2, 3})}}, BatchSize{2, 3});
+  named.set_names({"batch", std::nullopt});
+  td::memmap(named, out / "names", {.overwrite = true});
+  td::memmap(Seq{torch::arange(3, torch::kFloat), {"a", "b"}}, out / "list_field", {.overwrite = true});
 
   // The C++ side reads them back too.
   CHECK(td::load_memmap<IoNet>(out / "containers").blocks.size() == 3);
@@ -616,4 +660,245 @@ TEST_CASE("interop: the saves Python checks") {
   Policy back = td::load_memmap<Policy>(out / "tensorclass");
   CHECK(back.layers == 3);
   CHECK(back.batch_size == BatchSize{2});
+}
+
+
+TEST_CASE("interop: Python's dim names, TensorDict subclasses, list fields, lazy stacks of tensorclasses") {
+  const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";
+  TensorDict named = td::load_memmap(data / "names");
+  REQUIRE(named.names().size() == 2);
+  CHECK((named.names()[0] == "b"));
+  CHECK((named.names()[1] == "t"));
+  CHECK(named["x"].equal(torch::arange(6, torch::kFloat).view({2, 3})));
+
+  // A subclass of TensorDict is a TensorDict level, not a tensorclass.
+  TensorDict sub = td::load_memmap(data / "td_subclass");
+  CHECK(sub.batch_size() == BatchSize{2});
+  CHECK(sub["x"].equal(torch::arange(2, torch::kFloat)));
+
+  // A list field, saved by Python as a NonTensorStack, fills a std::vector field.
+  Seq seq = td::load_memmap<Seq>(data / "list_field");
+  CHECK(seq.tags == std::vector<std::string>{"a", "b"});
+  CHECK(seq.x.equal(torch::arange(3, torch::kFloat)));
+
+  // A lazy stack of tensorclasses: densified by load_memmap, kept by load_lazy_stack.
+  TensorDict lt = td::load_memmap(data / "lazy_tensorclass");
+  CHECK(lt.batch_size() == BatchSize{2});
+  CHECK(lt["weight"].equal(torch::stack({torch::zeros({2, 3}), torch::ones({2, 3})})));
+  CHECK(lt.get<td::NonTensorStack>("activation").values == nlohmann::json::array({"relu", "tanh"}));
+  auto ls = td::load_lazy_stack(data / "lazy_tensorclass");
+  REQUIRE(ls.size() == 2);
+  CHECK(ls[1].get<std::string>("activation") == "tanh");
+  std::vector<t::Linear> lins;
+  for (const TensorDict& e : td::unbind(td::load_memmap(data / "lazy_tensorclass"))) {
+    lins.push_back(td::from_tensordict<t::Linear>(e));
+  }
+  CHECK(lins[1].activation == "tanh");
+  CHECK(lins[1].weight.equal(torch::ones({2, 3})));
+
+  // A lazy stack along dim 1 with a string per element: a NonTensorStack laid out as Python's.
+  TensorDict d1 = td::load_memmap(data / "stack_dim1");
+  CHECK(d1.batch_size() == BatchSize{2, 2});
+  CHECK(d1.get<td::NonTensorStack>("name").values == nlohmann::json::parse(R"([["a","b"],["a","b"]])"));
+  CHECK(d1["x"].select(1, 1).equal(torch::ones({2, 1})));
+
+  // A tensorclass inside a tensorclass fills a nested struct.
+  Outer o = td::load_memmap<Outer>(data / "nested_tensorclass");
+  CHECK(o.lin.activation == "gelu");
+  CHECK(o.lin.weight.equal(torch::ones({2, 3})));
+  CHECK(o.y.equal(torch::arange(1, torch::kFloat)));
+
+  // Names are written back as Python writes them, and checked.
+  TempDir tmp;
+  td::memmap(named, tmp.path / "n");
+  CHECK(read(tmp.path / "n" / "meta.json").find(R"("_names":["b","t"])") != std::string::npos);
+  CHECK((td::load_memmap(tmp.path / "n").names() == named.names()));
+  TensorDict partly({{"x", torch::ones({2, 3})}}, BatchSize{2, 3});
+  partly.set_names({std::nullopt, "t"});
+  td::memmap(partly, tmp.path / "p");
+  CHECK(read(tmp.path / "p" / "meta.json").find(R"("_names":[null,"t"])") != std::string::npos);
+  CHECK_THROWS_WITH_AS(partly.set_names({"a"}), "set_names: 1 names for a batch size of 2 dims", td::BatchSizeError);
+  CHECK_THROWS_WITH_AS(partly.set_names({"a", "a"}), "set_names: the name 'a' names two dims", td::BatchSizeError);
+  partly.set_batch_size(BatchSize{2});
+  CHECK(partly.names().empty());  // a new batch size drops the names
+  auto j = nlohmann::json::parse(read(tmp.path / "n" / "meta.json"));
+  j["_names"] = {"b"};
+  write(tmp.path / "n" / "meta.json", j.dump());
+  CHECK_THROWS_WITH_AS(td::load_memmap(tmp.path / "n"), doctest::Contains("\"_names\" is not a list of one name per batch dim"),
+                       td::FormatError);
+  j["_names"] = {"b", "b"};
+  write(tmp.path / "n" / "meta.json", j.dump());
+  CHECK_THROWS_WITH_AS(td::load_memmap(tmp.path / "n"), doctest::Contains("meta.json: set_names: the name 'b' names two dims"),
+                       td::FormatError);
+}
+
+TEST_CASE("load_memmap<T>: a save of another class is refused, naming both") {
+  TempDir tmp;
+  td::memmap(t::Linear{torch::ones({2}), torch::zeros({2}), "relu"}, tmp.path / "lin");
+  CHECK_THROWS_WITH_AS((void)td::load_memmap<Seq>(tmp.path / "lin"),
+                       ((tmp.path / "lin" / "meta.json").string() +
+                        ": a saved <class '__main__.Linear'>, not a Seq (load_memmap without a type loads any "
+                        "save as a TensorDict)").c_str(),
+                       td::FormatError);
+  CHECK(td::load_memmap<t::Linear>(tmp.path / "lin").activation == "relu");
+  // A TensorDict save names no class: it loads into any struct whose fields it has.
+  td::memmap(TensorDict{{"x", torch::ones({1})}, {"tags", td::NonTensorData{nlohmann::json::array({"q"})}}},
+             tmp.path / "plain");
+  CHECK(td::load_memmap<Seq>(tmp.path / "plain").tags == std::vector<std::string>{"q"});
+}
+
+TEST_CASE("load_memmap: read-only saves, copy-on-write leaves, and saves of many leaves") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "s";
+  td::memmap(sample(), dir);
+  const std::string before = read(dir / "obs.memmap");
+
+  // write_through = false: every leaf is a private copy-on-write mapping.
+  TensorDict cow = td::load_memmap(dir, td::LoadOptions{.write_through = false});
+  cow.get("obs").add_(1);
+  CHECK(read(dir / "obs.memmap") == before);
+  CHECK(td::load_memmap(dir)["obs"].equal(torch::arange(12, torch::kFloat).view({4, 3})));
+
+  // A save of more leaves than max_mappings reads its small leaves into memory.
+  TensorDict copied = td::load_memmap(dir, td::LoadOptions{.max_mappings = 1});
+  copied.get("obs").add_(1);
+  CHECK(read(dir / "obs.memmap") == before);
+
+  // Files the process may not write: loaded as copy-on-write mappings, the files untouched.
+  // As root, permissions do not stop writes; a child process drops to an unprivileged user.
+  fs::permissions(dir / "obs.memmap", fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  auto readonly_load = [&]() -> int {
+    TensorDict ro = td::load_memmap(dir);
+    if (!ro["obs"].equal(torch::arange(12, torch::kFloat).view({4, 3}))) return 2;
+    ro.get("obs").add_(1);  // stays in memory
+    if (!ro["obs"].equal(torch::arange(12, torch::kFloat).view({4, 3}) + 1)) return 3;
+    return 0;
+  };
+  if (::geteuid() == 0) {
+    fs::permissions(tmp.path, fs::perms::all);  // reachable by the unprivileged user
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int rc = 4;
+      if (::setgid(65534) == 0 && ::setuid(65534) == 0) {
+        try {
+          rc = readonly_load();
+        } catch (...) {
+          rc = 5;
+        }
+      }
+      ::_exit(rc);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  } else {
+    CHECK(readonly_load() == 0);
+  }
+  CHECK(read(dir / "obs.memmap") == before);
+
+  // More leaves than a process may map (vm.max_map_count is 65 530 by default).
+  TensorDict many;
+  for (int i = 0; i < 70000; ++i) many.set("k" + std::to_string(i), torch::full({2}, float(i)));
+  td::memmap(many, tmp.path / "many", {.sync = false});
+  TensorDict back = td::load_memmap(tmp.path / "many");
+  CHECK(back.size() == 70000);
+  CHECK(back["k69999"].equal(torch::full({2}, 69999.f)));
+  CHECK(back["k123"].equal(torch::full({2}, 123.f)));
+}
+
+TEST_CASE("load_memmap: loads racing saves over the same folder always see one save, whole") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "s";
+  auto save = [&](int serial) {
+    const float v = static_cast<float>(serial);
+    TensorDict d({{"a", torch::full({64}, v)},
+                  {"n", TensorDict{{"b", torch::full({8}, v)}, {"c", TensorDict{{"d", torch::full({8}, v)}}}}},
+                  {"serial", td::NonTensorData{serial}}},
+                 BatchSize{});
+    for (int i = 0; i < 6; ++i) d.set("x" + std::to_string(i), torch::full({4}, v));
+    td::memmap(d, dir, {.overwrite = true, .sync = false});
+  };
+  save(0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> saves{0};
+  std::thread saver([&] {
+    for (int k = 1; !stop; ++k) {
+      save(k);
+      saves = k;
+    }
+  });
+  int loads = 0, mixed = 0, failed = 0;
+  std::set<int> seen;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < end) {
+    try {
+      TensorDict got = td::load_memmap(dir);
+      const int serial = got.get<int>("serial");
+      const float v = static_cast<float>(serial);
+      bool whole = got["a"].eq(v).all().item<bool>() && got.get({"n", "b"}).eq(v).all().item<bool>() &&
+                   got.get({"n", "c", "d"}).eq(v).all().item<bool>();
+      for (int i = 0; i < 6; ++i) whole = whole && got["x" + std::to_string(i)].eq(v).all().item<bool>();
+      mixed += !whole;
+      seen.insert(serial);
+    } catch (const td::Error& e) {
+      ++failed;
+      MESSAGE(e.what());
+    }
+    ++loads;
+  }
+  stop = true;
+  saver.join();
+  MESSAGE(loads << " loads, " << saves.load() << " saves, " << seen.size() << " saves seen");
+  CHECK(mixed == 0);
+  CHECK(failed == 0);
+  CHECK(seen.size() > 1);  // the loads did race the saves
+}
+
+TEST_CASE("memmap and load_memmap: errors name the file and the OS's reason, and keep the previous save") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "s";
+  td::memmap(sample(), dir);
+  // A file-size limit makes writes fail the way a full disk does, with the OS's reason.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{16, 16};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    try {
+      td::memmap(sample(), dir, {.overwrite = true});
+    } catch (const td::Error& e) {
+      const std::string what = e.what();
+      ::_exit(what.find("memmap: cannot write ") == 0 && what.find("(File too large)") != std::string::npos ? 0 : 2);
+    }
+    ::_exit(3);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(td::load_memmap(dir)["obs"].equal(sample()["obs"]));
+
+  // A string that is not UTF-8 has no JSON form: an Error naming the save, nothing left behind.
+  CHECK_THROWS_WITH_AS(td::memmap(TensorDict{{"s", td::NonTensorData{std::string("\xff")}}}, tmp.path / "bad"),
+                       doctest::Contains("a non-tensor value cannot be written as JSON"), td::Error);
+  CHECK_FALSE(fs::exists(tmp.path / "bad"));
+  for (const auto& e : fs::directory_iterator(tmp.path)) CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+
+  // A lazy stack whose non-tensor values would be copied once per batch element: billions
+  // from a few bytes on disk.
+  const fs::path big = tmp.path / "big";
+  fs::create_directories(big);
+  write(big / "meta.json", R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0})");
+  for (int i = 0; i < 2; ++i) {
+    const fs::path e = big / std::to_string(i);
+    fs::create_directories(e / "s");
+    write(e / "meta.json", R"({"s": {"type": "NonTensorData"}, "shape": [2147483648], "device": "cpu",
+                              "_type": "<class 'tensordict._td.TensorDict'>"})");
+    write(e / "s" / "meta.json", std::string(R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": ")") +
+                                     char('a' + i) + "\"}");
+  }
+  CHECK_THROWS_WITH_AS(td::load_memmap(big), doctest::Contains("a lazy stack of 2 elements with non-tensor values would hold more than 16777216 values"),
+                       td::FormatError);
+  CHECK(td::load_lazy_stack(big).size() == 2);  // element by element, nothing is copied
 }

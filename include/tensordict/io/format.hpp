@@ -94,6 +94,9 @@ struct Level {
   /// TensorDict level: entries in order; a `Leaf` or a nested collection (its type name).
   std::vector<std::pair<std::string, std::variant<Leaf, std::string>>> entries;
   std::vector<int64_t> batch_size;
+  /// TensorDict level: the batch dims' names (`_names`), empty when it has none; a dim without
+  /// a name is an empty optional.
+  std::vector<std::optional<std::string>> names;
   std::optional<std::string> device;
   /// NonTensorData: the value and whether it is MetaData; NonTensorStack: the values.
   nlohmann::json data;
@@ -148,7 +151,7 @@ inline bool ends_with(std::string_view s, std::string_view tail) {
 /// Keys of a TensorDict level's `meta.json` that describe the level, not an entry.
 inline bool is_level_key(std::string_view key) {
   return key == "shape" || key == "device" || key == "_type" || key == "_format_version" ||
-         key == "_class" || key == "names";
+         key == "_class" || key == "names" || key == "_names";
 }
 
 /// The format version this library writes, as Python tensordict 0.15 does.
@@ -342,7 +345,10 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
     }
     return out;
   }
-  if (!detail::ends_with(t, "TensorDict'>")) {
+  // A user's subclass of TensorDict is a TensorDict level (its own class is Python's only):
+  // it has a batch size and `_class`, which a tensorclass's meta.json never has.
+  const bool td_subclass = j.contains("_class") && j.contains("shape") && j.contains("_format_version");
+  if (!detail::ends_with(t, "TensorDict'>") && !td_subclass) {
     if (t.substr(0, 8) != "<class '" || !detail::ends_with(t, "'>")) {
       detail::fail(file, "unknown \"_type\" " + j["_type"].dump());
     }
@@ -362,6 +368,16 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
     }
   }
   if (j.contains("device") && j["device"].is_string()) out.device = j["device"].get<std::string>();
+  if (j.contains("_names") && !j["_names"].is_null()) {
+    const auto& names = j["_names"];
+    if (!names.is_array() || names.size() != out.batch_size.size()) {
+      detail::fail(file, "\"_names\" is not a list of one name per batch dim");
+    }
+    for (const auto& n : names) {
+      if (!n.is_null() && !n.is_string()) detail::fail(file, "\"_names\" holds " + n.dump() + ", not a name");
+      out.names.push_back(n.is_null() ? std::nullopt : std::optional<std::string>(n.get<std::string>()));
+    }
+  }
   for (const std::string& key : scan.top_keys) {
     if (is_level_key(key)) continue;
     const auto& v = j[key];
@@ -387,43 +403,6 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
     }
   }
   return out;
-}
-
-/// `root / name` after checking that it stays inside `root`: a symbolic link must resolve
-/// inside it, and the result must exist with the expected kind (a folder or a regular file of
-/// at least `min_bytes`).
-inline std::filesystem::path checked_path(const std::filesystem::path& root,
-                                          const std::filesystem::path& dir, const std::string& name,
-                                          bool folder, int64_t min_bytes = 0) {
-  namespace fs = std::filesystem;
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-      name.find('\0') != std::string::npos) {
-    throw FormatError((dir / name).string() + ": a name that is not a plain file name");
-  }
-  const fs::path p = dir / name;
-  std::error_code ec;
-  const fs::file_status st = fs::symlink_status(p, ec);
-  if (ec || !fs::exists(st)) throw FormatError(p.string() + ": missing");
-  if (fs::is_symlink(st)) {
-    const fs::path target = fs::weakly_canonical(p, ec);
-    const fs::path base = fs::weakly_canonical(root, ec);
-    auto rel = target.lexically_relative(base);
-    if (ec || rel.empty() || *rel.begin() == "..") {
-      throw FormatError(p.string() + ": a symbolic link that points outside " + root.string());
-    }
-  }
-  if (folder) {
-    if (!fs::is_directory(p, ec)) throw FormatError(p.string() + ": not a folder");
-  } else {
-    if (!fs::is_regular_file(p, ec)) throw FormatError(p.string() + ": not a regular file");
-    const auto size = static_cast<int64_t>(fs::file_size(p, ec));
-    if (ec) throw FormatError(p.string() + ": cannot read its size");
-    if (size < min_bytes) {
-      throw FormatError(p.string() + ": " + std::to_string(size) + " bytes, expected at least " +
-                        std::to_string(min_bytes) + " (shape × itemsize)");
-    }
-  }
-  return p;
 }
 
 }  // namespace tensordict::format

@@ -1,0 +1,404 @@
+#pragma once
+/// \file
+/// Reading a save from disk, without libtorch: every folder is opened through its parent's
+/// handle (`openat`, never following a link), every `meta.json` parsed and checked, every leaf's
+/// file mapped or read. One handle on the save's folder is held for the whole load, so a save
+/// that replaces it meanwhile (memmap swaps the new folder in whole) is never mixed with it: the
+/// load sees that the folder was replaced and starts over on the new one.
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "format.hpp"
+
+namespace tensordict {
+
+/// Options of `load_memmap` and `load_lazy_stack`.
+struct LoadOptions {
+  /// Writes to a loaded leaf reach its file, as in Python, where the file is writable. False,
+  /// or a file the process may not write (a read-only mount, another user's save): the leaf is
+  /// a private copy-on-write mapping; writes stay in memory and the save never changes.
+  bool write_through = true;
+  /// Every mapped leaf costs one of the process's memory mappings (`vm.max_map_count`, 65 530
+  /// by default). A save with more leaves than this maps only those of at least
+  /// `small_leaf_bytes`; the smaller ones are read into memory (writes to them stay there).
+  std::size_t max_mappings = 16384;
+  /// See `max_mappings`.
+  std::size_t small_leaf_bytes = 65536;
+};
+
+}  // namespace tensordict
+
+namespace tensordict::format {
+
+/// An open file descriptor, closed by its owner.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) noexcept : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  /// The descriptor (-1 when none).
+  int get() const noexcept { return fd_; }
+
+ private:
+  void reset() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+};
+
+/// One leaf's bytes: a mapping of its file or a copy in memory, released with the last owner.
+struct Bytes {
+  std::shared_ptr<void> owner;
+  void* data = nullptr;
+  std::size_t size = 0;
+  bool mapped = false;       ///< a mapping of the file (else a copy in memory)
+  bool writes_file = false;  ///< writes reach the file (a shared mapping)
+};
+
+/// One folder of a save: its `meta.json`, and what that names below it.
+struct Node {
+  std::string path;  ///< the folder, for messages
+  Level level;
+  /// A TensorDict level: one child per `level.entries` item, in order: a leaf's bytes (none
+  /// for a leaf without elements) or the nested folder.
+  std::vector<std::variant<Bytes, std::unique_ptr<Node>>> children;
+  std::unique_ptr<Node> inner;                  ///< a tensorclass: its `_tensordict/` folder
+  std::vector<std::unique_ptr<Node>> elements;  ///< a lazy stack: `0/`, `1/`, ...
+};
+
+namespace detail {
+
+inline std::string os_reason(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+inline std::string join(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + '/' + name;
+}
+
+// Names that a save's meta.json gives must be plain file names: nothing that leaves the folder.
+inline void check_plain(const std::string& path, const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    throw FormatError(path + ": a name that is not a plain file name");
+  }
+}
+
+// Why `name` in `dirfd` could not be opened as wanted, as an error naming `path`.
+[[noreturn]] inline void open_failed(int dirfd, const std::string& path, const std::string& name,
+                                     int err, bool folder) {
+  if (err == ENOENT) throw FormatError(path + ": missing");
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      throw FormatError(path + ": a symbolic link; loading never follows links (a save holds "
+                               "folders and regular files only)");
+    }
+    if (folder && !S_ISDIR(st.st_mode)) throw FormatError(path + ": not a folder");
+    if (!folder && !S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
+  }
+  throw FormatError(path + ": cannot be opened (" + os_reason(err) + ")");
+}
+
+inline Fd open_dir_at(int dirfd, const std::string& path, const std::string& name) {
+  check_plain(path, name);
+  const int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) open_failed(dirfd, path, name, errno, true);
+  return Fd(fd);
+}
+
+// A regular file, read-write when wanted and allowed, else read-only; `writable` says which.
+// O_NONBLOCK: a FIFO in place of a file must not block the load (it is refused below).
+inline Fd open_file_at(int dirfd, const std::string& path, const std::string& name, bool want_write,
+                       bool& writable, struct stat& st) {
+  check_plain(path, name);
+  const int flags = O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+  int fd = -1;
+  writable = false;
+  if (want_write) {
+    fd = ::openat(dirfd, name.c_str(), O_RDWR | flags);
+    if (fd >= 0) {
+      writable = true;
+    } else if (errno != EACCES && errno != EROFS && errno != EPERM && errno != ETXTBSY) {
+      open_failed(dirfd, path, name, errno, false);
+    }
+  }
+  if (fd < 0) fd = ::openat(dirfd, name.c_str(), O_RDONLY | flags);
+  if (fd < 0) open_failed(dirfd, path, name, errno, false);
+  Fd f(fd);
+  if (::fstat(fd, &st) != 0) throw FormatError(path + ": cannot be read (" + os_reason(errno) + ")");
+  if (!S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
+  return f;
+}
+
+// Reads `n` bytes from the start of `fd` into `out`.
+inline void read_exactly(int fd, char* out, std::size_t n, const std::string& path) {
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd, out + done, n - done, static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw FormatError(path + ": cannot be read (" + os_reason(errno) + ")");
+    if (r == 0) throw FormatError(path + ": shorter than its size while being read");
+    done += static_cast<std::size_t>(r);
+  }
+}
+
+inline Level read_level(int dirfd, const std::string& dir_path) {
+  const std::string path = join(dir_path, "meta.json");
+  bool writable = false;
+  struct stat st {};
+  const Fd f = open_file_at(dirfd, path, "meta.json", false, writable, st);
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size > max_meta_bytes) {
+    throw FormatError(path + ": " + std::to_string(size) + " bytes, more than the limit of " +
+                      std::to_string(max_meta_bytes));
+  }
+  std::string text(size, '\0');
+  read_exactly(f.get(), text.data(), size, path);
+  return parse_level(text, path);
+}
+
+inline bool exists_at(int dirfd, const std::string& name) {
+  struct stat st {};
+  return ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+}  // namespace detail
+
+/// The file name of `key` in the folder `dirfd`: encoded as Python writes it, or the key
+/// itself where only that exists (Python's saves with robust_key=False, read back that way).
+inline std::string stored_name(int dirfd, const std::string& key, const char* suffix) {
+  std::string name = encode_key(key) + suffix;
+  const std::string raw = key + suffix;
+  if (raw == name || key == "." || key == ".." || key.find('/') != std::string::npos) return name;
+  if (!detail::exists_at(dirfd, name) && detail::exists_at(dirfd, raw)) return raw;
+  return name;
+}
+
+namespace detail {
+
+// The element count of a lazy stack's folder: sub-folders 0, 1, ... n-1, all present.
+inline std::size_t stack_elements(int dirfd, const std::string& path) {
+  const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) throw FormatError(path + ": cannot be listed (" + os_reason(errno) + ")");
+  DIR* d = ::fdopendir(dup);
+  if (!d) {
+    ::close(dup);
+    throw FormatError(path + ": cannot be listed (" + os_reason(errno) + ")");
+  }
+  ::rewinddir(d);
+  std::vector<std::uint64_t> ids;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n.empty() || n.size() > 18 || n.find_first_not_of("0123456789") != std::string_view::npos ||
+        (n.size() > 1 && n[0] == '0')) {
+      continue;
+    }
+    ids.push_back(std::strtoull(e->d_name, nullptr, 10));
+  }
+  ::closedir(d);
+  std::sort(ids.begin(), ids.end());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != i) {
+      throw FormatError(join(path, std::to_string(i)) + ": missing, but the lazy stack has element " +
+                        std::to_string(ids.back()));
+    }
+  }
+  return ids.size();
+}
+
+struct Walk {
+  std::size_t leaves = 0;  // leaves with bytes, all levels
+};
+
+inline std::unique_ptr<Node> read_node(int dirfd, const std::string& path, std::size_t depth, Walk& w) {
+  if (depth > max_json_depth) {
+    throw FormatError(path + ": levels nested deeper than " + std::to_string(max_json_depth));
+  }
+  auto node = std::make_unique<Node>();
+  node->path = path;
+  node->level = read_level(dirfd, path);
+  auto sub = [&](const std::string& name) {
+    const std::string p = join(path, name);
+    const Fd f = open_dir_at(dirfd, p, name);
+    return read_node(f.get(), p, depth + 1, w);
+  };
+  switch (node->level.kind) {
+    case LevelKind::tensordict:
+      node->children.reserve(node->level.entries.size());
+      for (const auto& [key, entry] : node->level.entries) {
+        if (const auto* leaf = std::get_if<Leaf>(&entry)) {
+          node->children.emplace_back(Bytes{});
+          if (leaf->nbytes > 0) ++w.leaves;
+        } else {
+          node->children.emplace_back(sub(stored_name(dirfd, key, "")));
+        }
+      }
+      break;
+    case LevelKind::tensorclass:
+      node->inner = sub("_tensordict");
+      break;
+    case LevelKind::lazy_stack: {
+      const std::size_t n = stack_elements(dirfd, path);
+      for (std::size_t i = 0; i < n; ++i) node->elements.push_back(sub(std::to_string(i)));
+      break;
+    }
+    default:
+      break;
+  }
+  return node;
+}
+
+inline Bytes read_leaf(int dirfd, const std::string& path, const std::string& name, int64_t nbytes,
+                       const LoadOptions& o, bool copy_small) {
+  bool writable = false;
+  struct stat st {};
+  const Fd f = open_file_at(dirfd, path, name, o.write_through, writable, st);
+  if (st.st_size < nbytes) {
+    throw FormatError(path + ": " + std::to_string(st.st_size) + " bytes, expected at least " +
+                      std::to_string(nbytes) + " (shape × itemsize)");
+  }
+  const auto n = static_cast<std::size_t>(nbytes);
+  Bytes b;
+  b.size = n;
+  if (copy_small && n < o.small_leaf_bytes) {
+    void* p = std::malloc(n);
+    if (!p) throw FormatError(path + ": no memory for " + std::to_string(n) + " bytes");
+    b.owner = std::shared_ptr<void>(p, std::free);
+    read_exactly(f.get(), static_cast<char*>(p), n, path);
+    b.data = p;
+    return b;
+  }
+  const bool shared = writable && o.write_through;
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, shared ? MAP_SHARED : MAP_PRIVATE, f.get(), 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    throw FormatError(path + ": cannot be mapped (" + os_reason(err) + ")" +
+                      (err == ENOMEM ? ": the address space or the process's memory mappings "
+                                       "(vm.max_map_count) are used up; LoadOptions::max_mappings "
+                                       "and small_leaf_bytes read small leaves instead"
+                                     : ""));
+  }
+  b.owner = std::shared_ptr<void>(p, [n](void* q) { ::munmap(q, n); });
+  b.data = p;
+  b.mapped = true;
+  b.writes_file = shared;
+  return b;
+}
+
+// The second pass: the leaves of every folder read in the first, through the same handles.
+inline void read_leaves(Node& node, int dirfd, const LoadOptions& o, bool copy_small) {
+  auto sub = [&](Node& child, const std::string& name) {
+    const Fd f = open_dir_at(dirfd, child.path, name);
+    read_leaves(child, f.get(), o, copy_small);
+  };
+  switch (node.level.kind) {
+    case LevelKind::tensordict:
+      for (std::size_t i = 0; i < node.level.entries.size(); ++i) {
+        const auto& [key, entry] = node.level.entries[i];
+        if (const auto* leaf = std::get_if<Leaf>(&entry)) {
+          if (leaf->nbytes == 0) continue;
+          const std::string name = stored_name(dirfd, key, ".memmap");
+          node.children[i] = read_leaf(dirfd, join(node.path, name), name, leaf->nbytes, o, copy_small);
+        } else {
+          auto& child = *std::get<std::unique_ptr<Node>>(node.children[i]);
+          sub(child, stored_name(dirfd, key, ""));
+        }
+      }
+      break;
+    case LevelKind::tensorclass:
+      sub(*node.inner, "_tensordict");
+      break;
+    case LevelKind::lazy_stack:
+      for (std::size_t i = 0; i < node.elements.size(); ++i) sub(*node.elements[i], std::to_string(i));
+      break;
+    default:
+      break;
+  }
+}
+
+inline Fd open_root(const std::string& root) {
+  const int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) return Fd(fd);
+  const int err = errno;
+  if (err == ENOENT) throw FormatError(root + ": no such folder");
+  if (err == ENOTDIR) {
+    struct stat st {};
+    if (::stat(root.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      char magic[4] = {};
+      const int f = ::open(root.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+      const bool zip = f >= 0 && ::pread(f, magic, 4, 0) == 4 && std::memcmp(magic, "PK\3\4", 4) == 0;
+      if (f >= 0) ::close(f);
+      if (zip) {
+        throw FormatError(root + ": a zip archive (pack_memmap's .tdz, or a torch.save file), not "
+                                 "a save folder; this library reads the folders memmap writes "
+                                 "(unpack a .tdz with Python's unpack_memmap)");
+      }
+      throw FormatError(root + ": a file, not a save folder (pass the folder that holds the "
+                               "save's meta.json)");
+    }
+    throw FormatError(root + ": not a folder");
+  }
+  throw FormatError(root + ": cannot be opened (" + os_reason(err) + ")");
+}
+
+// Whether `root` still names the folder `fd` was opened on (an open descriptor keeps its inode
+// from being reused, so equal numbers mean the same folder).
+inline bool still_at(const Fd& fd, const std::string& root) {
+  struct stat a {}, b {};
+  return ::fstat(fd.get(), &a) == 0 && ::stat(root.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+}  // namespace detail
+
+/// How many times a load starts over on a save replaced while it was being read.
+inline constexpr int max_load_attempts = 16;
+
+/// Reads the save in folder `root`: every folder through one handle on `root`, every meta.json
+/// checked, every leaf mapped (or read, see `LoadOptions`). A save swapped in while this runs
+/// makes it start over, so the result is always one save, whole. Errors are `FormatError`s
+/// naming the file and the reason.
+inline std::unique_ptr<Node> read_save(const std::string& root, const LoadOptions& o = {}) {
+  for (int attempt = 0; attempt < max_load_attempts; ++attempt) {
+    const Fd fd = detail::open_root(root);
+    try {
+      detail::Walk w;
+      auto node = detail::read_node(fd.get(), root, 0, w);
+      detail::read_leaves(*node, fd.get(), o, w.leaves > o.max_mappings);
+      if (detail::still_at(fd, root)) return node;
+    } catch (const Error&) {
+      // A save being replaced loses its files under the load: start over on the new one.
+      if (detail::still_at(fd, root)) throw;
+    }
+  }
+  throw FormatError(root + ": replaced by other saves " + std::to_string(max_load_attempts) +
+                    " times while it was being loaded");
+}
+
+}  // namespace tensordict::format
