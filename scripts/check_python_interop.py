@@ -82,6 +82,20 @@ check("list field type", type(q).__name__ == "Seq")
 check("list field", list(q.tags) == ["a", "b"])
 check("list field x", torch.equal(q.x, torch.arange(3, dtype=torch.float32)))
 
+from safetensors.torch import load_file
+from tensordict import from_safetensors
+
+ps = from_safetensors(f"{root}/policy.safetensors")
+check("safetensors tensorclass type", type(ps).__name__ == "Policy")
+check("safetensors tensorclass weight", torch.equal(ps.weight, torch.arange(6, dtype=torch.float32).reshape(2, 3)))
+check("safetensors tensorclass activation", ps.activation == "relu")
+check("safetensors tensorclass batch size", ps.batch_size == torch.Size([2]))
+plain = load_file(f"{root}/net.safetensors")
+check("safetensors state_dict names", sorted(plain) == want)
+check("safetensors values", torch.equal(plain["blocks.2.weight"], torch.full((2, 2), 2.0)))
+ns = from_safetensors(f"{root}/names.safetensors")
+check("safetensors dim names", ns.names == ["batch", None])
+
 for f in failures:
     print("FAILED:", f)
 print(f"{len(failures)} failed" if failures else "all values match")

@@ -16,6 +16,7 @@
 #include "math.hpp"
 #include "nn.hpp"
 #include "optim.hpp"
+#include "safetensors.hpp"
 #include "reflect.hpp"
 #include "spec.hpp"
 #include "tree.hpp"

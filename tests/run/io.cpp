@@ -18,6 +18,8 @@
 #include <set>
 #include <torch/torch.h>
 
+#include <tensordict/safetensors.hpp>
+
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -653,6 +655,10 @@ TEST_CASE("interop: the saves Python checks") {
   named.set_names({"batch", std::nullopt});
   td::memmap(named, out / "names", {.overwrite = true});
   td::memmap(Seq{torch::arange(3, torch::kFloat), {"a", "b"}}, out / "list_field", {.overwrite = true});
+  // safetensors, with and without Python tensordict's structure metadata.
+  td::save_safetensors(p, out / "policy.safetensors");
+  td::save_safetensors(net, out / "net.safetensors", {.structure = false});
+  td::save_safetensors(named, out / "names.safetensors");
 
   // The C++ side reads them back too.
   CHECK(td::load_memmap<IoNet>(out / "containers").blocks.size() == 3);

@@ -1,0 +1,246 @@
+#pragma once
+/// \file
+/// The safetensors file format, read and checked without libtorch: an 8-byte little-endian
+/// header size, a JSON header naming every tensor's dtype, shape and byte range, then the
+/// bytes. Kept free of libtorch headers so that the parser can be fuzzed and sanitised alone.
+///
+/// The header is trusted for nothing: its size is bounded, its JSON nesting is bounded, every
+/// name appears once, every dtype is known, every byte range is exactly dtype × shape, and the
+/// ranges tile the data section in order, without overlap or gap (as the format requires).
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../errors.hpp"
+
+namespace tensordict::safetensors_format {
+
+/// A dtype as safetensors spells it, Python's name for it, and its element size in bytes.
+struct DType {
+  std::string_view name;    ///< `F32`
+  std::string_view python;  ///< `torch.float32`
+  int64_t itemsize;
+};
+
+/// Every dtype PyTorch's safetensors reader knows (whether this libtorch has it is decided by
+/// the loader).
+inline constexpr DType dtypes[] = {
+    {"BOOL", "torch.bool", 1},          {"U8", "torch.uint8", 1},
+    {"I8", "torch.int8", 1},            {"I16", "torch.int16", 2},
+    {"U16", "torch.uint16", 2},         {"I32", "torch.int32", 4},
+    {"U32", "torch.uint32", 4},         {"I64", "torch.int64", 8},
+    {"U64", "torch.uint64", 8},         {"F16", "torch.float16", 2},
+    {"BF16", "torch.bfloat16", 2},      {"F32", "torch.float32", 4},
+    {"F64", "torch.float64", 8},        {"C64", "torch.complex64", 8},
+    {"F8_E4M3", "torch.float8_e4m3fn", 1}, {"F8_E5M2", "torch.float8_e5m2", 1},
+    {"F8_E4M3FNUZ", "torch.float8_e4m3fnuz", 1}, {"F8_E5M2FNUZ", "torch.float8_e5m2fnuz", 1},
+};
+
+/// The dtype safetensors names `name`, or null.
+inline const DType* find_dtype(std::string_view name) noexcept {
+  for (const auto& d : dtypes) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+/// The safetensors dtype of Python's dtype name, or null.
+inline const DType* find_python_dtype(std::string_view python) noexcept {
+  for (const auto& d : dtypes) {
+    if (d.python == python) return &d;
+  }
+  return nullptr;
+}
+
+/// Limits on a header: its size (safetensors' own limit) and JSON nesting (a header is flat:
+/// an object of objects holding a list).
+inline constexpr std::uint64_t max_header_bytes = 100'000'000;
+inline constexpr std::size_t max_header_depth = 8;
+
+/// One tensor of a file.
+struct Tensor {
+  std::string name;
+  const DType* dtype = nullptr;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  std::uint64_t begin = 0;  ///< byte offsets in the data section, [begin, end)
+  std::uint64_t end = 0;
+};
+
+/// A file's header, checked.
+struct Header {
+  /// The tensors in the order of their bytes in the file.
+  std::vector<Tensor> tensors;
+  /// `__metadata__`: string keys to string values.
+  std::map<std::string, std::string> metadata;
+  /// Where the data section starts in the file: 8 + the header's size.
+  std::uint64_t data_start = 0;
+};
+
+namespace detail {
+
+[[noreturn]] inline void fail(const std::string& file, const std::string& what) {
+  throw FormatError(file + ": " + what);
+}
+
+// A pass over the header text that builds nothing: nesting depth, duplicate top-level names.
+class Scan : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string problem;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return enter(); }
+  bool key(string_t& k) override {
+    if (depth_ == 1 && !seen_.insert(k).second) return stop("the tensor '" + k + "' appears twice");
+    return true;
+  }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override { return --depth_, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    return stop(std::string("malformed JSON header (") + e.what() + ")");
+  }
+
+ private:
+  bool enter() {
+    if (++depth_ > max_header_depth) return stop("a header nested deeper than any safetensors header");
+    return true;
+  }
+  bool stop(std::string why) {
+    if (problem.empty()) problem = std::move(why);
+    return false;
+  }
+  std::size_t depth_ = 0;
+  std::unordered_set<std::string> seen_;
+};
+
+}  // namespace detail
+
+/// The header size that the first 8 bytes of a file give, checked against the file's size.
+inline std::uint64_t header_size(const unsigned char* first8, std::uint64_t file_size, const std::string& file) {
+  if (file_size < 8) detail::fail(file, std::to_string(file_size) + " bytes, too short for a safetensors file");
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | first8[i];
+  if (n > max_header_bytes) {
+    detail::fail(file, "a header of " + std::to_string(n) + " bytes, more than the limit of " +
+                           std::to_string(max_header_bytes) + " (not a safetensors file?)");
+  }
+  if (n > file_size - 8) {
+    detail::fail(file, "a header of " + std::to_string(n) + " bytes in a file of " +
+                           std::to_string(file_size) + " (truncated, or not a safetensors file)");
+  }
+  return n;
+}
+
+/// Parses and checks a header (`text`, the bytes after the size) of a file of `file_size`
+/// bytes; `file` names it in errors. Every error is a FormatError naming the file and, where
+/// there is one, the tensor.
+inline Header parse_header(std::string_view text, std::uint64_t file_size, const std::string& file) {
+  if (text.empty() || text[0] != '{') detail::fail(file, "the header does not start with '{' (not a safetensors file?)");
+  // The format allows trailing spaces (padding to an alignment).
+  std::string_view json = text;
+  while (!json.empty() && json.back() == ' ') json.remove_suffix(1);
+  if (json.find('\0') != std::string_view::npos) detail::fail(file, "a NUL byte in the header");
+  detail::Scan scan;
+  const bool ok = nlohmann::json::sax_parse(json, &scan);
+  if (!scan.problem.empty()) detail::fail(file, scan.problem);
+  if (!ok) detail::fail(file, "malformed JSON header");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::exception& e) {
+    detail::fail(file, std::string("malformed JSON header (") + e.what() + ")");
+  }
+  if (!j.is_object()) detail::fail(file, "the header is not a JSON object");
+  Header out;
+  out.data_start = 8 + text.size();
+  const std::uint64_t data_bytes = file_size - out.data_start;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    const nlohmann::json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) detail::fail(file, "\"__metadata__\" is not an object of strings");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) detail::fail(file, "\"__metadata__\" key '" + m.key() + "' is not a string");
+        out.metadata.emplace(m.key(), m.value().get<std::string>());
+      }
+      continue;
+    }
+    const std::string where = "tensor '" + name + "'";
+    if (!v.is_object()) detail::fail(file, where + ": not an object");
+    for (auto f = v.begin(); f != v.end(); ++f) {
+      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") {
+        detail::fail(file, where + ": unknown field '" + f.key() + "'");
+      }
+    }
+    if (!v.contains("dtype") || !v["dtype"].is_string()) detail::fail(file, where + ": no \"dtype\" string");
+    Tensor t;
+    t.name = name;
+    t.dtype = find_dtype(v["dtype"].get_ref<const std::string&>());
+    if (!t.dtype) detail::fail(file, where + ": unknown dtype '" + v["dtype"].get<std::string>() + "'");
+    if (!v.contains("shape") || !v["shape"].is_array()) detail::fail(file, where + ": no \"shape\" list");
+    t.numel = 1;
+    for (const auto& d : v["shape"]) {
+      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+        detail::fail(file, where + ": \"shape\" holds " + d.dump() + ", not a size");
+      }
+      t.shape.push_back(d.get<int64_t>());
+      if (__builtin_mul_overflow(t.numel, t.shape.back(), &t.numel)) {
+        detail::fail(file, where + ": the shape's element count overflows");
+      }
+    }
+    const auto& off = v.contains("data_offsets") ? v["data_offsets"] : nlohmann::json();
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+      detail::fail(file, where + ": \"data_offsets\" is not two byte offsets");
+    }
+    t.begin = off[0].get<std::uint64_t>();
+    t.end = off[1].get<std::uint64_t>();
+    if (t.end < t.begin) detail::fail(file, where + ": \"data_offsets\" end before they begin");
+    int64_t nbytes = 0;
+    if (__builtin_mul_overflow(t.numel, t.dtype->itemsize, &nbytes) ||
+        t.end - t.begin != static_cast<std::uint64_t>(nbytes)) {
+      detail::fail(file, where + ": " + std::to_string(t.end - t.begin) + " bytes, but shape × itemsize of " +
+                             std::string(t.dtype->name) + " is " +
+                             (nbytes >= 0 ? std::to_string(nbytes) : std::string("too large")));
+    }
+    if (t.end > data_bytes) {
+      detail::fail(file, where + ": bytes [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                             ") past the end of the data (" + std::to_string(data_bytes) +
+                             " bytes; the file is truncated)");
+    }
+    out.tensors.push_back(std::move(t));
+  }
+  std::sort(out.tensors.begin(), out.tensors.end(),
+            [](const Tensor& a, const Tensor& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::uint64_t at = 0;
+  for (const Tensor& t : out.tensors) {
+    if (t.begin < at) {
+      detail::fail(file, "tensor '" + t.name + "': bytes [" + std::to_string(t.begin) + ", " +
+                             std::to_string(t.end) + ") overlap another tensor's");
+    }
+    if (t.begin > at) {
+      detail::fail(file, "tensor '" + t.name + "': bytes start at " + std::to_string(t.begin) +
+                             ", leaving bytes [" + std::to_string(at) + ", " + std::to_string(t.begin) +
+                             ") that no tensor holds");
+    }
+    at = t.end;
+  }
+  if (at != data_bytes) {
+    detail::fail(file, std::to_string(data_bytes - at) + " bytes after the last tensor that no tensor holds");
+  }
+  return out;
+}
+
+}  // namespace tensordict::safetensors_format

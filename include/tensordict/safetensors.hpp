@@ -1,0 +1,611 @@
+#pragma once
+/// \file
+/// Checkpoints in the safetensors format (the Hugging Face Hub's): `load_safetensors(path)` (a
+/// TensorDict nested at "."), `load_safetensors<T>(path)` (a struct), `load_safetensors(path,
+/// out)` (into a tree you have, with torch's strict report), and `save_safetensors(tree, path)`.
+/// Files that Python tensordict's `to_safetensors` wrote carry the tree's structure (batch
+/// sizes, dim names, non-tensor values) in their metadata: it is read, and written.
+///
+/// Loading maps the file once, read-only to the file: leaves are views of a private
+/// (copy-on-write) mapping, so loading costs the header, and a write to a leaf stays in memory.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/version.h>
+#include <nlohmann/json.hpp>
+
+#include "convert.hpp"
+#include "dict.hpp"
+#include "dtype.hpp"
+#include "errors.hpp"
+#include "io/safetensors_format.hpp"
+#include "io.hpp"
+
+namespace tensordict {
+
+/// A function from a tensor's name in a checkpoint to its key path in the tree ("." between
+/// levels); an empty result leaves the tensor out.
+using Rename = std::function<std::string(const std::string&)>;
+
+/// `model.layers.0.w` → `layers.0.w`; names without the prefix are kept as they are.
+inline Rename strip_prefix(std::string prefix) {
+  return [p = std::move(prefix)](const std::string& n) { return n.rfind(p, 0) == 0 ? n.substr(p.size()) : n; };
+}
+/// `layers.0.w` → `model.layers.0.w`.
+inline Rename add_prefix(std::string prefix) {
+  return [p = std::move(prefix)](const std::string& n) { return p + n; };
+}
+/// Names starting with `from` start with `to` instead; others are kept.
+inline Rename replace_prefix(std::string from, std::string to) {
+  return [f = std::move(from), t = std::move(to)](const std::string& n) {
+    return n.rfind(f, 0) == 0 ? t + n.substr(f.size()) : n;
+  };
+}
+
+/// Options of the checkpoint loaders.
+struct CheckpointOptions {
+  /// Missing, unexpected or mismatched tensors make the load fail, all listed in one error (as
+  /// torch's `load_state_dict(strict=True)`); false: they are returned in the `LoadReport`.
+  bool strict = true;
+  /// Maps each name in the file to a key path of the tree (see `strip_prefix`, ...).
+  Rename rename;
+  /// Floating-point tensors are converted to this dtype as they are loaded (once per leaf).
+  std::optional<at::ScalarType> dtype;
+};
+
+/// What a load into an existing tree did not match: key paths of the tree missing from the
+/// file, names of the file not in the tree, and leaves whose shape or dtype differ (each with
+/// both sides).
+struct LoadReport {
+  std::vector<std::string> missing, unexpected, mismatched;
+  /// True when everything matched.
+  bool ok() const noexcept { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+  /// The report as one message.
+  std::string str() const {
+    std::string s;
+    auto list = [&](const char* what, const std::vector<std::string>& v) {
+      if (v.empty()) return;
+      if (!s.empty()) s += "; ";
+      s += std::to_string(v.size()) + " " + what + ": ";
+      for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    };
+    list("missing", missing);
+    list("unexpected", unexpected);
+    list("mismatched", mismatched);
+    return s;
+  }
+};
+
+/// Options of `save_safetensors`.
+struct SafetensorsSaveOptions {
+  /// Flush the file to disk before it replaces the previous one.
+  bool sync = true;
+  /// Write Python tensordict's structure metadata (batch sizes, names, non-tensor values), so
+  /// that `from_safetensors` rebuilds the tree; without it a file holds tensors only.
+  bool structure = true;
+};
+
+namespace detail {
+
+// libtorch's dtype for a safetensors dtype, or an error naming the tensor.
+inline at::ScalarType st_scalar_type(const safetensors_format::DType& d, const std::string& where) {
+  if (auto t = dtype_from_name(d.python)) return *t;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  if (d.name == "F8_E4M3") return at::ScalarType::Float8_e4m3fn;
+  if (d.name == "F8_E5M2") return at::ScalarType::Float8_e5m2;
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  if (d.name == "F8_E4M3FNUZ") return at::ScalarType::Float8_e4m3fnuz;
+  if (d.name == "F8_E5M2FNUZ") return at::ScalarType::Float8_e5m2fnuz;
+#endif
+  throw FormatError(where + ": dtype " + std::string(d.name) + " (" + std::string(d.python) +
+                    ") is not supported by this libtorch (" + TORCH_VERSION + ")");
+}
+
+inline const safetensors_format::DType& st_dtype_of(at::ScalarType t, const std::string& where) {
+  std::string name = dtype_name(t);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  if (t == at::ScalarType::Float8_e4m3fn) name = "torch.float8_e4m3fn";
+  if (t == at::ScalarType::Float8_e5m2) name = "torch.float8_e5m2";
+#endif
+  if (const auto* d = safetensors_format::find_python_dtype(name)) return *d;
+  throw Error("save_safetensors: " + where + ": dtype " + name + " has no safetensors form");
+}
+
+// A whole file, mapped privately: the tensors are its views.
+struct MappedFile {
+  std::shared_ptr<void> owner;
+  const unsigned char* data = nullptr;
+  std::uint64_t size = 0;
+};
+
+inline MappedFile map_whole(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    throw FormatError(path + ": cannot be opened (" + format::detail::os_reason(err) + ")");
+  }
+  const format::Fd f(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw FormatError(path + ": cannot be read (" + format::detail::os_reason(errno) + ")");
+  if (S_ISDIR(st.st_mode)) throw FormatError(path + ": a folder, not a safetensors file");
+  if (!S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
+  MappedFile m;
+  m.size = static_cast<std::uint64_t>(st.st_size);
+  if (m.size == 0) throw FormatError(path + ": 0 bytes, too short for a safetensors file");
+  void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) throw FormatError(path + ": cannot be mapped (" + format::detail::os_reason(errno) + ")");
+  m.owner = std::shared_ptr<void>(p, [n = m.size](void* q) { ::munmap(q, n); });
+  m.data = static_cast<const unsigned char*>(p);
+  return m;
+}
+
+// The file's tensors, by name, as views of the mapping (copied where the file misaligns them).
+struct StFile {
+  safetensors_format::Header header;
+  std::unordered_map<std::string, at::Tensor> tensors;
+};
+
+inline StFile read_safetensors(const std::string& path) {
+  const MappedFile m = map_whole(path);
+  StFile out;
+  const std::uint64_t n = safetensors_format::header_size(m.data, m.size, path);
+  out.header = safetensors_format::parse_header(
+      std::string_view(reinterpret_cast<const char*>(m.data) + 8, n), m.size, path);
+  for (const auto& t : out.header.tensors) {
+    const std::string where = path + ": tensor '" + t.name + "'";
+    const auto opts = at::TensorOptions().dtype(st_scalar_type(*t.dtype, where));
+    at::Tensor x;
+    if (t.numel == 0) {
+      x = at::empty(t.shape, opts);
+    } else {
+      void* p = const_cast<unsigned char*>(m.data + out.header.data_start + t.begin);
+      const bool aligned = reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(t.dtype->itemsize) == 0;
+      x = at::from_blob(p, t.shape, [owner = m.owner](void*) {}, opts);
+      if (!aligned) x = x.clone();  // kernels may assume aligned elements
+    }
+    out.tensors.emplace(t.name, std::move(x));
+  }
+  return out;
+}
+
+inline at::Tensor converted(at::Tensor t, const CheckpointOptions& o) {
+  if (o.dtype && at::isFloatingType(t.scalar_type()) && t.scalar_type() != *o.dtype) return t.to(*o.dtype);
+  return t;
+}
+
+// The name a tensor of the file takes in the tree ("" when renamed away).
+inline std::string tree_name(const std::string& name, const CheckpointOptions& o) {
+  return o.rename ? o.rename(name) : name;
+}
+
+// Python tensordict's structure metadata: one level, rebuilt (the key order of "keys" is the
+// saved order, which a parsed JSON object does not keep: it comes from `order`).
+struct StructureOrder {
+  std::unordered_map<std::string, std::vector<std::string>> keys;  // by the level's path
+};
+
+class StructureScan : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  StructureOrder order;
+  std::string problem;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    if (path_.size() > format::max_json_depth) return stop("nested deeper than " + std::to_string(format::max_json_depth));
+    path_.push_back(pending_);
+    pending_.clear();
+    return true;
+  }
+  bool key(string_t& k) override {
+    // An object whose own key is "keys" lists a level's entries: keep their order.
+    if (!path_.empty() && path_.back() == "keys") order.keys[joined()].push_back(k);
+    pending_ = k;
+    return true;
+  }
+  bool end_object() override { return path_.pop_back(), true; }
+  bool start_array(std::size_t) override {
+    if (path_.size() > format::max_json_depth) return stop("nested deeper than " + std::to_string(format::max_json_depth));
+    path_.push_back("[]");
+    pending_.clear();
+    return true;
+  }
+  bool end_array() override { return path_.pop_back(), true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    return stop(std::string("malformed JSON (") + e.what() + ")");
+  }
+  std::string joined() const {
+    std::string s;
+    for (const auto& p : path_) (s += p) += '\x1f';
+    return s;
+  }
+
+ private:
+  bool stop(std::string why) {
+    if (problem.empty()) problem = std::move(why);
+    return false;
+  }
+  std::vector<std::string> path_;
+  std::string pending_;
+};
+
+inline TensorDict decode_level(const nlohmann::json& level, const std::string& at_path, StFile& f,
+                               const StructureOrder& order, std::set<std::string>& used,
+                               const std::string& file) {
+  const std::string where = file + ": tensordict metadata";
+  if (!level.is_object() || !level.contains("batch_size") || !level["batch_size"].is_array() ||
+      !level.contains("keys") || !level["keys"].is_object()) {
+    throw FormatError(where + ": a level without \"batch_size\" and \"keys\"");
+  }
+  std::vector<int64_t> bs;
+  for (const auto& d : level["batch_size"]) {
+    if (!d.is_number_unsigned()) throw FormatError(where + ": a batch size holds " + d.dump());
+    bs.push_back(d.get<int64_t>());
+  }
+  TensorDict out{BatchSize(c10::IntArrayRef(bs))};
+  const auto& keys = level["keys"];
+  const std::string keys_path = at_path + "keys\x1f";
+  const auto it = order.keys.find(keys_path);
+  const std::vector<std::string> none;
+  std::set<std::string> seen;
+  for (const std::string& key : it == order.keys.end() ? none : it->second) {
+    const auto found = keys.find(key);
+    if (found == keys.end() || !seen.insert(key).second) continue;
+    const auto& e = *found;
+    try {
+      if (e.contains("tensor") && e["tensor"].is_string()) {
+        const std::string& name = e["tensor"].get_ref<const std::string&>();
+        const auto t = f.tensors.find(name);
+        if (t == f.tensors.end()) throw FormatError(where + ": the tensor '" + name + "' is not in the file");
+        if (!used.insert(name).second) throw FormatError(where + ": the tensor '" + name + "' is used twice");
+        out.set(key, t->second);
+      } else if (e.contains("non_tensor")) {
+        out.set(key, NonTensorData{e["non_tensor"]});
+      } else if (e.contains("td")) {
+        out.set(key, decode_level(e["td"], keys_path + key + "\x1ftd\x1f", f, order, used, file));
+      } else {
+        throw FormatError(where + ": the entry '" + key + "' is neither a tensor, a non-tensor value nor a level");
+      }
+    } catch (const BatchSizeError& err) {
+      throw FormatError(where + ": " + err.what());
+    }
+  }
+  if (seen.size() != keys.size()) throw FormatError(where + ": a level's keys could not be read in order");
+  if (level.contains("names") && level["names"].is_array()) {
+    std::vector<std::optional<std::string>> names;
+    for (const auto& n : level["names"]) {
+      if (!n.is_null() && !n.is_string()) throw FormatError(where + ": a dim name " + n.dump());
+      names.push_back(n.is_null() ? std::nullopt : std::optional<std::string>(n.get<std::string>()));
+    }
+    try {
+      out.set_names(std::move(names));
+    } catch (const BatchSizeError& err) {
+      throw FormatError(where + ": " + err.what());
+    }
+  }
+  return out;
+}
+
+// The file as a TensorDict: the saved structure when Python tensordict wrote one, else nested
+// at "." in name order (as Python's from_safetensors does).
+inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::string* cls = nullptr) {
+  const auto meta = f.header.metadata.find("tensordict");
+  if (meta == f.header.metadata.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, t] : f.tensors) names.push_back(n);
+    std::sort(names.begin(), names.end());
+    TensorDict out;
+    for (const auto& n : names) {
+      std::vector<std::string> parts;
+      for (std::size_t at = 0;;) {
+        const std::size_t dot = n.find('.', at);
+        parts.push_back(n.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+        if (dot == std::string::npos) break;
+        at = dot + 1;
+      }
+      try {
+        out.set(NestedKey(std::move(parts)), f.tensors.at(n));
+      } catch (const Error& e) {
+        throw FormatError(file + ": tensor '" + n + "' does not fit beside the others once split at '.' (" +
+                          e.what() + ")");
+      }
+    }
+    return out;
+  }
+  StructureScan scan;
+  nlohmann::json::sax_parse(meta->second, &scan);
+  if (!scan.problem.empty()) throw FormatError(file + ": tensordict metadata: " + scan.problem);
+  nlohmann::json j = nlohmann::json::parse(meta->second, nullptr, false);
+  if (!j.is_object() || !j.contains("version") || j["version"] != 1 || !j.contains("root")) {
+    throw FormatError(file + ": tensordict metadata of an unknown version (this library reads version 1)");
+  }
+  std::set<std::string> used;
+  TensorDict out = decode_level(j["root"], "\x1froot\x1f", f, scan.order, used, file);
+  for (const auto& [n, t] : f.tensors) {
+    if (!used.count(n)) throw FormatError(file + ": the tensor '" + n + "' is not in its tensordict metadata");
+  }
+  if (cls && j["root"].contains("class") && j["root"]["class"].is_string()) *cls = j["root"]["class"].get<std::string>();
+  return out;
+}
+
+}  // namespace detail
+
+/// Loads a safetensors file as a TensorDict: the structure Python tensordict's `to_safetensors`
+/// saved (batch sizes, dim names, non-tensor values), or else nested at "." (`blocks.0.w` →
+/// `blocks` / `0` / `w`) in name order, as Python's `from_safetensors` does. Leaves are views
+/// of one private mapping of the file. `rename` and `dtype` of the options apply.
+[[nodiscard]] inline TensorDict load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
+  const std::string file = path.string();
+  return detail::guarded_load(file, [&] {
+    detail::StFile f = detail::read_safetensors(file);
+    if (o.rename || o.dtype) {
+      std::unordered_map<std::string, at::Tensor> renamed;
+      for (auto& [n, t] : f.tensors) {
+        std::string to = detail::tree_name(n, o);
+        if (to.empty()) continue;
+        if (!renamed.emplace(to, detail::converted(t, o)).second) {
+          throw FormatError(file + ": two tensors are renamed to '" + to + "'");
+        }
+      }
+      f.tensors = std::move(renamed);
+      f.header.metadata.erase("tensordict");  // names no longer match the saved structure
+    }
+    return detail::safetensors_tree(f, file);
+  });
+}
+
+}  // namespace tensordict
+
+namespace tensordict {
+
+/// Loads a safetensors file into a struct of type T: the file's names (after `rename`) are T's
+/// key paths, containers sized by the file (`blocks.3.w` makes `blocks` hold 4). A mismatch is
+/// a FormatError naming the file and the first key that does not fit; for a report of every
+/// mismatch at once, load into a tree you have (`load_safetensors(path, out)`).
+template <tree T>
+  requires(std::is_default_constructible_v<T> && !std::is_same_v<T, TensorDict>)
+[[nodiscard]] T load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
+  TensorDict td = load_safetensors(path, o);
+  try {
+    return from_tensordict<T>(td);
+  } catch (const Error& e) {
+    throw FormatError(path.string() + ": " + e.what());
+  }
+}
+
+/// Loads a safetensors file into `out`, a tree you have (a struct with its containers sized, or
+/// a TensorDict): every leaf whose key path (after `rename`) names a tensor of the file of the
+/// same shape and dtype takes it. Strict (the default): anything missing, unexpected or
+/// mismatched fails the load, all listed in one FormatError, and `out` is left as it was; not
+/// strict: the matching leaves are loaded and the rest is returned in the report.
+template <tree T>
+  requires(!std::is_same_v<T, CheckpointOptions>)
+LoadReport load_safetensors(const std::filesystem::path& path, T& out, const CheckpointOptions& o = {}) {
+  const std::string file = path.string();
+  LoadReport r;
+  detail::guarded_load(file, [&] {
+    detail::StFile f = detail::read_safetensors(file);
+    std::unordered_map<std::string, at::Tensor> by_name;
+    for (auto& [n, t] : f.tensors) {
+      std::string to = detail::tree_name(n, o);
+      if (to.empty()) continue;
+      if (!by_name.emplace(std::move(to), t).second) {
+        throw FormatError(file + ": two tensors are renamed to '" + detail::tree_name(n, o) + "'");
+      }
+    }
+    T next = out;
+    std::set<std::string> matched;
+    auto show = [](const at::Tensor& x) { return detail::shape_str(x.sizes()) + " " + dtype_name(x.scalar_type()); };
+    detail::visit_leaves(
+        [&](const auto& loc, auto& slot) {
+          const std::string key(loc.path().dotted);
+          const at::Tensor cur = detail::leaf_get(slot);
+          const auto it = by_name.find(key);
+          if (it == by_name.end()) {
+            r.missing.push_back(key);
+            return;
+          }
+          matched.insert(key);
+          const at::Tensor x = detail::converted(it->second, o);
+          if (cur.defined() && (x.sizes() != cur.sizes() || x.scalar_type() != cur.scalar_type())) {
+            r.mismatched.push_back(key + " (file " + show(x) + ", tree " + show(cur) + ")");
+            return;
+          }
+          detail::leaf_set(slot, cur.defined() && cur.device() != x.device() ? x.to(cur.device()) : x);
+        },
+        next);
+    for (const auto& [n, t] : by_name) {
+      if (!matched.count(n)) r.unexpected.push_back(n);
+    }
+    std::sort(r.unexpected.begin(), r.unexpected.end());
+    if (o.strict && !r.ok()) throw FormatError(file + ": " + r.str());
+    out = std::move(next);
+    return 0;
+  });
+  return r;
+}
+
+namespace detail {
+
+// One level's structure, as Python tensordict's to_safetensors describes it, and its tensors.
+inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::string& prefix,
+                                              std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                                              std::set<std::string>& names, const std::string& file) {
+  nlohmann::ordered_json level = nlohmann::ordered_json::object();
+  level["batch_size"] = shape_json(td.batch_size().dims());
+  if (td.names().empty()) {
+    level["names"] = nullptr;
+  } else {
+    nlohmann::ordered_json n = nlohmann::ordered_json::array();
+    for (const auto& x : td.names()) n.push_back(x ? nlohmann::ordered_json(*x) : nullptr);
+    level["names"] = std::move(n);
+  }
+  nlohmann::ordered_json keys = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : td.entries()) {
+    const std::string name = prefix.empty() ? std::string(k) : prefix + "." + std::string(k);
+    if (v.is_tensor()) {
+      if (!v.tensor().defined()) continue;
+      if (!names.insert(name).second) {
+        throw Error("save_safetensors: " + file + ": two keys have the name '" + name + "' once joined with '.'");
+      }
+      tensors.emplace_back(name, v.tensor());
+      append_key(keys, std::string(k), {{"tensor", name}});
+    } else if (v.is_tensordict()) {
+      append_key(keys, std::string(k), {{"td", encode_st_level(v.tensordict(), name, tensors, names, file)}});
+    } else if (v.is_non_tensor()) {
+      append_key(keys, std::string(k), {{"non_tensor", v.non_tensor().value}});
+    } else {
+      throw Error("save_safetensors: " + file + ": the non-tensor stack at '" + name +
+                  "' cannot be saved (as in Python, only single JSON values can)");
+    }
+  }
+  level["keys"] = std::move(keys);
+  return level;
+}
+
+// Writes the file at `path` through a temporary beside it, renamed over it once complete.
+inline void write_safetensors(const std::filesystem::path& path, const std::string& header,
+                              const std::vector<std::pair<std::string, at::Tensor>>& tensors, bool sync) {
+  namespace fs = std::filesystem;
+  const fs::path target = fs::absolute(path).lexically_normal();
+  std::error_code ec;
+  if (fs::is_directory(target, ec)) throw Error("save_safetensors: " + target.string() + " is a folder");
+  const fs::path tmp = sibling(target, "tmp");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw Error("save_safetensors: cannot create " + tmp.string() + " (" + format::detail::os_reason(errno) + ")");
+  }
+  auto fail = [&](const char* what) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(std::string("save_safetensors: cannot ") + what + " " + target.string() + " (" +
+                format::detail::os_reason(err) + ")");
+  };
+  auto put = [&](const void* data, std::size_t n) {
+    const char* c = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        if (w == 0) errno = ENOSPC;
+        fail("write");
+      }
+      c += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  };
+  unsigned char size[8];
+  for (int i = 0; i < 8; ++i) size[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
+  put(size, 8);
+  put(header.data(), header.size());
+  for (const auto& [name, t] : tensors) {
+    if (t.numel() > 0) put(t.data_ptr(), static_cast<std::size_t>(t.numel()) * t.element_size());
+  }
+  if (sync && ::fsync(fd) != 0) fail("flush");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error("save_safetensors: cannot close " + target.string() + " (" + format::detail::os_reason(err) + ")");
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error("save_safetensors: cannot move the file to " + target.string() + " (" +
+                format::detail::os_reason(err) + ")");
+  }
+}
+
+}  // namespace detail
+
+/// Saves a tree (a struct or a TensorDict) as a safetensors file, each tensor under its dotted
+/// key path (`blocks.0.attn.weight`, the state_dict's names). With `structure` (the default),
+/// Python tensordict's structure metadata goes along, so that Python's `from_safetensors`
+/// rebuilds the batch sizes, dim names and non-tensor values (a struct is named as the
+/// tensorclass `<class 'module.Name'>`, as `memmap` names it). The file is written beside the
+/// target and renamed over it once complete: an interrupted save leaves the previous file.
+template <tree T>
+void save_safetensors(const T& tree, const std::filesystem::path& path, const SafetensorsSaveOptions& o = {},
+                      const std::string& python_module = "__main__") {
+  const std::string file = path.string();
+  try {
+    TensorDict td;
+    if constexpr (std::is_same_v<T, TensorDict>) {
+      td = tree;
+    } else {
+      td = to_tensordict(tree);
+    }
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    std::set<std::string> names;
+    nlohmann::ordered_json root = detail::encode_st_level(td, "", tensors, names, file);
+    if constexpr (!std::is_same_v<T, TensorDict>) {
+      nlohmann::ordered_json with_class = nlohmann::ordered_json::object();
+      with_class["batch_size"] = root["batch_size"];
+      with_class["names"] = root["names"];
+      with_class["class"] = "<class '" + python_module + "." + detail::python_class_name<T>() + "'>";
+      with_class["keys"] = std::move(root["keys"]);
+      root = std::move(with_class);
+    }
+    for (auto& [n, t] : tensors) {
+      (void)detail::st_dtype_of(t.scalar_type(), "tensor '" + n + "'");
+      t = t.detach().to(at::kCPU).contiguous();
+    }
+    // As safetensors orders them: larger items first, then by name (offsets stay aligned).
+    std::stable_sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) {
+      return a.second.element_size() != b.second.element_size() ? a.second.element_size() > b.second.element_size()
+                                                                : a.first < b.first;
+    });
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    if (o.structure) {
+      nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+      nlohmann::ordered_json doc = nlohmann::ordered_json::object();
+      doc["version"] = 1;
+      doc["root"] = std::move(root);
+      meta["tensordict"] = detail::dump_python(doc);
+      header["__metadata__"] = std::move(meta);
+    }
+    std::uint64_t at = 0;
+    for (const auto& [n, t] : tensors) {
+      if (n == "__metadata__") throw Error("save_safetensors: " + file + ": a tensor cannot be named '__metadata__'");
+      const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * static_cast<std::uint64_t>(t.element_size());
+      detail::append_key(header, n,
+                         {{"dtype", std::string(detail::st_dtype_of(t.scalar_type(), n).name)},
+                          {"shape", detail::shape_json(t.sizes())},
+                          {"data_offsets", {at, at + bytes}}});
+      at += bytes;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+    detail::write_safetensors(path, text, tensors, o.sync);
+  } catch (const Error&) {
+    throw;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("save_safetensors: " + file + ": a non-tensor value cannot be written as JSON (" + e.what() + ")");
+  } catch (const c10::Error& e) {
+    throw Error("save_safetensors: " + file + ": " + e.what_without_backtrace());
+  }
+}
+
+}  // namespace tensordict

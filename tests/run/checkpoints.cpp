@@ -1,0 +1,353 @@
+// Checkpoints: safetensors files, read (as the Hub and Python tensordict write them) and written.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <torch/torch.h>
+
+#include <tensordict/safetensors.hpp>
+
+#include "types.hpp"
+
+namespace td = tensordict;
+namespace fs = std::filesystem;
+using td::BatchSize;
+using td::TensorDict;
+
+namespace {
+
+const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "checkpoints";
+
+struct Tmp {
+  fs::path path = fs::temp_directory_path() / ("tdcpp-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+  Tmp() { fs::create_directories(path); }
+  ~Tmp() { fs::remove_all(path); }
+  static inline int n = 0;
+};
+
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void put(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+// A safetensors file from a header text and data bytes.
+std::string file_of(const std::string& header, const std::string& payload) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return out + header + payload;
+}
+
+torch::Tensor arange_as(torch::ScalarType dtype) {
+  const torch::Tensor base = torch::arange(6).view({2, 3});
+  if (dtype == torch::kBool) return base.remainder(2) == 1;
+  if (dtype == torch::kComplexFloat) return torch::complex(base.to(torch::kFloat), base.to(torch::kFloat));
+  return base.to(dtype);
+}
+
+struct QProj {
+  torch::Tensor weight, bias;
+};
+struct Attn {
+  QProj q_proj;
+};
+struct Layer {
+  Attn self_attn;
+};
+struct Model {
+  std::vector<Layer> layers;
+  torch::Tensor scale;
+};
+
+struct Lin {
+  torch::Tensor weight, bias;
+};
+struct Block {
+  Lin attn, mlp;
+};
+struct Net {
+  std::vector<Block> blocks;
+  torch::Tensor emb;
+  std::string act;
+};
+
+Net sample_net(int blocks = 3) {
+  Net n;
+  for (int i = 0; i < blocks; ++i) {
+    n.blocks.push_back({{torch::full({2, 2}, float(i)), torch::zeros({2})},
+                        {torch::randn({3, 2}), torch::ones({3}, torch::kDouble)}});
+  }
+  n.emb = torch::arange(10).view({5, 2});
+  n.act = "gelu";
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("load_safetensors: a Hub checkpoint, every dtype, nested at dots in name order") {
+  TensorDict d = td::load_safetensors(data / "hub.safetensors");
+  const TensorDict& dtypes = d.get<TensorDict>({"model", "dtypes"});
+  const std::pair<const char*, torch::ScalarType> kinds[] = {
+      {"bool", torch::kBool},   {"uint8", torch::kByte},       {"int8", torch::kChar},
+      {"int16", torch::kShort}, {"int32", torch::kInt},        {"int64", torch::kLong},
+      {"float16", torch::kHalf}, {"bfloat16", torch::kBFloat16}, {"float32", torch::kFloat},
+      {"float64", torch::kDouble}, {"complex64", torch::kComplexFloat}};
+  for (const auto& [name, dtype] : kinds) {
+    CAPTURE(name);
+    CHECK((dtypes[name].scalar_type() == dtype));
+    CHECK(dtypes[name].equal(arange_as(dtype)));
+  }
+  CHECK(d.get({"model", "scale"}).dim() == 0);
+  CHECK(d.get({"model", "scale"}).item<float>() == 0.5f);
+  CHECK(d.get({"model", "empty"}).sizes() == torch::IntArrayRef{0, 4});
+  // Keys in name order at every level, as Python's from_safetensors builds them.
+  const auto top = d.get<TensorDict>("model").keys();
+  CHECK(top == std::vector<td::NestedKey>{"dtypes", "empty", "layers", "scale"});
+
+  // Into a struct by name, with one rename rule; containers sized by the file.
+  Model m = td::load_safetensors<Model>(data / "hub.safetensors",
+                                        {.rename = [](const std::string& n) -> std::string {
+                                          if (n.rfind("model.layers.", 0) == 0 || n == "model.scale") return n.substr(6);
+                                          return "";  // the rest is not part of the struct
+                                        }});
+  REQUIRE(m.layers.size() == 2);
+  CHECK(m.layers[1].self_attn.q_proj.weight.equal(-torch::arange(12, torch::kFloat).view({3, 4})));
+  CHECK(m.scale.item<float>() == 0.5f);
+
+  // A struct whose fields the file lacks: an error naming the file.
+  CHECK_THROWS_WITH_AS((void)td::load_safetensors<Model>(data / "hub.safetensors"),
+                       doctest::Contains(((data / "hub.safetensors").string() + ": from_tensordict").c_str()), td::FormatError);
+
+  // dtype conversion, once per floating leaf; other dtypes kept.
+  TensorDict half = td::load_safetensors(data / "hub.safetensors", {.dtype = torch::kHalf});
+  CHECK((half.get({"model", "dtypes", "float64"}).scalar_type() == torch::kHalf));
+  CHECK((half.get({"model", "dtypes", "int64"}).scalar_type() == torch::kLong));
+
+  // Leaves are views of a private mapping: writing one leaves the file as it was.
+  Tmp tmp;
+  fs::copy_file(data / "hub.safetensors", tmp.path / "h.safetensors");
+  const std::string before = bytes_of(tmp.path / "h.safetensors");
+  TensorDict w = td::load_safetensors(tmp.path / "h.safetensors");
+  w.get({"model", "dtypes", "float32"}).fill_(7);
+  CHECK(w.get({"model", "dtypes", "float32"}).sum().item<float>() == 42.f);
+  CHECK(bytes_of(tmp.path / "h.safetensors") == before);
+}
+
+TEST_CASE("load_safetensors: Python tensordict's structure metadata, read and written") {
+  TensorDict d = td::load_safetensors(data / "tensordict.safetensors");
+  CHECK(d.batch_size() == BatchSize{2});
+  CHECK(d.keys() == std::vector<td::NestedKey>{"obs", "next", "info", "gamma"});  // the saved order
+  CHECK((d.names() == std::vector<std::optional<std::string>>{"time"}));
+  CHECK(d.get<TensorDict>("next").batch_size() == BatchSize{2});
+  CHECK(d.get({"next", "reward"}).equal(torch::arange(2, torch::kDouble)));
+  CHECK(d.get<std::string>("info") == "walker");
+  CHECK(d.get<double>("gamma") == doctest::Approx(0.99));
+
+  t::Linear lin = td::load_safetensors<t::Linear>(data / "tensorclass.safetensors");
+  CHECK(lin.activation == "relu");
+  CHECK(lin.weight.equal(torch::arange(6, torch::kFloat).view({2, 3})));
+
+  // Written back with the same structure.
+  Tmp tmp;
+  td::save_safetensors(d, tmp.path / "d.safetensors");
+  TensorDict back = td::load_safetensors(tmp.path / "d.safetensors");
+  CHECK(back.keys() == d.keys());
+  CHECK((back.names() == d.names()));
+  CHECK(back.get<std::string>("info") == "walker");
+  CHECK(back["obs"].equal(d["obs"]));
+}
+
+TEST_CASE("save_safetensors: structs with containers, by their state_dict names, atomically") {
+  Tmp tmp;
+  const Net n = sample_net();
+  td::save_safetensors(n, tmp.path / "net.safetensors");
+  Net back = td::load_safetensors<Net>(tmp.path / "net.safetensors");
+  REQUIRE(back.blocks.size() == 3);
+  CHECK(back.act == "gelu");
+  for (int i = 0; i < 3; ++i) {
+    CHECK(back.blocks[i].attn.weight.equal(n.blocks[i].attn.weight));
+    CHECK(back.blocks[i].mlp.weight.equal(n.blocks[i].mlp.weight));
+    CHECK((back.blocks[i].mlp.bias.scalar_type() == torch::kDouble));
+  }
+  CHECK(back.emb.equal(n.emb));
+
+  // Without the structure: tensors only, named as a state_dict names them.
+  td::save_safetensors(n, tmp.path / "plain.safetensors", {.structure = false});
+  const TensorDict plain = td::load_safetensors(tmp.path / "plain.safetensors");
+  CHECK(plain.get({"blocks", "2", "mlp", "weight"}).equal(n.blocks[2].mlp.weight));
+  CHECK_FALSE(plain.contains("act"));
+
+  // The header is valid for any reader: aligned, ordered, every byte accounted for.
+  const std::string raw = bytes_of(tmp.path / "plain.safetensors");
+  std::uint64_t hlen = 0;
+  std::memcpy(&hlen, raw.data(), 8);
+  CHECK(hlen % 8 == 0);
+  const auto h = td::safetensors_format::parse_header(std::string_view(raw).substr(8, hlen), raw.size(), "plain");
+  CHECK(h.tensors.size() == 13);
+
+  // Saving over a file replaces it whole; nothing is left beside it.
+  td::save_safetensors(sample_net(1), tmp.path / "net.safetensors");
+  CHECK(td::load_safetensors<Net>(tmp.path / "net.safetensors").blocks.size() == 1);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path)) files += e.path().filename().string()[0] != '.';
+  CHECK(files == 2);
+  for (const auto& e : fs::directory_iterator(tmp.path)) CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+
+  // What safetensors cannot hold is refused before anything is written.
+  TensorDict stack = td::stack({TensorDict{{"s", "a"}}, TensorDict{{"s", "b"}}});
+  CHECK_THROWS_WITH_AS(td::save_safetensors(stack, tmp.path / "s.safetensors"),
+                       doctest::Contains("the non-tensor stack at 's' cannot be saved"), td::Error);
+  CHECK_THROWS_WITH_AS(td::save_safetensors(TensorDict{{"a.b", torch::ones(1)}, {"a", TensorDict{{"b", torch::ones(1)}}}},
+                                            tmp.path / "dup.safetensors"),
+                       doctest::Contains("two keys have the name 'a.b'"), td::Error);
+  CHECK_FALSE(fs::exists(tmp.path / "s.safetensors"));
+  CHECK_FALSE(fs::exists(tmp.path / "dup.safetensors"));
+}
+
+TEST_CASE("load_safetensors(path, out): torch's strict report, all at once; out untouched on failure") {
+  Tmp tmp;
+  const Net saved = sample_net(3);
+  td::save_safetensors(saved, tmp.path / "net.safetensors");
+
+  Net out = sample_net(2);  // one block short
+  out.blocks[0].mlp.weight = torch::zeros({4, 2});  // a shape that differs
+  out.emb = torch::zeros({5, 2}, torch::kFloat);    // a dtype that differs
+  const torch::Tensor kept = out.blocks[1].attn.weight;
+  try {
+    td::load_safetensors(tmp.path / "net.safetensors", out);
+    FAIL("a strict load of a mismatched tree must fail");
+  } catch (const td::FormatError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("4 unexpected: blocks.2.attn.bias, blocks.2.attn.weight, blocks.2.mlp.bias, blocks.2.mlp.weight") != std::string::npos);
+    CHECK(what.find("blocks.0.mlp.weight (file [3, 2] torch.float32, tree [4, 2] torch.float32)") != std::string::npos);
+    CHECK(what.find("emb (file [5, 2] torch.int64, tree [5, 2] torch.float32)") != std::string::npos);
+  }
+  CHECK(out.blocks[1].attn.weight.is_same(kept));  // nothing was loaded
+
+  const td::LoadReport r = td::load_safetensors(tmp.path / "net.safetensors", out, {.strict = false});
+  CHECK(r.unexpected.size() == 4);
+  CHECK(r.mismatched.size() == 2);
+  CHECK(r.missing.empty());
+  CHECK(out.blocks[1].attn.weight.equal(saved.blocks[1].attn.weight));  // the rest was loaded
+  CHECK(out.blocks[0].mlp.weight.equal(torch::zeros({4, 2})));
+
+  // Missing: a tree with more than the file.
+  Net more = sample_net(4);
+  const td::LoadReport m = td::load_safetensors(tmp.path / "net.safetensors", more, {.strict = false});
+  CHECK(m.missing == std::vector<std::string>{"blocks.3.attn.weight", "blocks.3.attn.bias", "blocks.3.mlp.weight", "blocks.3.mlp.bias"});
+
+  // Names mapped on load: a prefix stripped (and added on the way in).
+  td::save_safetensors(td::to_tensordict(saved), tmp.path / "prefixed.safetensors", {.structure = false});
+  TensorDict prefixed = td::load_safetensors(tmp.path / "prefixed.safetensors", {.rename = td::add_prefix("model.")});
+  CHECK(prefixed.contains({"model", "emb"}));
+  Net exact = sample_net(3);
+  CHECK(td::load_safetensors(tmp.path / "prefixed.safetensors", exact).ok());
+  CHECK(exact.blocks[2].mlp.weight.equal(saved.blocks[2].mlp.weight));
+  CHECK(td::strip_prefix("model.")("model.x") == "x");
+  CHECK(td::replace_prefix("transformer.h.", "blocks.")("transformer.h.3.w") == "blocks.3.w");
+  CHECK_THROWS_WITH_AS(td::load_safetensors(tmp.path / "net.safetensors", exact,
+                                            {.rename = [](const std::string&) { return std::string("x"); }}),
+                       doctest::Contains("two tensors are renamed to 'x'"), td::FormatError);
+}
+
+TEST_CASE("load_safetensors: damaged and hostile files are refused, naming the file and the tensor") {
+  Tmp tmp;
+  const fs::path f = tmp.path / "f.safetensors";
+  const std::string name = f.string();
+  auto refuses = [&](const std::string& bytes, const std::string& why) {
+    CAPTURE(why);
+    put(f, bytes);
+    try {
+      (void)td::load_safetensors(f);
+      FAIL("not refused");
+    } catch (const td::FormatError& e) {
+      const std::string what = e.what();
+      CHECK(what.rfind(name + ": ", 0) == 0);  // the file first
+      CHECK(what.find(why) != std::string::npos);
+    }
+  };
+  const std::string ok_header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  put(f, file_of(ok_header, std::string(8, '\0')));
+  CHECK(td::load_safetensors(f)["a"].equal(torch::zeros({2})));
+
+  refuses("", "0 bytes, too short");
+  refuses(std::string(5, 'x'), "5 bytes, too short for a safetensors file");
+  refuses(file_of(ok_header, std::string(4, '\0')), "tensor 'a': bytes [0, 8) past the end of the data (4 bytes; the file is truncated)");
+  refuses(std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + "{}", "more than the limit of 100000000");
+  refuses(file_of(ok_header, "").substr(0, 20), "in a file of 20 (truncated, or not a safetensors file)");
+  refuses(file_of("[1, 2]", ""), "the header does not start with '{'");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}, "a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                  std::string(16, '\0')),
+          "the tensor 'a' appears twice");
+  refuses(file_of(R"({"a":{"dtype":"F33","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')),
+          "tensor 'a': unknown dtype 'F33'");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
+          "tensor 'a': 8 bytes, but shape × itemsize of F32 is 12");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", std::string(8, '\0')),
+          "tensor 'a': \"shape\" holds -2, not a size");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})", std::string(8, '\0')),
+          "tensor 'a': the shape's element count overflows");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                  std::string(12, '\0')),
+          "tensor 'b': bytes [4, 12) overlap another tensor's");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(12, '\0')),
+          "tensor 'a': bytes start at 4, leaving bytes [0, 4) that no tensor holds");
+  refuses(file_of(ok_header, std::string(12, '\0')), "4 bytes after the last tensor that no tensor holds");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", std::string(8, '\0')),
+          "tensor 'a': \"data_offsets\" end before they begin");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", std::string(8, '\0')),
+          "tensor 'a': \"data_offsets\" is not two byte offsets");
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}})", std::string(8, '\0')),
+          "tensor 'a': unknown field 'extra'");
+  refuses(file_of(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')),
+          "\"__metadata__\" key 'k' is not a string");
+  refuses(file_of(R"({"a":[[[[[[[[[[[[1]]]]]]]]]]]]})", ""), "nested deeper than any safetensors header");
+  refuses(file_of(std::string("{\"a\"\0", 5), ""), "a NUL byte in the header");
+  refuses(file_of("{\"a\": ", ""), "malformed JSON header");
+  // Names that do not nest: a tensor and a level of the same name.
+  refuses(file_of(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a.b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                  std::string(8, '\0')),
+          "tensor 'a.b' does not fit beside the others once split at '.'");
+  // Structure metadata that lies about the tensors.
+  refuses(file_of(R"({"__metadata__":{"tensordict":"{\"version\": 1, \"root\": {\"batch_size\": [], \"names\": null, \"keys\": {\"x\": {\"tensor\": \"zz\"}}}}"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                  std::string(8, '\0')),
+          "tensordict metadata: the tensor 'zz' is not in the file");
+  refuses(file_of(R"({"__metadata__":{"tensordict":"{\"version\": 7}"}})", ""), "tensordict metadata of an unknown version");
+  refuses(file_of(R"({"__metadata__":{"tensordict":"{\"version\": 1, \"root\": {\"batch_size\": [3], \"names\": null, \"keys\": {\"x\": {\"tensor\": \"a\"}}}}"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                  std::string(8, '\0')),
+          "does not start with the batch size");
+  CHECK_THROWS_WITH_AS((void)td::load_safetensors(tmp.path / "missing.safetensors"),
+                       doctest::Contains("missing.safetensors: cannot be opened (No such file or directory)"), td::FormatError);
+  CHECK_THROWS_WITH_AS((void)td::load_safetensors(tmp.path), doctest::Contains("a folder, not a safetensors file"), td::FormatError);
+
+  // Misaligned data (a hostile or careless writer): loaded as an aligned copy.
+  put(f, file_of(R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"F32","shape":[1],"data_offsets":[1,5]}})",
+                 std::string("\x07\x00\x00\x80\x3f", 5)));
+  const TensorDict mis = td::load_safetensors(f);
+  CHECK(mis["a"].item<float>() == 1.0f);
+  CHECK(reinterpret_cast<std::uintptr_t>(mis["a"].data_ptr()) % 4 == 0);
+}
+
+TEST_CASE("load_safetensors: dtypes this libtorch lacks are named") {
+#if TENSORDICT_HAS_UINT_DTYPES
+  TensorDict u = td::load_safetensors(data / "uint.safetensors");
+  CHECK(u["u64"].to(torch::kLong).equal(torch::arange(4)));
+#else
+  CHECK_THROWS_WITH_AS((void)td::load_safetensors(data / "uint.safetensors"),
+                       doctest::Contains("(torch.uint64) is not supported by this libtorch"), td::FormatError);
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  TensorDict f8 = td::load_safetensors(data / "float8.safetensors");
+  CHECK(f8["f8"].to(torch::kFloat).equal(torch::arange(4, torch::kFloat)));
+#else
+  CHECK_THROWS_WITH_AS((void)td::load_safetensors(data / "float8.safetensors"),
+                       doctest::Contains("tensor 'f8': dtype F8_E4M3 (torch.float8_e4m3fn) is not supported by this libtorch"),
+                       td::FormatError);
+#endif
+}
