@@ -31,12 +31,13 @@
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 
+// io.hpp first: it brings batch.hpp in before convert.hpp, whose templates use it.
+#include "io.hpp"
 #include "convert.hpp"
 #include "dict.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "io/safetensors_format.hpp"
-#include "io.hpp"
 
 namespace tensordict {
 
