@@ -62,4 +62,17 @@ class Linear(TensorClass):
 
 to_safetensors(Linear(weight=torch.arange(6, dtype=torch.float32).reshape(2, 3), bias=torch.ones(2),
                       activation="relu"), out / "tensorclass.safetensors")
+# torch.save files: a model's state_dict (Linear, LayerNorm, BatchNorm: a Long buffer too),
+# nested containers, views sharing one storage, and two that a reader of tensors refuses.
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.BatchNorm1d(4))
+with torch.no_grad():
+    for i, p in enumerate(model.parameters()):
+        p.copy_(torch.arange(p.numel(), dtype=p.dtype).reshape(p.shape) + i)
+torch.save(model.state_dict(), out / "state_dict.pt")
+torch.save({"a": torch.arange(4), "b": [torch.ones(2), {"c": torch.zeros(1, dtype=torch.bfloat16)}]}, out / "nested.pt")
+x = torch.arange(10.0)
+torch.save({"v": x[2:5], "w": x, "t": x.view(2, 5).t()}, out / "views.pt")
+torch.save({"epoch": 3, "w": torch.ones(1)}, out / "scalar.pt")
+torch.save(model, out / "module.pt")
 print("fixtures written to", out)

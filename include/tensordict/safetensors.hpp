@@ -401,51 +401,66 @@ template <tree T>
 /// same shape and dtype takes it. Strict (the default): anything missing, unexpected or
 /// mismatched fails the load, all listed in one FormatError, and `out` is left as it was; not
 /// strict: the matching leaves are loaded and the rest is returned in the report.
+namespace detail {
+// Loads `named` (a checkpoint's tensors by name, in the file's order) into `out`, as the
+// loaders into an existing tree do: renamed, converted, compared leaf by leaf; strict loads
+// throw the whole report and leave `out` as it was.
+template <class T>
+LoadReport fill_tree(const std::string& file, const std::vector<std::pair<std::string, at::Tensor>>& named, T& out,
+                     const CheckpointOptions& o) {
+  LoadReport r;
+  std::unordered_map<std::string, at::Tensor> by_name;
+  for (const auto& [n, t] : named) {
+    std::string to = tree_name(n, o);
+    if (to.empty()) continue;
+    if (!by_name.emplace(to, t).second) throw FormatError(file + ": two tensors are renamed to '" + to + "'");
+  }
+  T next = out;
+  std::set<std::string> matched;
+  auto show = [](const at::Tensor& x) { return shape_str(x.sizes()) + " " + dtype_name(x.scalar_type()); };
+  visit_leaves(
+      [&](const auto& loc, auto& slot) {
+        const std::string key(loc.path().dotted);
+        const at::Tensor cur = leaf_get(slot);
+        const auto it = by_name.find(key);
+        if (it == by_name.end()) {
+          r.missing.push_back(key);
+          return;
+        }
+        matched.insert(key);
+        const at::Tensor x = converted(it->second, o);
+        if (cur.defined() && (x.sizes() != cur.sizes() || x.scalar_type() != cur.scalar_type())) {
+          r.mismatched.push_back(key + " (file " + show(x) + ", tree " + show(cur) + ")");
+          return;
+        }
+        leaf_set(slot, cur.defined() && cur.device() != x.device() ? x.to(cur.device()) : x);
+      },
+      next);
+  for (const auto& [n, t] : by_name) {
+    if (!matched.count(n)) r.unexpected.push_back(n);
+  }
+  std::sort(r.unexpected.begin(), r.unexpected.end());
+  if (o.strict && !r.ok()) throw FormatError(file + ": " + r.str());
+  out = std::move(next);
+  return r;
+}
+}  // namespace detail
+
+/// Loads a safetensors file into `out`, a tree you have (a struct with its containers sized, or
+/// a TensorDict): every leaf whose key path (after `rename`) names a tensor of the file of the
+/// same shape and dtype takes it. Strict (the default): anything missing, unexpected or
+/// mismatched fails the load, all listed in one FormatError, and `out` is left as it was; not
+/// strict: the matching leaves are loaded and the rest is returned in the report.
 template <tree T>
   requires(!std::is_same_v<T, CheckpointOptions>)
 LoadReport load_safetensors(const std::filesystem::path& path, T& out, const CheckpointOptions& o = {}) {
   const std::string file = path.string();
-  LoadReport r;
-  detail::guarded_load(file, [&] {
+  return detail::guarded_load(file, [&] {
     detail::StFile f = detail::read_safetensors(file);
-    std::unordered_map<std::string, at::Tensor> by_name;
-    for (auto& [n, t] : f.tensors) {
-      std::string to = detail::tree_name(n, o);
-      if (to.empty()) continue;
-      if (!by_name.emplace(std::move(to), t).second) {
-        throw FormatError(file + ": two tensors are renamed to '" + detail::tree_name(n, o) + "'");
-      }
-    }
-    T next = out;
-    std::set<std::string> matched;
-    auto show = [](const at::Tensor& x) { return detail::shape_str(x.sizes()) + " " + dtype_name(x.scalar_type()); };
-    detail::visit_leaves(
-        [&](const auto& loc, auto& slot) {
-          const std::string key(loc.path().dotted);
-          const at::Tensor cur = detail::leaf_get(slot);
-          const auto it = by_name.find(key);
-          if (it == by_name.end()) {
-            r.missing.push_back(key);
-            return;
-          }
-          matched.insert(key);
-          const at::Tensor x = detail::converted(it->second, o);
-          if (cur.defined() && (x.sizes() != cur.sizes() || x.scalar_type() != cur.scalar_type())) {
-            r.mismatched.push_back(key + " (file " + show(x) + ", tree " + show(cur) + ")");
-            return;
-          }
-          detail::leaf_set(slot, cur.defined() && cur.device() != x.device() ? x.to(cur.device()) : x);
-        },
-        next);
-    for (const auto& [n, t] : by_name) {
-      if (!matched.count(n)) r.unexpected.push_back(n);
-    }
-    std::sort(r.unexpected.begin(), r.unexpected.end());
-    if (o.strict && !r.ok()) throw FormatError(file + ": " + r.str());
-    out = std::move(next);
-    return 0;
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (const auto& t : f.header.tensors) named.emplace_back(t.name, f.tensors.at(t.name));
+    return detail::fill_tree(file, named, out, o);
   });
-  return r;
 }
 
 namespace detail {

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <tensordict/safetensors.hpp>
+#include <tensordict/state_dict.hpp>
 
 #include "types.hpp"
 
@@ -350,4 +351,90 @@ TEST_CASE("load_safetensors: dtypes this libtorch lacks are named") {
                        doctest::Contains("tensor 'f8': dtype F8_E4M3 (torch.float8_e4m3fn) is not supported by this libtorch"),
                        td::FormatError);
 #endif
+}
+
+namespace {
+struct Affine {
+  torch::Tensor weight, bias;
+};
+struct BatchNorm {
+  torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+struct Seq {
+  Affine lin, norm;
+  BatchNorm bn;
+};
+// The names torch gives nn.Sequential's children, mapped to the struct's fields.
+std::string seq_names(const std::string& n) {
+  const std::pair<const char*, const char*> rules[] = {{"0.", "lin."}, {"1.", "norm."}, {"2.", "bn."}};
+  for (const auto& [from, to] : rules) {
+    if (n.rfind(from, 0) == 0) return to + n.substr(2);
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("load_state_dict: torch.save files of tensors, read without running anything") {
+  TensorDict d = td::load_state_dict(data / "state_dict.pt");
+  CHECK(d.keys() == std::vector<td::NestedKey>{"0", "1", "2"});
+  CHECK(d.get({"0", "weight"}).equal(torch::arange(12, torch::kFloat).view({4, 3})));
+  CHECK(d.get({"2", "bias"}).equal(torch::arange(4, torch::kFloat) + 5));
+  CHECK((d.get({"2", "num_batches_tracked"}).scalar_type() == torch::kLong));
+  CHECK(d.get({"2", "num_batches_tracked"}).dim() == 0);
+
+  Seq s = td::load_state_dict<Seq>(data / "state_dict.pt", {.rename = seq_names});
+  CHECK(s.norm.weight.equal(torch::arange(4, torch::kFloat) + 2));
+  CHECK(s.bn.running_var.equal(torch::ones({4})));
+
+  Seq out{{torch::zeros({4, 3}), torch::zeros({4})}, {torch::zeros({4}), torch::zeros({4})},
+          {torch::zeros({4}), torch::zeros({4}), torch::zeros({4}), torch::zeros({4}), torch::zeros({}, torch::kLong)}};
+  CHECK(td::load_state_dict(data / "state_dict.pt", out, {.rename = seq_names}).ok());
+  CHECK(out.lin.bias.equal(torch::arange(4, torch::kFloat) + 1));
+  Seq wrong = out;
+  wrong.lin.weight = torch::zeros({3, 4});
+  CHECK_THROWS_WITH_AS(td::load_state_dict(data / "state_dict.pt", wrong),
+                       doctest::Contains("9 missing"), td::FormatError);  // without the rename no name matches
+  CHECK_THROWS_WITH_AS(td::load_state_dict(data / "state_dict.pt", wrong, {.rename = seq_names}),
+                       doctest::Contains("lin.weight (file [4, 3] torch.float32, tree [3, 4] torch.float32)"), td::FormatError);
+
+  // Containers of tensors, and views that share one storage.
+  TensorDict n = td::load_state_dict(data / "nested.pt");
+  CHECK(n.get({"b", "1", "c"}).equal(torch::zeros({1}, torch::kBFloat16)));
+  CHECK(n.get({"b", "0"}).equal(torch::ones({2})));
+  TensorDict v = td::load_state_dict(data / "views.pt");
+  CHECK(v["v"].equal(torch::arange(2, 5, torch::kFloat)));
+  CHECK(v["t"].equal(torch::arange(10, torch::kFloat).view({2, 5}).t()));
+  CHECK(v["v"].data_ptr() == static_cast<float*>(v["w"].data_ptr()) + 2);  // one storage, as saved
+
+  // What is not a tensor is refused, naming it; a pickled module is never built.
+  CHECK_THROWS_WITH_AS((void)td::load_state_dict(data / "scalar.pt"),
+                       doctest::Contains("'epoch': holds a value that is not a tensor"), td::FormatError);
+  CHECK_THROWS_WITH_AS((void)td::load_state_dict(data / "module.pt"),
+                       doctest::Contains("builds an object of class torch.nn.modules.container.Sequential"), td::FormatError);
+  CHECK_THROWS_WITH_AS((void)td::load_state_dict(data / "hub.safetensors"), doctest::Contains("not a zip archive"),
+                       td::FormatError);
+}
+
+TEST_CASE("load_state_dict: damaged and hostile files are refused, naming the file") {
+  Tmp tmp;
+  const std::string good = bytes_of(data / "views.pt");
+  const fs::path f = tmp.path / "f.pt";
+  // Cut at every length: an error each time, never a crash.
+  for (std::size_t n = 0; n < good.size(); n += 7) {
+    put(f, good.substr(0, n));
+    CHECK_THROWS_AS((void)td::load_state_dict(f), td::FormatError);
+  }
+  // Every byte flipped in turn: a load or an error, never a crash or another exception type.
+  int refused = 0;
+  for (std::size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5a);
+    put(f, bad);
+    try {
+      (void)td::load_state_dict(f);
+    } catch (const td::FormatError&) {
+      ++refused;
+    }
+  }
+  CHECK(refused > 0);
 }
