@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <tensordict/safetensors.hpp>
+#include <tensordict/state_dict.hpp>
 
 namespace td = tensordict;
 namespace fs = std::filesystem;
@@ -65,4 +66,26 @@ TEST_CASE("checkpoints: names and dtypes mapped on load") {
   Model half = td::load_safetensors<Model>(file, {.dtype = torch::kHalf});
   CHECK((half.embedding.scalar_type() == torch::kHalf));
   fs::remove(file);
+}
+
+namespace {
+struct Affine {
+  torch::Tensor weight, bias;
+};
+struct Norms {
+  Affine linear, norm;
+};
+}  // namespace
+
+TEST_CASE("checkpoints: a torch.save state_dict") {
+  // Written by Python: torch.save(nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), ...).state_dict())
+  const fs::path file = fs::path(__FILE__).parent_path().parent_path().parent_path() / "tests/data/checkpoints/state_dict.pt";
+  td::TensorDict sd = td::load_state_dict(file);  // {"0": {weight, bias}, "1": ..., "2": ...}
+  Norms net = td::load_state_dict<Norms>(file, {.rename = [](const std::string& n) -> std::string {
+    if (n.rfind("0.", 0) == 0) return "linear." + n.substr(2);
+    if (n.rfind("1.", 0) == 0) return "norm." + n.substr(2);
+    return "";  // the batch norm is not in this struct
+  }});
+  CHECK(net.linear.weight.sizes() == torch::IntArrayRef{4, 3});
+  CHECK(sd.contains({"2", "running_mean"}));
 }
