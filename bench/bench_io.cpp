@@ -17,22 +17,16 @@
 
 #include <torch/torch.h>
 
+#include "timing.hpp"
+
 #include <tensordict/tensordict.hpp>
 
 namespace td = tensordict;
 namespace fs = std::filesystem;
 
 namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-template <class F>
-double time_ms(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
+using bench::median;
+using bench::time_ms;
 void raw_write(const fs::path& dir, const std::vector<torch::Tensor>& leaves) {
   fs::create_directories(dir);
   for (std::size_t i = 0; i < leaves.size(); ++i) {

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "batch.hpp"  // own_batch_size, used by the struct conversions
 #include "dict.hpp"
 #include "tree.hpp"
 

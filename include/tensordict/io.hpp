@@ -19,8 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>

@@ -31,12 +31,11 @@
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 
-// io.hpp first: it brings batch.hpp in before convert.hpp, whose templates use it.
-#include "io.hpp"
 #include "convert.hpp"
 #include "dict.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
+#include "io.hpp"
 #include "io/safetensors_format.hpp"
 
 namespace tensordict {
@@ -203,22 +202,14 @@ struct StructureOrder {
   std::unordered_map<std::string, std::vector<std::string>> keys;  // by the level's path
 };
 
-class StructureScan : public nlohmann::json_sax<nlohmann::json> {
+class StructureScan : public format::detail::JsonScan {
  public:
   StructureOrder order;
-  std::string problem;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override {
-    if (path_.size() > format::max_json_depth) return stop("nested deeper than " + std::to_string(format::max_json_depth));
-    path_.push_back(pending_);
-    pending_.clear();
-    return true;
+  StructureScan()
+      : JsonScan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth)) {}
+  bool start_object(std::size_t n) override {
+    path_.push_back(std::exchange(pending_, {}));
+    return JsonScan::start_object(n);
   }
   bool key(string_t& k) override {
     // An object whose own key is "keys" lists a level's entries: keep their order.
@@ -226,17 +217,13 @@ class StructureScan : public nlohmann::json_sax<nlohmann::json> {
     pending_ = k;
     return true;
   }
-  bool end_object() override { return path_.pop_back(), true; }
-  bool start_array(std::size_t) override {
-    if (path_.size() > format::max_json_depth) return stop("nested deeper than " + std::to_string(format::max_json_depth));
+  bool end_object() override { return path_.pop_back(), JsonScan::end_object(); }
+  bool start_array(std::size_t n) override {
     path_.push_back("[]");
     pending_.clear();
-    return true;
+    return JsonScan::start_array(n);
   }
-  bool end_array() override { return path_.pop_back(), true; }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    return stop(std::string("malformed JSON (") + e.what() + ")");
-  }
+  bool end_array() override { return path_.pop_back(), JsonScan::end_array(); }
   std::string joined() const {
     std::string s;
     for (const auto& p : path_) (s += p) += '\x1f';
@@ -244,10 +231,6 @@ class StructureScan : public nlohmann::json_sax<nlohmann::json> {
   }
 
  private:
-  bool stop(std::string why) {
-    if (problem.empty()) problem = std::move(why);
-    return false;
-  }
   std::vector<std::string> path_;
   std::string pending_;
 };
@@ -309,6 +292,23 @@ inline TensorDict decode_level(const nlohmann::json& level, const std::string& a
   return out;
 }
 
+// Sets `t` at the key path `name` splits into at '.', or says why it does not fit.
+inline void set_dotted(TensorDict& out, const std::string& name, const at::Tensor& t, const std::string& file) {
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t dot = name.find('.', at);
+    parts.push_back(name.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+    if (dot == std::string::npos) break;
+    at = dot + 1;
+  }
+  try {
+    out.set(NestedKey(std::move(parts)), t);
+  } catch (const Error& e) {
+    throw FormatError(file + ": tensor '" + name + "' does not fit beside the others once split at '.' (" + e.what() +
+                      ")");
+  }
+}
+
 // The file as a TensorDict: the saved structure when Python tensordict wrote one, else nested
 // at "." in name order (as Python's from_safetensors does).
 inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::string* cls = nullptr) {
@@ -318,21 +318,7 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
     for (const auto& [n, t] : f.tensors) names.push_back(n);
     std::sort(names.begin(), names.end());
     TensorDict out;
-    for (const auto& n : names) {
-      std::vector<std::string> parts;
-      for (std::size_t at = 0;;) {
-        const std::size_t dot = n.find('.', at);
-        parts.push_back(n.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
-        if (dot == std::string::npos) break;
-        at = dot + 1;
-      }
-      try {
-        out.set(NestedKey(std::move(parts)), f.tensors.at(n));
-      } catch (const Error& e) {
-        throw FormatError(file + ": tensor '" + n + "' does not fit beside the others once split at '.' (" +
-                          e.what() + ")");
-      }
-    }
+    for (const auto& n : names) set_dotted(out, n, f.tensors.at(n), file);
     return out;
   }
   StructureScan scan;

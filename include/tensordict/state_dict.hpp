@@ -41,9 +41,7 @@ struct TorchSaveFile {
 };
 
 inline void collect_tensors(const torch_save_format::Value& v, const std::string& name, std::size_t depth,
-                            const std::unordered_map<std::string, at::Tensor>& storages,
-                            const std::unordered_map<std::string, std::uint64_t>& storage_bytes,
-                            const std::string& file, std::vector<std::pair<std::string, at::Tensor>>& out) {
+                            const std::unordered_map<std::string, at::Tensor>& storages, const std::string& file, std::vector<std::pair<std::string, at::Tensor>>& out) {
   using K = torch_save_format::Value::Kind;
   const std::string where = file + ": " + (name.empty() ? std::string("the top level") : "'" + name + "'");
   if (depth > format::max_json_depth) throw FormatError(where + ": containers nested deeper than 256");
@@ -59,13 +57,13 @@ inline void collect_tensors(const torch_save_format::Value& v, const std::string
         } else {
           throw FormatError(where + ": a dict key that is neither a string nor an integer");
         }
-        collect_tensors(*x, child(key), depth + 1, storages, storage_bytes, file, out);
+        collect_tensors(*x, child(key), depth + 1, storages, file, out);
       }
       return;
     case K::list:
     case K::tuple:
       for (std::size_t i = 0; i < v.items.size(); ++i) {
-        collect_tensors(*v.items[i], child(std::to_string(i)), depth + 1, storages, storage_bytes, file, out);
+        collect_tensors(*v.items[i], child(std::to_string(i)), depth + 1, storages, file, out);
       }
       return;
     case K::tensor: {
@@ -122,7 +120,6 @@ inline TorchSaveFile read_torch_save(const std::string& file) {
     if (e.name.rfind(prefix + "data/", 0) == 0) records.emplace(e.name.substr(prefix.size() + 5), &e);
   }
   std::unordered_map<std::string, at::Tensor> storages;
-  std::unordered_map<std::string, std::uint64_t> bytes;
   // A first walk types the storages (a storage's dtype comes with the tensors that use it).
   std::vector<const torch_save_format::Value*> todo{pickle.root.get()};
   std::size_t visited = 0;
@@ -152,7 +149,7 @@ inline TorchSaveFile read_torch_save(const std::string& file) {
     for (const auto& [k, x] : v->entries) todo.push_back(x.get());
   }
   TorchSaveFile out;
-  collect_tensors(*pickle.root, "", 0, storages, bytes, file, out.named);
+  collect_tensors(*pickle.root, "", 0, storages, file, out.named);
   return out;
 }
 
@@ -171,19 +168,7 @@ inline TorchSaveFile read_torch_save(const std::string& file) {
       const std::string to = detail::tree_name(n, o);
       if (to.empty()) continue;
       if (!seen.insert(to).second) throw FormatError(file + ": two tensors are named '" + to + "'");
-      std::vector<std::string> parts;
-      for (std::size_t at = 0;;) {
-        const std::size_t dot = to.find('.', at);
-        parts.push_back(to.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
-        if (dot == std::string::npos) break;
-        at = dot + 1;
-      }
-      try {
-        out.set(NestedKey(std::move(parts)), detail::converted(t, o));
-      } catch (const Error& e) {
-        throw FormatError(file + ": tensor '" + to + "' does not fit beside the others once split at '.' (" +
-                          e.what() + ")");
-      }
+      detail::set_dotted(out, to, detail::converted(t, o), file);
     }
     return out;
   });

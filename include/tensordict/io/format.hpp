@@ -19,6 +19,7 @@
 
 #include "../detail/dtype_list.hpp"
 #include "../errors.hpp"
+#include "json_scan.hpp"
 
 namespace tensordict::format {
 
@@ -238,50 +239,27 @@ inline void restore_python_floats(nlohmann::json& j) {
 // One pass over the text before it is parsed, without building anything: the nesting depth,
 // the top-level keys in order (a parsed object keeps them sorted), duplicate top-level keys,
 // and integers beyond 64 bits (which would be read as floats).
-class Scan : public nlohmann::json_sax<nlohmann::json> {
+class Scan : public JsonScan {
  public:
   std::vector<std::string> top_keys;
-  std::string problem;
 
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
+  Scan() : JsonScan(max_json_depth, "values nested deeper than " + std::to_string(max_json_depth) + " levels") {}
+
   bool number_float(number_float_t, const string_t& raw) override {
     if (raw.find_first_of(".eE") == string_t::npos) {
       return stop("an integer beyond 64 bits (" + raw.substr(0, 40) + "), which cannot be read exactly");
     }
     return true;
   }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return enter(); }
   bool key(string_t& k) override {
-    if (depth_ == 1) {
+    if (depth() == 1) {
       if (!seen_.insert(k).second) return stop("the key '" + k + "' appears twice");
       top_keys.push_back(k);
     }
     return true;
   }
-  bool end_object() override { return --depth_, true; }
-  bool start_array(std::size_t) override { return enter(); }
-  bool end_array() override { return --depth_, true; }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    return stop(std::string("malformed JSON (") + e.what() + ")");
-  }
 
  private:
-  bool enter() {
-    if (++depth_ > max_json_depth) {
-      return stop("values nested deeper than " + std::to_string(max_json_depth) + " levels");
-    }
-    return true;
-  }
-  bool stop(std::string why) {
-    if (problem.empty()) problem = std::move(why);
-    return false;
-  }
-  std::size_t depth_ = 0;
   std::unordered_set<std::string> seen_;
 };
 }  // namespace detail

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../errors.hpp"
+#include "json_scan.hpp"
 
 namespace tensordict::safetensors_format {
 
@@ -91,38 +92,18 @@ namespace detail {
 }
 
 // A pass over the header text that builds nothing: nesting depth, duplicate top-level names.
-class Scan : public nlohmann::json_sax<nlohmann::json> {
+class Scan : public format::detail::JsonScan {
  public:
-  std::string problem;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return enter(); }
+  Scan() : JsonScan(max_header_depth, "a header nested deeper than any safetensors header") {}
   bool key(string_t& k) override {
-    if (depth_ == 1 && !seen_.insert(k).second) return stop("the tensor '" + k + "' appears twice");
+    if (depth() == 1 && !seen_.insert(k).second) return stop("the tensor '" + k + "' appears twice");
     return true;
   }
-  bool end_object() override { return --depth_, true; }
-  bool start_array(std::size_t) override { return enter(); }
-  bool end_array() override { return --depth_, true; }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
     return stop(std::string("malformed JSON header (") + e.what() + ")");
   }
 
  private:
-  bool enter() {
-    if (++depth_ > max_header_depth) return stop("a header nested deeper than any safetensors header");
-    return true;
-  }
-  bool stop(std::string why) {
-    if (problem.empty()) problem = std::move(why);
-    return false;
-  }
-  std::size_t depth_ = 0;
   std::unordered_set<std::string> seen_;
 };
 
