@@ -13,13 +13,14 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "detail/functorch.hpp"
-#include "dict.hpp"
 #include "math.hpp"
+#include "node.hpp"
 #include "tree.hpp"
 
 namespace tensordict {
 
-/// A tree gradients can be taken of: any tree, or a TensorDict.
+/// A tree gradients can be taken of: any tree, or a TensorDict (include dict.hpp for it; this
+/// header only names the class, so that parameter structs need no TensorDict code).
 template <class P>
 concept grad_tree = tree<P> || std::is_same_v<std::remove_cv_t<P>, TensorDict>;
 

@@ -444,6 +444,16 @@ class TensorDict {
  public:
   /// The tensor at `key`: `td["step"]`, `td[{"layer", "weight"}]`.
   const at::Tensor& operator[](const Key& key) const { return get(key); }
+#if defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L
+  /// C++23: `td["layer", "weight"]`, the nested key spelled as in Python. (In C++20 that
+  /// comma is the comma operator, which would mean `td["weight"]`: the CMake target makes it
+  /// an error there, `-Werror=comma-subscript`.)
+  template <class... K>
+    requires(sizeof...(K) >= 2 && (std::is_convertible_v<const K&, std::string_view> && ...))
+  const at::Tensor& operator[](const K&... keys) const {
+    return get(NestedKey(std::vector<std::string>{std::string(std::string_view(keys))...}));
+  }
+#endif
 
   /// Top-level entries in insertion order.
   /// `(name, entry)` pairs of the top level in insertion order (a random-access view).

@@ -12,6 +12,8 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
+#include <new>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -61,7 +63,9 @@ inline constexpr fake_storage<T> fake_object{};
 // compiles exactly when the aggregate has at least N fields (and no more than N need a value).
 struct any_field {
   template <class U>
-  constexpr operator U&() const&& noexcept;  // declared only: used in unevaluated contexts
+  // Declared only, and not constexpr (an inline function GCC would warn is never defined): it
+  // is named in unevaluated operands only.
+  operator U&() const&& noexcept;
 };
 
 // Converts only to a proper base of T: `T{any_base_of<T>{}}` compiles when T's first element is
@@ -70,7 +74,7 @@ template <class T>
 struct any_base_of {
   template <class U>
     requires(std::is_base_of_v<U, T> && !std::is_same_v<U, T>)
-  constexpr operator U&() const&& noexcept;
+  operator U&() const&& noexcept;
 };
 
 template <class T, std::size_t... I>
@@ -107,9 +111,11 @@ consteval std::size_t last_valid_init() {
   }
 }
 
+// Counts up to one past `max_fields`, so that a wider struct is recognised as too wide (rather
+// than taken for one of `max_fields` fields).
 template <class T>
 consteval std::size_t count_aggregate_fields() {
-  constexpr std::size_t hi = sizeof(T) < max_fields ? sizeof(T) : max_fields;
+  constexpr std::size_t hi = sizeof(T) < max_fields + 1 ? sizeof(T) : max_fields + 1;
   constexpr std::size_t lo = first_valid_init<T, 0, hi>();
   if constexpr (lo > hi) {
     return static_cast<std::size_t>(-1);
@@ -162,8 +168,21 @@ template <class T>
 using aggregate_field_types =
     decltype(field_types(std::declval<T&>(), index_c<field_count_v<T>>{}));
 
+// The I-th type of a pack, found by deducing a base class (std::tuple_element walks the pack,
+// which costs a struct of a few hundred fields seconds of compile time).
+template <std::size_t I, class T>
+struct type_slot {
+  using type = T;
+};
+template <class S, class... Ts>
+struct type_slots;
+template <std::size_t... J, class... Ts>
+struct type_slots<std::index_sequence<J...>, Ts...> : type_slot<J, Ts>... {};
+template <std::size_t I, class T>
+type_slot<I, T> type_slot_of(const type_slot<I, T>&);  // declared only: named in decltype
 template <std::size_t I, class... Ts>
-using nth_type = std::tuple_element_t<I, std::tuple<Ts...>>;
+using nth_type = typename decltype(type_slot_of<I>(
+    std::declval<const type_slots<std::index_sequence_for<Ts...>, Ts...>&>()))::type;
 
 template <class L>
 struct type_list_traits;
@@ -190,15 +209,33 @@ struct field_type_impl<T, I> {
 template <class T, std::size_t I>
 using field_type_t = typename detail::field_type_impl<std::remove_cv_t<T>, I>::type;
 
-/// Field I of a tree, as a reference with the constness of `t`. Always inlined: out of line,
-/// an aggregate's field access would build a tuple of references to every field.
+namespace detail {
+// The byte offset of field I in an aggregate T: the address of that field of the never-built
+// `fake_object<T>` is a constant, and so is its distance from the object's start once the
+// optimiser folds it. A field is then reached in one addition, where binding every field for
+// each access would make a traversal of an N-field struct compile N^2 bindings.
+template <class T, std::size_t I>
+[[gnu::always_inline]] inline std::ptrdiff_t field_offset() noexcept {
+  constexpr const auto* member = &pick_get<I>(tie_fields(fake_object<T>.value, index_c<field_count_v<T>>{}));
+  return reinterpret_cast<const char*>(member) - reinterpret_cast<const char*>(&fake_object<T>.value);
+}
+}  // namespace detail
+
+/// Field I of a tree, as a reference with the constness of `t` (and of the field).
 template <std::size_t I, class T>
 [[gnu::always_inline]] constexpr decltype(auto) get_field(T& t) noexcept {
   using U = std::remove_cv_t<T>;
   if constexpr (hana_struct<U>) {
     return boost::hana::second(boost::hana::at_c<I>(boost::hana::accessors<U>()))(t);
   } else {
-    return std::get<I>(detail::tie_fields(t, detail::index_c<field_count_v<U>>{}));
+    using Ref = decltype(detail::pick_get<I>(detail::tie_fields(t, detail::index_c<field_count_v<U>>{})));
+    if (std::is_constant_evaluated()) {
+      return detail::pick_get<I>(detail::tie_fields(t, detail::index_c<field_count_v<U>>{}));
+    }
+    using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+    using Field = std::remove_reference_t<Ref>;
+    return static_cast<Ref>(*std::launder(reinterpret_cast<Field*>(
+        const_cast<Byte*>(reinterpret_cast<const volatile Byte*>(std::addressof(t))) + detail::field_offset<U, I>())));
   }
 }
 
@@ -242,7 +279,7 @@ consteval std::string_view aggregate_field_name() {
   return boost::pfr::get_name<I, T>();
 #else
   return trailing_identifier(
-      spelled<&std::get<I>(tie_fields(fake_object<T>.value, index_c<field_count_v<T>>{}))>());
+      spelled<&pick_get<I>(tie_fields(fake_object<T>.value, index_c<field_count_v<T>>{}))>());
 #endif
 }
 

@@ -367,10 +367,32 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
 
 namespace tensordict {
 
+namespace detail {
+// For a struct whose shape is known at compile time, every key path missing from the file and
+// every tensor of the file the struct lacks, as one report.
+template <class T>
+LoadReport static_tree_report(const TensorDict& td) {
+  LoadReport r;
+  std::set<std::string> in_file;
+  for (const auto& [k, t] : td.named_tensors()) in_file.insert(k.join("."));
+  std::set<std::string> in_tree;
+  for (const auto& k : spec<T>::keys) {
+    in_tree.emplace(k.dotted);
+    if (!in_file.count(std::string(k.dotted))) r.missing.emplace_back(k.dotted);
+  }
+  for (const auto& n : in_file) {
+    if (!in_tree.count(n)) r.unexpected.push_back(n);
+  }
+  return r;
+}
+}  // namespace detail
+
 /// Loads a safetensors file into a struct of type T: the file's names (after `rename`) are T's
-/// key paths, containers sized by the file (`blocks.3.w` makes `blocks` hold 4). A mismatch is
-/// a FormatError naming the file and the first key that does not fit; for a report of every
-/// mismatch at once, load into a tree you have (`load_safetensors(path, out)`).
+/// key paths, containers sized by the file (`blocks.3.w` makes `blocks` hold 4). A file that
+/// does not fit is a FormatError naming the file: for a struct without containers, with every
+/// missing and unexpected key at once; with containers (whose lengths come from the file), with
+/// the first key that does not fit. For torch's full strict report on any tree, load into a
+/// tree you have (`load_safetensors(path, out)`).
 template <tree T>
   requires(std::is_default_constructible_v<T> && !std::is_same_v<T, TensorDict>)
 [[nodiscard]] T load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
@@ -378,6 +400,12 @@ template <tree T>
   try {
     return from_tensordict<T>(td);
   } catch (const Error& e) {
+    if constexpr (static_tree<T>) {
+      // Optional leaves may be absent from a file; what is listed here is what did not fit.
+      if (const LoadReport r = detail::static_tree_report<T>(td); !r.ok()) {
+        throw FormatError(path.string() + ": " + r.str());
+      }
+    }
     throw FormatError(path.string() + ": " + e.what());
   }
 }

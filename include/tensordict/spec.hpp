@@ -137,7 +137,19 @@ struct layout {
 /// depend on values. `spec<Linear>::leaf_count == 2`, `spec<Linear>::keys[0] == "weight"`.
 template <class T, bool Valid = detail::check_static_tree<std::remove_cv_t<T>>()>
 struct spec {
-  static_assert(Valid, "tensordict: not a tree (see the message above)");
+  // Not a tree: a static_assert of check_static_tree has said why. The members are those of a
+  // tree without fields, so that the code using them adds no errors of its own to that one.
+  static constexpr std::size_t leaf_count = 0;
+  static constexpr std::size_t static_count = 0;
+  static constexpr std::array<KeyPath, 0> keys{};
+  static constexpr std::array<KeyPath, 0> static_keys{};
+  static constexpr std::string_view name = type_name_v<T>;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  static constexpr std::size_t index_of(std::string_view) noexcept { return npos; }
+  static constexpr bool contains(std::string_view) noexcept { return false; }
+  static constexpr bool covers(std::string_view, std::size_t) noexcept { return false; }
+  template <std::size_t I>
+  static constexpr std::array<std::string_view, 0> key_tuple{};
 };
 
 template <class T>
@@ -229,10 +241,10 @@ consteval bool check_struct_type() {
       static_assert(field_count_v<T> != static_cast<std::size_t>(-1),
                     "tensordict: cannot count the fields of this aggregate (C arrays are not "
                     "supported: use std::array)");
+      static_assert(detail::max_fields == 256, "tensordict: the message below names the limit");
       static_assert(field_count_v<T> <= detail::max_fields,
-                    "tensordict: too many fields: regenerate detail/bind_generated.hpp with a "
-                    "larger MAX_FIELDS (scripts/gen_bind.py), or group fields into nested "
-                    "structs");
+                    "tensordict: this struct has more than 256 fields, the most a struct can "
+                    "have here: group fields into nested structs (each one a subtree)");
       if constexpr (field_count_v<T> <= detail::max_fields) {
         static_assert(
             !detail::type_list_traits<detail::aggregate_field_types<T>>::any_reference,

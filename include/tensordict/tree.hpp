@@ -1689,11 +1689,13 @@ consteval bool key_valid(std::string_view key) {
   }
 }
 
+// Returns whether the key is valid, so that callers can stop there (one error per misuse).
 template <class T, fixed_string Key>
-constexpr void check_key() {
+constexpr bool check_key() {
   static_assert(key_valid<T>(Key.view()),
                 "tensordict: unknown key: it names no leaf, subtree or static field of the tree "
                 "(the key and the tree type are in the instantiation above)");
+  return key_valid<T>(Key.view());
 }
 
 template <class T, bool Select, fixed_string... Keys>
@@ -1767,7 +1769,7 @@ void assign(M& slot, V&& v) {
     static_assert(std::is_assignable_v<M&, V&&>,
                   "tensordict: replace: the value cannot be assigned to the field at this key "
                   "(check the value's type)");
-    slot = std::forward<V>(v);
+    if constexpr (std::is_assignable_v<M&, V&&>) slot = std::forward<V>(v);
   }
 }
 
@@ -1789,7 +1791,10 @@ template <fixed_string... Keys, tree T, class... Vs>
   static_assert(sizeof...(Keys) == sizeof...(Vs),
                 "tensordict: replace: give one value per key");
   T out = t;
-  (detail::assign(detail::at_key<Keys, 0>(out), std::forward<Vs>(values)), ...);
+  // Past a failed check, nothing more is instantiated: one error per misuse.
+  if constexpr (sizeof...(Keys) == sizeof...(Vs) && (detail::check_key<T, Keys>() && ...)) {
+    (detail::assign(detail::at_key<Keys, 0>(out), std::forward<Vs>(values)), ...);
+  }
   return out;
 }
 
@@ -1806,13 +1811,16 @@ struct member_class<M C::*> {
 template <auto... Members, tree T, class... Vs>
   requires(std::is_member_object_pointer_v<decltype(Members)> && ...)
 [[nodiscard]] T replace(const T& t, Vs&&... values) {
-  static_assert(
-      (std::is_same_v<typename detail::member_class<decltype(Members)>::type, T> && ...),
-      "tensordict: replace: a member pointer names a field of another type than the tree's");
+  constexpr bool same_class =
+      (std::is_same_v<typename detail::member_class<decltype(Members)>::type, T> && ...);
+  static_assert(same_class,
+                "tensordict: replace: a member pointer names a field of another type than the tree's");
   static_assert(sizeof...(Members) == sizeof...(Vs),
                 "tensordict: replace: give one value per key");
   T out = t;
-  (detail::assign(out.*Members, std::forward<Vs>(values)), ...);
+  if constexpr (same_class && sizeof...(Members) == sizeof...(Vs)) {
+    (detail::assign(out.*Members, std::forward<Vs>(values)), ...);
+  }
   return out;
 }
 

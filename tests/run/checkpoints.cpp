@@ -438,3 +438,40 @@ TEST_CASE("load_state_dict: damaged and hostile files are refused, naming the fi
   }
   CHECK(refused > 0);
 }
+
+namespace {
+struct SubW {
+  torch::Tensor w;
+};
+struct SubWV {
+  torch::Tensor w, v;
+};
+struct SavedPair {
+  torch::Tensor a, b;
+  SubW sub;
+};
+struct WantedTriple {
+  torch::Tensor a, c, d;
+  SubWV sub;
+};
+}  // namespace
+
+TEST_CASE("safetensors: a struct of fixed shape that does not fit is reported whole") {
+  Tmp tmp;
+  const auto file = tmp.path / "pair.safetensors";
+  td::save_safetensors(SavedPair{torch::ones({2}), torch::zeros({3}), {torch::ones({1})}}, file,
+                       {.structure = false});
+  try {
+    (void)td::load_safetensors<WantedTriple>(file);
+    FAIL("the load must fail");
+  } catch (const td::FormatError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find(file.string()) != std::string::npos);
+    INFO(msg);
+    CHECK(msg.find("3 missing: c, d, sub.v") != std::string::npos);  // every missing key at once
+    CHECK(msg.find("1 unexpected: b") != std::string::npos);
+  }
+  // What fits still loads.
+  const SavedPair back = td::load_safetensors<SavedPair>(file);
+  CHECK(back.b.sizes() == torch::IntArrayRef{3});
+}

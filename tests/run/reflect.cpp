@@ -111,3 +111,36 @@ TEST_CASE("batch size: values, comparison, printing") {
   CHECK(os.str() == "[4, 3]");
   CHECK(torch::zeros(b).dim() == 2);
 }
+
+// A wide struct: 256 members (the most a struct can have) of mixed kinds, spelled by macros.
+#define TD_WIDE8(p) torch::Tensor p##0, p##1, p##2, p##3, p##4, p##5, p##6;  int p##7 = 7;
+#define TD_WIDE64(p) TD_WIDE8(p##a) TD_WIDE8(p##b) TD_WIDE8(p##c) TD_WIDE8(p##d) \
+  TD_WIDE8(p##e) TD_WIDE8(p##f) TD_WIDE8(p##g) TD_WIDE8(p##h)
+struct Widest {
+  TD_WIDE64(w) TD_WIDE64(x) TD_WIDE64(y) TD_WIDE64(z)
+};
+#undef TD_WIDE64
+#undef TD_WIDE8
+static_assert(td::field_count_v<Widest> == 256);
+static_assert(td::spec<Widest>::leaf_count == 224 && td::spec<Widest>::static_count == 32);
+static_assert(td::spec<Widest>::keys[0] == "wa0" && td::spec<Widest>::keys[223] == "zh6");
+static_assert(td::spec<Widest>::static_keys[31] == "zh7");
+
+TEST_CASE("reflect: a struct of 256 members is a tree") {
+  auto [leaves, spec] = td::tree_flatten(Widest{});
+  for (std::size_t i = 0; i < leaves.size(); ++i) leaves[i] = torch::full({2}, static_cast<float>(i));
+  Widest w = td::tree_unflatten(leaves, spec);
+  int visited = 0;
+  td::for_each(w, [&](const torch::Tensor& x) { CHECK(x[0].item<float>() == visited++); });
+  CHECK(visited == 224);
+  w.zh7 = 9;
+  const Widest twice = td::apply(w, [](const torch::Tensor& x) { return 2 * x; });
+  CHECK(twice.zh6[0].item<float>() == doctest::Approx(2 * 223));
+  CHECK(twice.wa0[1].item<float>() == doctest::Approx(0));
+  CHECK(twice.zh7 == 9);  // static fields ride along
+  const td::TensorDict d = td::to_tensordict(twice);
+  CHECK(d.size() == 256);
+  const Widest back = td::from_tensordict<Widest>(d);
+  CHECK(torch::equal(back.ya3, twice.ya3));
+  CHECK(back.xc7 == 7);
+}
