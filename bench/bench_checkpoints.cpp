@@ -15,6 +15,8 @@
 
 #include <torch/torch.h>
 
+#include "timing.hpp"
+
 #include <tensordict/safetensors.hpp>
 
 namespace td = tensordict;
@@ -28,16 +30,8 @@ struct Model {
   std::vector<Layer> layers;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-template <class F>
-double time_ms(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
+using bench::median;
+using bench::time_ms;
 void raw_write(const fs::path& p, const std::vector<torch::Tensor>& leaves) {
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   for (const auto& t : leaves) {
@@ -72,10 +66,20 @@ int main(int argc, char** argv) {
   const fs::path file = root / "cpp.safetensors";
   std::vector<double> save, save_nosync, raw, load, read_one;
   for (int r = 0; r < reps; ++r) {
+    // Each write starts with no dirty pages left by the one before (whose write-back would
+    // otherwise compete with it for the disk) and creates a new file, as the raw write does.
+    auto fresh = [&] {
+      fs::remove(root / "raw.bin");
+      fs::remove(file);
+      ::sync();
+    };
+    fresh();
     raw.push_back(time_ms([&] { raw_write(root / "raw.bin", leaves); }));
-    fs::remove(root / "raw.bin");
-    save_nosync.push_back(time_ms([&] { td::save_safetensors(m, file, {.sync = false}); }));
+    fresh();
     save.push_back(time_ms([&] { td::save_safetensors(m, file); }));
+    fresh();
+    save_nosync.push_back(time_ms([&] { td::save_safetensors(m, file, {.sync = false}); }));
+    ::sync();
     Model loaded;
     load.push_back(time_ms([&] { loaded = td::load_safetensors<Model>(file); }));
     read_one.push_back(time_ms([&] { (void)loaded.layers[7].weight[12345].item<float>(); }));
