@@ -51,6 +51,17 @@ def bars(ax, labels, values, goal, xlabel, title, higher_is_better=False):
     ax.set_title(title)
 
 
+def ratio_figure(path, rows, goal, xlabel, title, higher_is_better=False):
+    """One horizontal bar per (label, figures, numerator key, denominator key) row whose two
+    keys the figures hold: numerator / denominator, against the goal."""
+    rows = [r for r in rows if r[2] in r[1] and r[3] in r[1]]
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.5))
+    bars(ax, [r[0] for r in rows], [r[1][r[2]] / r[1][r[3]] for r in rows], goal, xlabel, title,
+         higher_is_better)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main(data, out):
     out.mkdir(parents=True, exist_ok=True)
     core, dic = medians(data / "bench_core.json"), medians(data / "bench_dict.json")
@@ -64,13 +75,8 @@ def main(data, out):
         ("TensorDict identity apply", dic, "BM_identity_method", "BM_identity_hand_tensordict"),
         ("TensorDict get, 1 000 keys", dic, "BM_get_tensordict/1000", "BM_get_unordered_map/1000"),
     ]
-    pairs = [p for p in pairs if p[2] in p[1] and p[3] in p[1]]
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(pairs) + 1.5))
-    bars(ax, [p[0] for p in pairs], [p[1][p[2]] / p[1][p[3]] for p in pairs], 1.05,
-         "library time / hand-written time (median; 1 = the same)",
-         "The library against hand-written code")
-    fig.tight_layout()
-    fig.savefig(out / "vs_hand.png", dpi=110)
+    ratio_figure(out / "vs_hand.png", pairs, 1.05, "library time / hand-written time (median; 1 = the same)",
+                 "The library against hand-written code")
 
     io = json.loads((data / "python_io.json").read_text())
     st = json.loads((data / "python_st.json").read_text())
@@ -80,13 +86,8 @@ def main(data, out):
         ("memmap load, 10 000 leaves", io, "python_load_10k_leaves_ms", "cpp_load_10k_leaves_ms"),
         ("safetensors load, 1 GiB", st, "python_load_file_ms", "cpp_load_ms"),
     ]
-    py = [p for p in py if p[2] in p[1] and p[3] in p[1]]
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(py) + 1.5))
-    bars(ax, [p[0] for p in py], [p[1][p[2]] / p[1][p[3]] for p in py], 1.0,
-         "Python's time / C++'s time (median; above 1: C++ is faster)",
-         "The library against Python tensordict and safetensors", higher_is_better=True)
-    fig.tight_layout()
-    fig.savefig(out / "vs_python.png", dpi=110)
+    ratio_figure(out / "vs_python.png", py, 1.0, "Python's time / C++'s time (median; above 1: C++ is faster)",
+                 "The library against Python tensordict and safetensors", higher_is_better=True)
 
     pyd = json.loads((data / "python_dict.json").read_text())
     ns = [10, 1000, 10000]
