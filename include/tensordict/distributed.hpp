@@ -101,6 +101,12 @@ struct CollectiveOptions {
   /// message: differing trees then fail with a `StructureError` naming the key instead of
   /// reaching Gloo (which aborts the process on a size mismatch).
   bool check_structure = true;
+  /// All or nothing: every leaf goes through a scratch buffer and is written only once every
+  /// message has arrived, so a failure leaves the tree unchanged. Without it, a leaf that fills
+  /// a message alone (one larger than `bucket_bytes`, or every leaf with `bucket_bytes = 0`) is
+  /// reduced or received in its own memory, as Python does, saving two copies; a failure then
+  /// may leave those leaves partly reduced, and the error says so.
+  bool atomic = false;
 };
 
 /// Options of the point-to-point functions.
@@ -601,6 +607,7 @@ struct Bucket {
   c10d::ReduceOp::RedOpType op = c10d::ReduceOp::SUM;
   int64_t numel = 0;
   at::Tensor flat;
+  bool in_place = false;  // flat is the leaf's own memory
 };
 
 // Groups leaves by (device, wire dtype, op) in wire order and fills buckets of at most `cap`
@@ -668,11 +675,14 @@ inline at::Tensor slice_bytes(const Bucket& b, std::size_t j, const WireLeaf& l)
   return bytes.view(l.value.scalar_type()).view(l.value.sizes());
 }
 
-inline void pack_bytes(Bucket& b, const std::vector<WireLeaf>& ls, bool fill) {
-  // A bucket of one contiguous leaf is that leaf's own memory when nothing is written back.
-  if (fill && b.leaves.size() == 1 && ls[b.leaves[0]].value.is_contiguous() && ls[b.leaves[0]].value.numel() > 0 &&
-      nbytes(ls[b.leaves[0]].value) == b.numel) {
-    b.flat = as_bytes(ls[b.leaves[0]].value.detach());
+// A bucket's buffer. A bucket of one contiguous leaf is that leaf's own memory when it is only
+// read (`fill`, the sending side) or when the caller allows writing into it (`in_place`).
+inline void pack_bytes(Bucket& b, const std::vector<WireLeaf>& ls, bool fill, bool in_place = false) {
+  const at::Tensor& first = ls[b.leaves[0]].value;
+  if ((fill || in_place) && b.leaves.size() == 1 && first.is_contiguous() && first.numel() > 0 &&
+      nbytes(first) == b.numel) {
+    b.flat = as_bytes(fill ? first.detach() : first);
+    b.in_place = !fill;
     return;
   }
   b.flat = at::empty({b.numel}, at::TensorOptions().dtype(at::kByte).device(b.device));
@@ -688,6 +698,7 @@ inline void pack_bytes(Bucket& b, const std::vector<WireLeaf>& ls, bool fill) {
 inline void unpack_bytes(const std::vector<Bucket>& bs, const std::vector<WireLeaf>& ls) {
   at::NoGradGuard no_grad;
   for (const auto& b : bs) {
+    if (b.in_place) continue;
     for (std::size_t j = 0; j < b.leaves.size(); ++j) {
       const WireLeaf& l = ls[b.leaves[j]];
       if (l.value.numel() == 0) continue;
@@ -703,6 +714,15 @@ inline std::vector<std::string> bucket_keys(const std::vector<Bucket>& bs, const
 }
 
 template <class T>
+inline constexpr bool is_tree = batched_tree<std::remove_cv_t<T>>;
+template <class G>
+inline constexpr bool is_group = std::is_same_v<std::remove_cv_t<G>, Group> || c10d_group<std::remove_cv_t<G>> ||
+                                 requires(G& g) { requires c10d_group<std::remove_cvref_t<decltype(*g)>>; };
+template <class G, class T>
+inline constexpr bool usable = is_group<G> && is_tree<T>;
+
+// One static_assert per misuse; the caller compiles nothing else then (no cascade).
+template <class T>
 constexpr void require_tree() {
   static_assert(batched_tree<std::remove_cv_t<T>>,
                 "tensordict::dist: the argument is not a tree (a reflectable struct, a container of "
@@ -711,8 +731,7 @@ constexpr void require_tree() {
 
 template <class G>
 constexpr void require_group() {
-  static_assert(std::is_same_v<std::remove_cv_t<G>, Group> || c10d_group<std::remove_cv_t<G>> ||
-                    requires(G& g) { requires c10d_group<std::remove_cvref_t<decltype(*g)>>; },
+  static_assert(is_group<G>,
                 "tensordict::dist: the first argument must be a dist::Group, a c10d process group or "
                 "backend, or an intrusive_ptr to one");
 }
@@ -748,10 +767,21 @@ void reduce_impl(const char* fn, G& group, T& tree, int dst, const CollectiveOpt
     const int64_t n = lv[i].value.numel() * (wv[i].complex_as_real ? 2 : 1);
     return std::tuple<at::ScalarType, int64_t, c10d::ReduceOp::RedOpType>{wv[i].dtype, n, wv[i].op};
   });
+  std::string partial;  // the first key reduced in place, if any
   {
     at::NoGradGuard no_grad;
     for (auto& b : buckets) {
-      // Always a scratch buffer: the leaves change only once every message has arrived.
+      const at::Tensor& first = lv[b.leaves[0]].value;
+      // A message of one contiguous leaf of a dtype Gloo reduces is that leaf's own memory (no
+      // copy), unless the tree must stay unchanged on failure (`atomic`) or this rank is not
+      // the destination of a reduce (Gloo may use its buffer as scratch).
+      if (!o.atomic && (dst < 0 || dst == rank) && b.leaves.size() == 1 && first.is_contiguous() &&
+          first.scalar_type() == b.dtype && !wv[b.leaves[0]].complex_as_real) {
+        b.flat = first.dim() == 0 ? first.view({1}) : first.view({-1});
+        b.in_place = true;
+        if (partial.empty()) partial = lv[b.leaves[0]].dotted;
+        continue;
+      }
       b.flat = at::empty({b.numel}, at::TensorOptions().dtype(b.dtype).device(b.device));
       for (std::size_t j = 0; j < b.leaves.size(); ++j) {
         const at::Tensor& x = lv[b.leaves[j]].value;
@@ -760,7 +790,12 @@ void reduce_impl(const char* fn, G& group, T& tree, int dst, const CollectiveOpt
       }
     }
   }
-  const char* state = dst < 0 ? "the tree is unchanged" : "the tree is unchanged on this rank";
+  const std::string state_text =
+      partial.empty() ? (dst < 0 ? "the tree is unchanged" : "the tree is unchanged on this rank")
+                      : "leaves reduced in place (the large ones, e.g. '" + partial +
+                            "') may hold partial results, the others are unchanged (CollectiveOptions::atomic "
+                            "keeps the whole tree unchanged)";
+  const char* state = state_text.c_str();
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   const auto keys = bucket_keys(buckets, lv);
   for (std::size_t k = 0; k < buckets.size(); ++k) {
@@ -783,6 +818,7 @@ void reduce_impl(const char* fn, G& group, T& tree, int dst, const CollectiveOpt
   at::NoGradGuard no_grad;
   for (auto& b : buckets) {
     if (o.op == Op::average) b.flat.div_(size);
+    if (b.in_place) continue;
     for (std::size_t j = 0; j < b.leaves.size(); ++j) {
       const at::Tensor& x = lv[b.leaves[j]].value;
       if (wv[b.leaves[j]].complex_as_real) {
@@ -803,14 +839,20 @@ void reduce_impl(const char* fn, G& group, T& tree, int dst, const CollectiveOpt
 /// Reduces every leaf across the ranks, in place: afterwards each rank's tree holds the sum
 /// (average, min, max, product) of all ranks' trees. Leaves are packed into messages of at
 /// most `bucket_bytes` per device and dtype. Bad input (an integer leaf to average, a dtype
-/// that cannot be reduced) fails before any message, and a failure in flight (a timeout, a peer
-/// gone, differing trees) leaves the tree as it was: the leaves are written only after every
-/// message has arrived. Every rank must call it with trees of one structure.
+/// that cannot be reduced) and differing trees fail before any message, with every tree
+/// unchanged. A failure in flight (a timeout, a peer gone) leaves the packed leaves unchanged
+/// (they are written only after every message has arrived) and the leaves reduced in their own
+/// memory possibly partly reduced, as the error says; with `atomic` the whole tree is
+/// unchanged. Every rank must call it with trees of one structure.
 template <class G, class T>
 void all_reduce(G& group, T& tree, const CollectiveOptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  detail::reduce_impl("all_reduce", group, tree, -1, o);
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
+  } else {
+    detail::reduce_impl("all_reduce", group, tree, -1, o);
+  }
 }
 
 /// `all_reduce` whose result only rank `dst` keeps; the other ranks' trees are unchanged
@@ -819,43 +861,59 @@ template <class G, class T>
 void reduce(G& group, T& tree, int dst, const CollectiveOptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  if (dst < 0) throw tensordict::Error("reduce: destination rank " + std::to_string(dst) + " is negative");
-  detail::reduce_impl("reduce", group, tree, dst, o);
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
+  } else {
+    if (dst < 0) throw tensordict::Error("reduce: destination rank " + std::to_string(dst) + " is negative");
+    detail::reduce_impl("reduce", group, tree, dst, o);
+  }
 }
 
 /// Rank `src`'s leaves copied into every rank's tree, in place (initial weights from rank 0).
 /// Data moves as bytes, so every dtype travels (bool and bfloat16 included). Every rank must
-/// hold a tree of the same structure (checked first, see `CollectiveOptions`); on failure the
-/// receivers' trees are unchanged.
+/// hold a tree of the same structure (checked first, see `CollectiveOptions`); what a failure
+/// leaves in the receivers' trees is as for `all_reduce` (unchanged with `atomic`).
 template <class G, class T>
 void broadcast(G& group, T& tree, int src, const CollectiveOptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  auto& pg = detail::c10d_of(group);
-  const int rank = pg.getRank(), size = pg.getSize();
-  if (src < 0 || src >= size) {
-    throw tensordict::Error("broadcast: source rank " + std::to_string(src) + " is not in a group of size " +
-                            std::to_string(size));
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
+  } else {
+    auto& pg = detail::c10d_of(group);
+    const int rank = pg.getRank(), size = pg.getSize();
+    if (src < 0 || src >= size) {
+      throw tensordict::Error("broadcast: source rank " + std::to_string(src) + " is not in a group of size " +
+                              std::to_string(size));
+    }
+    const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
+    auto ls = detail::wire_leaves(tree);
+    if (o.check_structure) detail::check_structure("broadcast", pg, ls, timeout);
+    std::vector<detail::WireLeaf> lv;
+    for (auto& l : ls) {
+      if (l.value.numel() > 0) lv.push_back(l);
+    }
+    auto buckets = detail::plan_bytes(lv, o.bucket_bytes);
+    std::string partial;
+    for (auto& b : buckets) {
+      detail::pack_bytes(b, lv, rank == src, !o.atomic);
+      if (b.in_place && partial.empty()) partial = lv[b.leaves[0]].dotted;
+    }
+    const std::string state = partial.empty() ? "the tree is unchanged"
+                                              : "leaves received in place (the large ones, e.g. '" + partial +
+                                                    "') may hold part of the source's values, the others are unchanged "
+                                                    "(CollectiveOptions::atomic keeps the whole tree unchanged)";
+    const auto keys = detail::bucket_keys(buckets, lv);
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (std::size_t k = 0; k < buckets.size(); ++k) {
+      std::vector<at::Tensor> v{buckets[k].flat};
+      c10d::BroadcastOptions bo;
+      bo.rootRank = src;
+      detail::guarded("broadcast", rank, size, keys[k], state.c_str(), [&] { works.push_back(pg.broadcast(v, bo)); });
+    }
+    detail::wait_all("broadcast", rank, size, works, keys, timeout, state.c_str());
+    if (rank != src) detail::unpack_bytes(buckets, lv);
   }
-  const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
-  auto ls = detail::wire_leaves(tree);
-  if (o.check_structure) detail::check_structure("broadcast", pg, ls, timeout);
-  std::vector<detail::WireLeaf> lv;
-  for (auto& l : ls) {
-    if (l.value.numel() > 0) lv.push_back(l);
-  }
-  auto buckets = detail::plan_bytes(lv, o.bucket_bytes);
-  for (auto& b : buckets) detail::pack_bytes(b, lv, rank == src);
-  const auto keys = detail::bucket_keys(buckets, lv);
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  for (std::size_t k = 0; k < buckets.size(); ++k) {
-    std::vector<at::Tensor> v{buckets[k].flat};
-    c10d::BroadcastOptions bo;
-    bo.rootRank = src;
-    detail::guarded("broadcast", rank, size, keys[k], "the tree is unchanged", [&] { works.push_back(pg.broadcast(v, bo)); });
-  }
-  detail::wait_all("broadcast", rank, size, works, keys, timeout, "the tree is unchanged");
-  if (rank != src) detail::unpack_bytes(buckets, lv);
 }
 
 /// Every rank's tree, stacked: leaves gain a leading dim of the world size (rank r's values at
@@ -866,48 +924,52 @@ template <class G, class T>
 [[nodiscard]] std::remove_cv_t<T> all_gather(G& group, const T& tree, const CollectiveOptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  auto& pg = detail::c10d_of(group);
-  const int rank = pg.getRank(), size = pg.getSize();
-  const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
-  auto ls = detail::wire_leaves(tree);
-  if (o.check_structure) detail::check_structure("all_gather", pg, ls, timeout);
-  std::vector<detail::WireLeaf> lv;
-  for (auto& l : ls) {
-    if (l.value.numel() > 0) lv.push_back(l);  // Gloo's allgather of zero bytes kills the process
-  }
-  auto buckets = detail::plan_bytes(lv, o.bucket_bytes);
-  for (auto& b : buckets) b.numel = (b.numel + 15) / 16 * 16;  // each rank's row starts aligned too
-  std::vector<at::Tensor> outs;
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  const auto keys = detail::bucket_keys(buckets, lv);
-  for (std::size_t k = 0; k < buckets.size(); ++k) {
-    detail::pack_bytes(buckets[k], lv, true);
-    outs.push_back(at::empty({size, buckets[k].numel}, at::TensorOptions().dtype(at::kByte).device(buckets[k].device)));
-    std::vector<std::vector<at::Tensor>> o2(1);
-    for (int r = 0; r < size; ++r) o2[0].push_back(outs.back()[r]);
-    std::vector<at::Tensor> in{buckets[k].flat};
-    detail::guarded("all_gather", rank, size, keys[k], "the tree is unchanged", [&] { works.push_back(pg.allgather(o2, in)); });
-  }
-  detail::wait_all("all_gather", rank, size, works, keys, timeout, "the tree is unchanged");
-  // Per rank, the tree of its values (views into the gathered bytes), then one stack.
-  const std::size_t slots = detail::slot_count(tree);
-  std::vector<at::Tensor> base(slots);
-  for (const auto& l : ls) base[l.slot] = at::empty(l.value.sizes(), l.value.options().requires_grad(false));
-  std::vector<std::remove_cv_t<T>> per_rank;
-  per_rank.reserve(static_cast<std::size_t>(size));
-  TreeSpec<std::remove_cv_t<T>> spec(tree);
-  for (int r = 0; r < size; ++r) {
-    std::vector<at::Tensor> leaves = base;
-    for (std::size_t k = 0; k < buckets.size(); ++k) {
-      const auto& b = buckets[k];
-      for (std::size_t j = 0; j < b.leaves.size(); ++j) {
-        const auto& l = lv[b.leaves[j]];
-        leaves[l.slot] = outs[k][r].narrow(0, b.offsets[j], detail::nbytes(l.value)).view(l.value.scalar_type()).view(l.value.sizes());
-      }
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
+  } else {
+    auto& pg = detail::c10d_of(group);
+    const int rank = pg.getRank(), size = pg.getSize();
+    const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
+    auto ls = detail::wire_leaves(tree);
+    if (o.check_structure) detail::check_structure("all_gather", pg, ls, timeout);
+    std::vector<detail::WireLeaf> lv;
+    for (auto& l : ls) {
+      if (l.value.numel() > 0) lv.push_back(l);  // Gloo's allgather of zero bytes kills the process
     }
-    per_rank.push_back(spec.unflatten(leaves));
+    auto buckets = detail::plan_bytes(lv, o.bucket_bytes);
+    for (auto& b : buckets) b.numel = (b.numel + 15) / 16 * 16;  // each rank's row starts aligned too
+    std::vector<at::Tensor> outs;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    const auto keys = detail::bucket_keys(buckets, lv);
+    for (std::size_t k = 0; k < buckets.size(); ++k) {
+      detail::pack_bytes(buckets[k], lv, true);
+      outs.push_back(at::empty({size, buckets[k].numel}, at::TensorOptions().dtype(at::kByte).device(buckets[k].device)));
+      std::vector<std::vector<at::Tensor>> o2(1);
+      for (int r = 0; r < size; ++r) o2[0].push_back(outs.back()[r]);
+      std::vector<at::Tensor> in{buckets[k].flat};
+      detail::guarded("all_gather", rank, size, keys[k], "the tree is unchanged", [&] { works.push_back(pg.allgather(o2, in)); });
+    }
+    detail::wait_all("all_gather", rank, size, works, keys, timeout, "the tree is unchanged");
+    // Per rank, the tree of its values (views into the gathered bytes), then one stack.
+    const std::size_t slots = detail::slot_count(tree);
+    std::vector<at::Tensor> base(slots);
+    for (const auto& l : ls) base[l.slot] = at::empty(l.value.sizes(), l.value.options().requires_grad(false));
+    std::vector<std::remove_cv_t<T>> per_rank;
+    per_rank.reserve(static_cast<std::size_t>(size));
+    TreeSpec<std::remove_cv_t<T>> spec(tree);
+    for (int r = 0; r < size; ++r) {
+      std::vector<at::Tensor> leaves = base;
+      for (std::size_t k = 0; k < buckets.size(); ++k) {
+        const auto& b = buckets[k];
+        for (std::size_t j = 0; j < b.leaves.size(); ++j) {
+          const auto& l = lv[b.leaves[j]];
+          leaves[l.slot] = outs[k][r].narrow(0, b.offsets[j], detail::nbytes(l.value)).view(l.value.scalar_type()).view(l.value.sizes());
+        }
+      }
+      per_rank.push_back(spec.unflatten(leaves));
+    }
+    return tensordict::stack(per_rank);
   }
-  return tensordict::stack(per_rank);
 }
 
 // ---- point to point ----------------------------------------------------------------------------
@@ -1057,7 +1119,11 @@ template <class G, class T>
 void send(G& group, const T& tree, int dst, const P2POptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  Pending(detail::start_p2p("send", group, tree, dst, true, o)).wait();
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
+  } else {
+    Pending(detail::start_p2p("send", group, tree, dst, true, o)).wait();
+  }
 }
 
 /// Receives rank `src`'s leaves into `tree` (which gives the keys, dtypes and shapes), as
@@ -1066,7 +1132,11 @@ template <class G, class T>
 void recv(G& group, T& tree, int src, const P2POptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  Pending(detail::start_p2p("recv", group, tree, src, false, o)).wait();
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
+  } else {
+    Pending(detail::start_p2p("recv", group, tree, src, false, o)).wait();
+  }
 }
 
 /// `send` that returns at once; the tree's leaves must not change until `wait()`.
@@ -1074,7 +1144,11 @@ template <class G, class T>
 [[nodiscard]] Pending isend(G& group, const T& tree, int dst, const P2POptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  return Pending(detail::start_p2p("isend", group, tree, dst, true, o));
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
+  } else {
+    return Pending(detail::start_p2p("isend", group, tree, dst, true, o));
+  }
 }
 
 /// `recv` that returns at once; the leaves are written by `wait()`.
@@ -1082,7 +1156,11 @@ template <class G, class T>
 [[nodiscard]] Pending irecv(G& group, T& tree, int src, const P2POptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  return Pending(detail::start_p2p("irecv", group, tree, src, false, o));
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
+  } else {
+    return Pending(detail::start_p2p("irecv", group, tree, src, false, o));
+  }
 }
 
 // ---- structure first -----------------------------------------------------------------------------
@@ -1226,49 +1304,53 @@ template <class G, class T>
 void init_remote(G& group, const T& tree, int dst, const P2POptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  auto& pg = detail::c10d_of(group);
-  const int rank = pg.getRank(), size = pg.getSize();
-  if (dst < 0 || dst >= size || dst == rank) {
-    throw tensordict::Error("init_remote: destination rank " + std::to_string(dst) + " is not another rank of a group of size " +
-                            std::to_string(size));
-  }
-  const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
-  TensorDict d;
-  if constexpr (std::is_same_v<std::remove_cv_t<T>, TensorDict>) {
-    d = tree;
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
   } else {
-    d = to_tensordict(tree);
+    auto& pg = detail::c10d_of(group);
+    const int rank = pg.getRank(), size = pg.getSize();
+    if (dst < 0 || dst >= size || dst == rank) {
+      throw tensordict::Error("init_remote: destination rank " + std::to_string(dst) + " is not another rank of a group of size " +
+                              std::to_string(size));
+    }
+    const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
+    TensorDict d;
+    if constexpr (std::is_same_v<std::remove_cv_t<T>, TensorDict>) {
+      d = tree;
+    } else {
+      d = to_tensordict(tree);
+    }
+    std::vector<at::Tensor> tensors;
+    detail::entry_tensors(d, tensors);
+    std::vector<int64_t> offsets;
+    int64_t total = 0;
+    for (const auto& t : tensors) {
+      offsets.push_back(total);
+      total = tensordict::detail::align_up(total + detail::nbytes(t));
+    }
+    at::Tensor storage = at::empty({std::max<int64_t>(total, 1)}, at::kByte);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].numel() == 0) continue;
+      storage.narrow(0, offsets[i], detail::nbytes(tensors[i])).copy_(detail::as_bytes(tensors[i].detach().cpu()));
+    }
+    std::size_t next = 0;
+    nlohmann::json meta;
+    meta["format"] = "tensordict-cpp remote tree";
+    meta["type"] = std::string(type_name_v<std::remove_cv_t<T>>);
+    meta["root"] = detail::remote_node(d, offsets, tensors, next);
+    const std::string text = meta.dump();
+    at::Tensor header = at::tensor({detail::remote_magic, static_cast<int64_t>(text.size()), total}, at::kLong);
+    at::Tensor meta_bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+    std::memcpy(meta_bytes.data_ptr(), text.data(), text.size());
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    const char* state = "the receiver may not have the tree";
+    int tag = o.init_tag;
+    for (at::Tensor* t : {&header, &meta_bytes, &storage}) {
+      std::vector<at::Tensor> v{*t};
+      detail::guarded("init_remote", rank, size, "", state, [&] { works.push_back(pg.send(v, dst, tag++)); });
+    }
+    detail::wait_all("init_remote", rank, size, works, {"", "", ""}, timeout, state);
   }
-  std::vector<at::Tensor> tensors;
-  detail::entry_tensors(d, tensors);
-  std::vector<int64_t> offsets;
-  int64_t total = 0;
-  for (const auto& t : tensors) {
-    offsets.push_back(total);
-    total = tensordict::detail::align_up(total + detail::nbytes(t));
-  }
-  at::Tensor storage = at::empty({std::max<int64_t>(total, 1)}, at::kByte);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].numel() == 0) continue;
-    storage.narrow(0, offsets[i], detail::nbytes(tensors[i])).copy_(detail::as_bytes(tensors[i].detach().cpu()));
-  }
-  std::size_t next = 0;
-  nlohmann::json meta;
-  meta["format"] = "tensordict-cpp remote tree";
-  meta["type"] = std::string(type_name_v<std::remove_cv_t<T>>);
-  meta["root"] = detail::remote_node(d, offsets, tensors, next);
-  const std::string text = meta.dump();
-  at::Tensor header = at::tensor({detail::remote_magic, static_cast<int64_t>(text.size()), total}, at::kLong);
-  at::Tensor meta_bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
-  std::memcpy(meta_bytes.data_ptr(), text.data(), text.size());
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  const char* state = "the receiver may not have the tree";
-  int tag = o.init_tag;
-  for (at::Tensor* t : {&header, &meta_bytes, &storage}) {
-    std::vector<at::Tensor> v{*t};
-    detail::guarded("init_remote", rank, size, "", state, [&] { works.push_back(pg.send(v, dst, tag++)); });
-  }
-  detail::wait_all("init_remote", rank, size, works, {"", "", ""}, timeout, state);
 }
 
 /// Receives a tree sent by `init_remote` from rank `src`, structure and all: a `TensorDict`,
@@ -1279,49 +1361,53 @@ template <class T = TensorDict, class G>
 [[nodiscard]] T from_remote_init(G& group, int src, const P2POptions& o = {}) {
   detail::require_group<G>();
   detail::require_tree<T>();
-  auto& pg = detail::c10d_of(group);
-  const int rank = pg.getRank(), size = pg.getSize();
-  if (src < 0 || src >= size || src == rank) {
-    throw tensordict::Error("from_remote_init: source rank " + std::to_string(src) + " is not another rank of a group of size " +
-                            std::to_string(size));
-  }
-  const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
-  auto recv_one = [&](at::Tensor& t, int tag) {
-    std::vector<at::Tensor> v{t};
-    std::vector<c10::intrusive_ptr<c10d::Work>> w;
-    detail::guarded("from_remote_init", rank, size, "", "nothing was received",
-                    [&] { w.push_back(pg.recv(v, src, tag)); });
-    detail::wait_all("from_remote_init", rank, size, w, {""}, timeout, "nothing was received");
-  };
-  at::Tensor header = at::empty({3}, at::kLong);
-  recv_one(header, o.init_tag);
-  const int64_t magic = header[0].item<int64_t>(), meta_len = header[1].item<int64_t>(), total = header[2].item<int64_t>();
-  if (magic != detail::remote_magic) detail::bad_remote(rank, src, "the header is not init_remote's");
-  if (meta_len <= 0 || meta_len > detail::remote_max_meta) {
-    detail::bad_remote(rank, src, "a structure of " + std::to_string(meta_len) + " bytes");
-  }
-  if (total < 0 || total > (int64_t{1} << 46)) detail::bad_remote(rank, src, "a buffer of " + std::to_string(total) + " bytes");
-  at::Tensor meta_bytes = at::empty({meta_len}, at::kByte);
-  recv_one(meta_bytes, o.init_tag + 1);
-  at::Tensor storage = at::empty({std::max<int64_t>(total, 1)}, at::kByte);
-  recv_one(storage, o.init_tag + 2);
-  storage = storage.narrow(0, 0, total);
-  const std::string text(static_cast<const char*>(meta_bytes.data_ptr()), static_cast<std::size_t>(meta_len));
-  nlohmann::json meta = nlohmann::json::parse(text, nullptr, false);
-  if (meta.is_discarded() || !meta.is_object() || !meta.contains("root")) {
-    detail::bad_remote(rank, src, "the structure is not JSON of a tree");
-  }
-  TensorDict d = detail::remote_build(meta["root"], storage, rank, src, 0, "");
-  if constexpr (std::is_same_v<T, TensorDict>) {
-    return d;
+  if constexpr (!detail::usable<G, T>) {
+    std::abort();
   } else {
-    try {
-      return from_tensordict<T>(d);
-    } catch (const tensordict::Error& e) {
-      const std::string sent = meta.contains("type") && meta["type"].is_string() ? meta["type"].get<std::string>() : "?";
-      throw StructureError("from_remote_init: rank " + std::to_string(src) + " sent a " + sent +
-                               " that does not fit " + std::string(type_name_v<T>) + ": " + e.what(),
-                           rank, "");
+    auto& pg = detail::c10d_of(group);
+    const int rank = pg.getRank(), size = pg.getSize();
+    if (src < 0 || src >= size || src == rank) {
+      throw tensordict::Error("from_remote_init: source rank " + std::to_string(src) + " is not another rank of a group of size " +
+                              std::to_string(size));
+    }
+    const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
+    auto recv_one = [&](at::Tensor& t, int tag) {
+      std::vector<at::Tensor> v{t};
+      std::vector<c10::intrusive_ptr<c10d::Work>> w;
+      detail::guarded("from_remote_init", rank, size, "", "nothing was received",
+                      [&] { w.push_back(pg.recv(v, src, tag)); });
+      detail::wait_all("from_remote_init", rank, size, w, {""}, timeout, "nothing was received");
+    };
+    at::Tensor header = at::empty({3}, at::kLong);
+    recv_one(header, o.init_tag);
+    const int64_t magic = header[0].item<int64_t>(), meta_len = header[1].item<int64_t>(), total = header[2].item<int64_t>();
+    if (magic != detail::remote_magic) detail::bad_remote(rank, src, "the header is not init_remote's");
+    if (meta_len <= 0 || meta_len > detail::remote_max_meta) {
+      detail::bad_remote(rank, src, "a structure of " + std::to_string(meta_len) + " bytes");
+    }
+    if (total < 0 || total > (int64_t{1} << 46)) detail::bad_remote(rank, src, "a buffer of " + std::to_string(total) + " bytes");
+    at::Tensor meta_bytes = at::empty({meta_len}, at::kByte);
+    recv_one(meta_bytes, o.init_tag + 1);
+    at::Tensor storage = at::empty({std::max<int64_t>(total, 1)}, at::kByte);
+    recv_one(storage, o.init_tag + 2);
+    storage = storage.narrow(0, 0, total);
+    const std::string text(static_cast<const char*>(meta_bytes.data_ptr()), static_cast<std::size_t>(meta_len));
+    nlohmann::json meta = nlohmann::json::parse(text, nullptr, false);
+    if (meta.is_discarded() || !meta.is_object() || !meta.contains("root")) {
+      detail::bad_remote(rank, src, "the structure is not JSON of a tree");
+    }
+    TensorDict d = detail::remote_build(meta["root"], storage, rank, src, 0, "");
+    if constexpr (std::is_same_v<T, TensorDict>) {
+      return d;
+    } else {
+      try {
+        return from_tensordict<T>(d);
+      } catch (const tensordict::Error& e) {
+        const std::string sent = meta.contains("type") && meta["type"].is_string() ? meta["type"].get<std::string>() : "?";
+        throw StructureError("from_remote_init: rank " + std::to_string(src) + " sent a " + sent +
+                                 " that does not fit " + std::string(type_name_v<T>) + ": " + e.what(),
+                             rank, "");
+      }
     }
   }
 }
