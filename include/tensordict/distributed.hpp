@@ -97,7 +97,7 @@ struct CollectiveOptions {
   std::size_t bucket_bytes = std::size_t{25} << 20;
   /// The longest wait for the whole operation; unset: the group's timeout.
   std::optional<std::chrono::milliseconds> timeout;
-  /// Exchange a 16-byte digest of the structure (keys, dtypes, shapes) first, one small
+  /// Exchange a 24-byte digest of the structure (keys, dtypes, shapes) first, one small
   /// message: differing trees then fail with a `StructureError` naming the key instead of
   /// reaching Gloo (which aborts the process on a size mismatch).
   bool check_structure = true;

@@ -745,11 +745,17 @@ TEST_CASE("dist: a group of one, from the environment with a TCPStore") {
 
 // Python tensordict and C++ in one Gloo group: only where this program is built on the same
 // libtorch as Python's torch (libtorch 1.13's Gloo cannot meet torch 2.x's).
-TEST_CASE("dist: a Python tensordict process and a C++ process exchange trees" *
-          doctest::skip(TORCH_VERSION_MAJOR < 2)) {
+TEST_CASE("dist: a Python tensordict process and a C++ process exchange trees") {
   const char* script = std::getenv("TENSORDICT_PYTHON_PEER");
-  if (script == nullptr) {
-    MESSAGE("TENSORDICT_PYTHON_PEER is not set: skipped");
+  // ctest reports these as skipped (SKIP_REGULAR_EXPRESSION); scripts/dev test runs this case
+  // in its torch-2.x build.
+  if (TORCH_VERSION_MAJOR < 2) {
+    std::cout << "TENSORDICT_SKIPPED: built on libtorch " << TORCH_VERSION << ", whose Gloo cannot meet PyPI torch's"
+              << std::endl;
+    return;
+  }
+  if (script == nullptr || std::system("python3 -c 'import tensordict' 2>/dev/null") != 0) {
+    std::cout << "TENSORDICT_SKIPPED: no Python tensordict (or TENSORDICT_PYTHON_PEER unset)" << std::endl;
     return;
   }
   auto dir = fresh_dir("python");
