@@ -1170,8 +1170,9 @@ namespace detail {
 inline constexpr int64_t remote_magic = 0x5444435050524d31;  // "TDCPPRM1"
 inline constexpr int64_t remote_max_meta = int64_t{64} << 20;
 
-inline nlohmann::json remote_node(const TensorDict& d, const std::vector<int64_t>& offsets,
-                                  const std::vector<at::Tensor>& views, std::size_t& next) {
+// A level of the structure init_remote sends: batch size, dim names, and the entries in order
+// (a tensor's dtype, shape and byte offset in the buffer; a nested level; JSON data).
+inline nlohmann::json remote_node(const TensorDict& d, const std::vector<int64_t>& offsets, std::size_t& next) {
   nlohmann::json node;
   node["batch_size"] = d.batch_size().dims().vec();
   if (!d.names().empty()) {
@@ -1188,10 +1189,9 @@ inline nlohmann::json remote_node(const TensorDict& d, const std::vector<int64_t
       x["dtype"] = tensordict::dtype_name(t.scalar_type());
       x["shape"] = t.sizes().vec();
       x["offset"] = offsets[next];
-      (void)views;
       ++next;
     } else if (e.is_tensordict()) {
-      x["dict"] = remote_node(e.tensordict(), offsets, views, next);
+      x["dict"] = remote_node(e.tensordict(), offsets, next);
     } else if (e.is_non_tensor()) {
       x["data"] = e.non_tensor().value;
       x["metadata"] = e.non_tensor().metadata;
@@ -1337,7 +1337,7 @@ void init_remote(G& group, const T& tree, int dst, const P2POptions& o = {}) {
     nlohmann::json meta;
     meta["format"] = "tensordict-cpp remote tree";
     meta["type"] = std::string(type_name_v<std::remove_cv_t<T>>);
-    meta["root"] = detail::remote_node(d, offsets, tensors, next);
+    meta["root"] = detail::remote_node(d, offsets, next);
     const std::string text = meta.dump();
     at::Tensor header = at::tensor({detail::remote_magic, static_cast<int64_t>(text.size()), total}, at::kLong);
     at::Tensor meta_bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);

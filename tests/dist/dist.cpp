@@ -231,6 +231,33 @@ static int scenario_all_reduce(const World& w) {
   }
   EXPECT(d["obs"].equal(want_d["obs"]) && d[{"next", "reward"}].equal(want_d[{"next", "reward"}]));
   EXPECT(d[{"next", "done"}].equal(want_d[{"next", "done"}]) && d["b"].equal(want_d["b"]));
+  // Keys inserted in another order on every rank meet by key (wire order is sorted), and a
+  // c10d group (by reference or intrusive_ptr) works as well as a dist::Group.
+  {
+    std::vector<std::string> names{"zeta", "alpha", "mid", "alpha2", "a-b", "a"};
+    std::rotate(names.begin(), names.begin() + w.rank % names.size(), names.end());
+    td::TensorDict e;
+    for (const auto& n : names) e.set(n, at::full({2}, static_cast<double>(n.size() * 10 + w.rank)));
+    dist::all_reduce(g.c10d(), e, {.bucket_bytes = 0});
+    dist::all_reduce(g.ptr(), e, {.op = dist::Op::max});
+    double ranks = 0;
+    for (int r = 0; r < w.size; ++r) ranks += r;
+    for (const auto& n : names) {
+      EXPECT(e[n].equal(at::full({2}, static_cast<double>(n.size() * 10 * w.size) + ranks)));
+    }
+  }
+  // An isend dropped without wait() still completes (its destructor waits).
+  if (w.size >= 2 && w.rank < 2) {
+    auto x = make_model(w.rank);
+    if (w.rank == 0) {
+      { auto p = dist::isend(g, x, 1, {.init_tag = 77}); }
+    } else {
+      dist::recv(g, x, 0, {.init_tag = 77});
+      auto want = make_model(0);
+      want.steps = x.steps;
+      expect_same(x, want, "isend without wait");
+    }
+  }
   // reduce: only the destination changes
   const int dst = w.size - 1;
   auto m = make_model(w.rank);
