@@ -347,6 +347,12 @@ struct WireLeaf {
   std::string dotted;
   at::Tensor value;
   std::size_t slot = 0;
+  // Tied leaves (one tensor at two keys, as a head tied to an embedding): the wire index of the
+  // first leaf that is the same view of the same memory, and whether the memory overlaps
+  // another leaf's in any other way. A reduction must reduce such memory once, and never
+  // in place twice.
+  std::ptrdiff_t same_as = -1;
+  bool shares_memory = false;
 };
 
 // Present leaves in wire order: Python tensordict's `sorted_keys` at every level, depth first.
@@ -366,6 +372,23 @@ std::vector<WireLeaf> wire_leaves(T& t) {
       },
       t);
   std::stable_sort(out.begin(), out.end(), [](const WireLeaf& a, const WireLeaf& b) { return a.key < b.key; });
+  std::vector<std::pair<const void*, std::size_t>> seen;  // (storage, first leaf on it)
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const at::Tensor& x = out[i].value;
+    if (!x.has_storage() || x.numel() == 0) continue;
+    const void* st = x.storage().unsafeGetStorageImpl();
+    for (const auto& [s2, j] : seen) {
+      if (s2 != st) continue;
+      const at::Tensor& y = out[j].value;
+      if (x.storage_offset() == y.storage_offset() && x.sizes() == y.sizes() && x.strides() == y.strides() &&
+          x.scalar_type() == y.scalar_type()) {
+        if (out[i].same_as < 0) out[i].same_as = static_cast<std::ptrdiff_t>(out[j].same_as >= 0 ? out[j].same_as : j);
+      } else {
+        out[i].shares_memory = out[j].shares_memory = true;
+      }
+    }
+    seen.emplace_back(st, i);
+  }
   return out;
 }
 
@@ -394,6 +417,7 @@ inline std::string describe(const std::vector<WireLeaf>& ls) {
     s += tensordict::dtype_name(l.value.scalar_type());
     s += '\t';
     s += shape_str(l.value.sizes());
+    if (l.same_as >= 0) s += " (the same tensor as '" + ls[static_cast<std::size_t>(l.same_as)].dotted + "')";
     s += '\n';
   }
   return s;
@@ -752,10 +776,11 @@ void reduce_impl(const char* fn, G& group, T& tree, int dst, const CollectiveOpt
   wires.reserve(ls.size());
   for (const auto& l : ls) wires.push_back(wire_for(fn, l, o.op, rank, size));
   if (o.check_structure) check_structure(fn, pg, ls, timeout);
-  // Zero-size leaves send nothing (Gloo's reductions of them are no-ops at best).
+  // Zero-size leaves send nothing (Gloo's reductions of them are no-ops at best), and a tied
+  // leaf is reduced once, through the first key that holds it.
   std::vector<std::size_t> live;
   for (std::size_t i = 0; i < ls.size(); ++i) {
-    if (ls[i].value.numel() > 0) live.push_back(i);
+    if (ls[i].value.numel() > 0 && ls[i].same_as < 0) live.push_back(i);
   }
   std::vector<WireLeaf> lv;
   std::vector<Wire> wv;
@@ -776,7 +801,7 @@ void reduce_impl(const char* fn, G& group, T& tree, int dst, const CollectiveOpt
       // copy), unless the tree must stay unchanged on failure (`atomic`) or this rank is not
       // the destination of a reduce (Gloo may use its buffer as scratch).
       if (!o.atomic && (dst < 0 || dst == rank) && b.leaves.size() == 1 && first.is_contiguous() &&
-          first.scalar_type() == b.dtype && !wv[b.leaves[0]].complex_as_real) {
+          first.scalar_type() == b.dtype && !wv[b.leaves[0]].complex_as_real && !lv[b.leaves[0]].shares_memory) {
         b.flat = first.dim() == 0 ? first.view({1}) : first.view({-1});
         b.in_place = true;
         if (partial.empty()) partial = lv[b.leaves[0]].dotted;

@@ -56,6 +56,9 @@ struct Batched {
   torch::Tensor obs, act;
   td::BatchSize batch_size;
 };
+struct Tied {  // a head tied to an embedding, and a transposed view of it
+  torch::Tensor embed, head, head_t;
+};
 }  // namespace dt
 
 // A value that depends on the rank and the leaf, in the leaf's dtype.
@@ -245,6 +248,17 @@ static int scenario_all_reduce(const World& w) {
     for (const auto& n : names) {
       EXPECT(e[n].equal(at::full({2}, static_cast<double>(n.size() * 10 * w.size) + ranks)));
     }
+  }
+  // Tied leaves are reduced once, whether in place or packed.
+  for (std::size_t bucket : {std::size_t{0}, std::size_t{25} << 20}) {
+    dt::Tied t;
+    t.embed = at::full({4, 3}, w.rank + 1.0);
+    t.head = t.embed;
+    t.head_t = t.embed.t();
+    dist::all_reduce(g, t, {.bucket_bytes = bucket});
+    const double want = w.size * (w.size + 1) / 2.0;
+    EXPECT(t.embed.equal(at::full({4, 3}, want)) && t.head.is_same(t.embed));
+    EXPECT(t.head_t.equal(at::full({3, 4}, want)) && t.head_t.data_ptr() == t.embed.data_ptr());
   }
   // An isend dropped without wait() still completes (its destructor waits).
   if (w.size >= 2 && w.rank < 2) {
