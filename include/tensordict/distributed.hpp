@@ -471,10 +471,14 @@ inline std::string first_difference(const std::string& mine, int me, const std::
 inline std::string first_key(const std::vector<WireLeaf>& ls) { return ls.empty() ? std::string() : ls.front().dotted; }
 
 // A c10d failure as the library's error: what it was, where, and what the tree holds now.
-[[noreturn]] inline void rethrow(const char* op, int rank, int size, const std::string& key, const std::string& what,
+// `key` is the first key of the failed message, or, in parentheses, what a message that
+// carries no leaf was for ("(comparing the ranks' structures)").
+[[noreturn]] inline void rethrow(const char* op, int rank, int size, const std::string& where, const std::string& what,
                                  const char* state) {
   const std::string msg = first_line(what);
-  const std::string at = key.empty() ? std::string() : " (at key '" + key + "')";
+  const bool no_leaf = where.empty() || where.front() == '(';
+  const std::string key = no_leaf ? std::string() : where;
+  const std::string at = where.empty() ? std::string() : no_leaf ? " " + where : " (at key '" + where + "')";
   auto has = [&](const char* s) { return msg.find(s) != std::string::npos; };
   if (has("imed out") || has("imeout")) {
     throw TimeoutError(std::string(op) + ": " + rank_str(rank, size) + " timed out waiting for its peers" + at + "; " +
@@ -538,8 +542,9 @@ void check_structure(const char* op, C& pg, const std::vector<WireLeaf>& ls,
     for (int r = 0; r < size; ++r) outs[0].push_back(output[r]);
     std::vector<at::Tensor> ins{input};
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    guarded(op, rank, size, "", "the tree is unchanged", [&] { works.push_back(pg.allgather(outs, ins)); });
-    wait_all(op, rank, size, works, {""}, timeout, "the tree is unchanged");
+    const std::string what = "(comparing the ranks' tree structures, before any leaf moved)";
+    guarded(op, rank, size, what, "the tree is unchanged", [&] { works.push_back(pg.allgather(outs, ins)); });
+    wait_all(op, rank, size, works, {what}, timeout, "the tree is unchanged");
   };
   gather(in, all);
   int other = -1;
@@ -722,7 +727,10 @@ inline void pack_bytes(Bucket& b, const std::vector<WireLeaf>& ls, bool fill, bo
 inline void unpack_bytes(const std::vector<Bucket>& bs, const std::vector<WireLeaf>& ls) {
   at::NoGradGuard no_grad;
   for (const auto& b : bs) {
-    if (b.in_place) continue;
+    if (b.in_place) {  // received in the leaf's own memory: tell autograd, as copy_ would
+      ls[b.leaves[0]].value.unsafeGetTensorImpl()->bump_version();
+      continue;
+    }
     for (std::size_t j = 0; j < b.leaves.size(); ++j) {
       const WireLeaf& l = ls[b.leaves[j]];
       if (l.value.numel() == 0) continue;
@@ -843,7 +851,12 @@ void reduce_impl(const char* fn, G& group, T& tree, int dst, const CollectiveOpt
   at::NoGradGuard no_grad;
   for (auto& b : buckets) {
     if (o.op == Op::average) b.flat.div_(size);
-    if (b.in_place) continue;
+    if (b.in_place) {
+      // Gloo wrote the leaf's memory behind autograd's back: a graph that saved the old value
+      // must see the change (as copy_ would make it).
+      lv[b.leaves[0]].value.unsafeGetTensorImpl()->bump_version();
+      continue;
+    }
     for (std::size_t j = 0; j < b.leaves.size(); ++j) {
       const at::Tensor& x = lv[b.leaves[j]].value;
       if (wv[b.leaves[j]].complex_as_real) {
@@ -1062,8 +1075,9 @@ void p2p_check(const char* op, C& pg, int peer, bool sending, const std::vector<
   const char* state = sending ? "nothing was sent" : "the tree is unchanged";
   auto run = [&](std::vector<at::Tensor> v, bool send, int tag) {
     std::vector<c10::intrusive_ptr<c10d::Work>> w;
-    guarded(op, rank, size, "", state, [&] { w.push_back(send ? pg.send(v, peer, tag) : pg.recv(v, peer, tag)); });
-    wait_all(op, rank, size, w, {""}, timeout, state);
+    const std::string what = "(comparing the peers' tree structures, before any leaf moved)";
+    guarded(op, rank, size, what, state, [&] { w.push_back(send ? pg.send(v, peer, tag) : pg.recv(v, peer, tag)); });
+    wait_all(op, rank, size, w, {what}, timeout, state);
   };
   at::Tensor len = at::empty({1}, at::kLong);
   at::Tensor verdict = at::zeros({1}, at::kLong);
@@ -1372,9 +1386,10 @@ void init_remote(G& group, const T& tree, int dst, const P2POptions& o = {}) {
     int tag = o.init_tag;
     for (at::Tensor* t : {&header, &meta_bytes, &storage}) {
       std::vector<at::Tensor> v{*t};
-      detail::guarded("init_remote", rank, size, "", state, [&] { works.push_back(pg.send(v, dst, tag++)); });
+      detail::guarded("init_remote", rank, size, "(sending the tree)", state, [&] { works.push_back(pg.send(v, dst, tag++)); });
     }
-    detail::wait_all("init_remote", rank, size, works, {"", "", ""}, timeout, state);
+    detail::wait_all("init_remote", rank, size, works, {"(the header)", "(the structure)", "(the leaves' buffer)"},
+                     timeout, state);
   }
 }
 
@@ -1399,9 +1414,10 @@ template <class T = TensorDict, class G>
     auto recv_one = [&](at::Tensor& t, int tag) {
       std::vector<at::Tensor> v{t};
       std::vector<c10::intrusive_ptr<c10d::Work>> w;
-      detail::guarded("from_remote_init", rank, size, "", "nothing was received",
+      const std::string what = tag == o.init_tag ? "(the header)" : tag == o.init_tag + 1 ? "(the structure)" : "(the leaves' buffer)";
+      detail::guarded("from_remote_init", rank, size, what, "nothing was received",
                       [&] { w.push_back(pg.recv(v, src, tag)); });
-      detail::wait_all("from_remote_init", rank, size, w, {""}, timeout, "nothing was received");
+      detail::wait_all("from_remote_init", rank, size, w, {what}, timeout, "nothing was received");
     };
     at::Tensor header = at::empty({3}, at::kLong);
     recv_one(header, o.init_tag);

@@ -249,6 +249,14 @@ static int scenario_all_reduce(const World& w) {
       EXPECT(e[n].equal(at::full({2}, static_cast<double>(n.size() * 10 * w.size) + ranks)));
     }
   }
+  // A leaf written in place is a change autograd sees (its version moves, as with copy_).
+  {
+    std::vector<at::Tensor> one{at::ones({8})};
+    const auto v0 = one[0]._version();
+    dist::all_reduce(g, one, {.bucket_bytes = 0});
+    EXPECT(one[0]._version() > v0);
+    EXPECT(one[0].equal(at::full({8}, static_cast<double>(w.size))));
+  }
   // Tied leaves are reduced once, whether in place or packed.
   for (std::size_t bucket : {std::size_t{0}, std::size_t{25} << 20}) {
     dt::Tied t;
@@ -489,6 +497,8 @@ static int scenario_stalled_peer(const World& w) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "timed out after " << ms << " ms: " << e.what() << std::endl;
     EXPECT(ms >= 700 && ms < 5000);
+    EXPECT(std::string(e.what()).find("comparing the ranks' tree structures") != std::string::npos);
+    EXPECT(e.rank == 0 && e.key.empty());
   }
   std::cout << "stalled peer ok" << std::endl;
   return 0;  // the group's destructor waits at most its 2 s timeout
