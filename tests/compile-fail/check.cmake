@@ -1,19 +1,51 @@
-# Builds TARGET, a compile-fail test, in BUILD_DIR: it must fail to compile with exactly one
-# error, and the output must match EXPECT (the regex on the source's first line). A cascade of
-# follow-on errors after the first is a failure of this test too.
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET}
+# Compiles SOURCE, a compile-fail test, with its command from BUILD_DIR/compile_commands.json: it
+# must fail to compile with exactly one error, and the output must match EXPECT (the regex on
+# the source's first line). A cascade of follow-on errors after the first is a failure of this
+# test too. The object goes to a scratch path, so that nothing of the build tree changes.
+file(READ ${BUILD_DIR}/compile_commands.json db)
+string(JSON n LENGTH "${db}")
+math(EXPR last "${n} - 1")
+set(command "")
+foreach(i RANGE ${last})
+  string(JSON file GET "${db}" ${i} file)
+  if(file STREQUAL SOURCE)
+    string(JSON command GET "${db}" ${i} command)
+    string(JSON dir GET "${db}" ${i} directory)
+    break()
+  endif()
+endforeach()
+if(command STREQUAL "")
+  message(FATAL_ERROR "${SOURCE} is not in ${BUILD_DIR}/compile_commands.json (reconfigure the build)")
+endif()
+get_filename_component(name ${SOURCE} NAME_WE)
+set(object ${BUILD_DIR}/compile_fail_scratch/${name}.o)
+file(MAKE_DIRECTORY ${BUILD_DIR}/compile_fail_scratch)
+separate_arguments(args UNIX_COMMAND "${command}")
+# Drop the build's object and dependency-file outputs for the scratch object.
+set(clean)
+set(skip 0)
+foreach(a ${args})
+  if(skip)
+    set(skip 0)
+  elseif(a STREQUAL "-o" OR a STREQUAL "-MT" OR a STREQUAL "-MF")
+    set(skip 1)
+  elseif(NOT a STREQUAL "-MD")
+    list(APPEND clean "${a}")
+  endif()
+endforeach()
+execute_process(COMMAND ${clean} -o ${object} WORKING_DIRECTORY ${dir}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(REPLACE ";" "," all "${out}${err}")  # a ';' in a message would split the list below
 if(rc EQUAL 0)
-  message(FATAL_ERROR "${TARGET} compiled, but must not")
+  message(FATAL_ERROR "${SOURCE} compiled, but must not")
 endif()
 if(NOT all MATCHES "${EXPECT}")
-  message(FATAL_ERROR "${TARGET} failed without the expected message '${EXPECT}':\n${all}")
+  message(FATAL_ERROR "${SOURCE} failed without the expected message '${EXPECT}':\n${all}")
 endif()
 string(REGEX MATCHALL "[^\n]*: error: [^\n]*" errors "${all}")
 list(LENGTH errors n)
 if(NOT n EQUAL 1)
   list(JOIN errors "\n" shown)
-  message(FATAL_ERROR "${TARGET}: ${n} errors, where one is expected:\n${shown}")
+  message(FATAL_ERROR "${name}: ${n} errors, where one is expected:\n${shown}")
 endif()
-message(STATUS "${TARGET}: one error, as expected")
+message(STATUS "${name}: one error, as expected")
