@@ -4,7 +4,8 @@
 // and that they equal one process trained on the whole batches.
 //
 //   data_parallel --spawn N [STEPS]   start N local ranks (as torchrun would) and wait for them
-//   torchrun --nproc-per-node N data_parallel   (torchrun sets RANK, WORLD_SIZE, MASTER_*)
+//   torchrun --no-python --nproc-per-node N data_parallel   (torchrun sets RANK, WORLD_SIZE,
+//                          MASTER_*; build on torchrun's libtorch, the PyPI wheel's)
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -247,6 +247,7 @@ inline Group init_process_group(const GroupOptions& o = {}) {
   std::string master = o.master_addr;
   c10::intrusive_ptr<c10d::Store> store;
   std::string where;
+  bool agent_store = false;  // torchrun's agent serves the store
   try {
     if (!o.store_path.empty()) {
       where = "the FileStore " + o.store_path;
@@ -260,12 +261,12 @@ inline Group init_process_group(const GroupOptions& o = {}) {
       const int port = o.master_port ? *o.master_port : detail::env_int("MASTER_PORT", "master_port");
       if (port < 1 || port > 65535) throw tensordict::Error("init_process_group: port " + std::to_string(port) + " is out of range");
       // torchrun's agent serves the store at its own MASTER_ADDR:MASTER_PORT.
-      const bool agent = detail::env("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True") &&
+      agent_store = detail::env("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True") &&
                          detail::env("MASTER_ADDR") == std::optional<std::string>(master) &&
                          detail::env("MASTER_PORT") == std::optional<std::string>(std::to_string(port));
       c10d::TCPStoreOptions so;
       so.port = static_cast<std::uint16_t>(port);
-      so.isServer = !agent && rank == 0;
+      so.isServer = !agent_store && rank == 0;
       so.numWorkers = static_cast<std::size_t>(size);
       so.waitWorkers = false;
       so.timeout = o.timeout;
@@ -295,12 +296,15 @@ inline Group init_process_group(const GroupOptions& o = {}) {
   } catch (const std::exception& e) {
     const std::string msg = detail::first_line(e.what());
     const bool timed_out = msg.find("imeout") != std::string::npos || msg.find("imed out") != std::string::npos;
+    const std::string hint = agent_store ? " (served by torchrun's agent: is this program built on torchrun's "
+                                           "libtorch? 1.13's cannot talk to 2.x's)"
+                             : timed_out ? " (a rank that never started or crashed?)"
+                                         : "";
     const std::string text = "init_process_group: " + detail::rank_str(rank, size) +
                              (timed_out ? " timed out after " + std::to_string(o.timeout.count()) +
-                                              " ms waiting for the other ranks in " + where +
-                                              " (a rank that never started or crashed?)"
+                                              " ms waiting for the other ranks in " + where
                                         : " could not connect through " + where) +
-                             ": " + msg;
+                             hint + ": " + msg;
     if (timed_out) throw TimeoutError(text, rank, "");
     throw Error(text, rank, "");
   }
