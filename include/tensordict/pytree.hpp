@@ -177,6 +177,15 @@ class Matcher {
       for (std::size_t i = 0; i < s.children.size(); ++i) {
         const NameTree* c = n.find(s.keys[i]);
         at.push_back(s.keys[i]);
+        if (s.children[i].kind == PyNodeKind::non_tensor) {
+          // Baked into the export: not sent; a value the tree holds must be that one.
+          if (c && c->kind != NameTree::data) fail(at, "is a " + std::string(c->kind == NameTree::leaf ? "tensor" : "tree") + ", the export baked in the non-tensor value " + s.children[i].data.dump());
+          if (c && c->value && *c->value != s.children[i].data) {
+            fail(at, "is " + c->value->dump() + ", the export baked in " + s.children[i].data.dump());
+          }
+          at.pop_back();
+          continue;
+        }
         if (!c) throw KeyError(std::string(op_) + ": key " + join_path(at) + " is missing (the export's keys here: " + list(s.keys) + ")");
         match(s.children[i], *c, at);
         at.pop_back();
@@ -190,8 +199,7 @@ class Matcher {
           throw KeyError(std::string(op_) + ": key " + join_path(at) + " is not in the exported spec (its keys here: " + list(s.keys) + ")");
         }
         if (c.value && s.non_tensor.contains(c.name) && s.non_tensor[c.name] != *c.value) {
-          throw SpecMismatchError(std::string(op_) + ": " + join_path(at) + " is " + c.value->dump() + ", the export baked in " +
-                                  s.non_tensor[c.name].dump());
+            fail(at, "is " + c.value->dump() + ", the export baked in " + s.non_tensor[c.name].dump());
         }
         at.pop_back();
       }
@@ -388,6 +396,7 @@ void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<a
 // Builds spec node `s` from `flat[i...]`: mappings and sequences as TensorDict levels.
 inline Entry unflatten_node(const char* op, const PyTreeSpec& s, std::span<const at::Tensor> flat, std::size_t& i) {
   if (s.is_leaf()) return flat[i++];
+  if (s.kind == PyNodeKind::non_tensor) return NonTensorData{s.data};
   std::vector<std::pair<std::string, Entry>> kids;
   kids.reserve(s.children.size());
   for (std::size_t c = 0; c < s.children.size(); ++c) {

@@ -9,6 +9,7 @@
 ///     spec.str();          // ((TensorDict(obs=TensorDict(pos=*, vel=*), batch_size=[4]), *), {})
 ///     spec.leaf_keys();    // {"0.0.obs.pos", "0.0.obs.vel", "0.1"}
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -38,6 +39,7 @@ enum class PyNodeKind {
   namedtuple,    ///< `collections.namedtuple`: by position (field names are not serialized)
   tensordict,    ///< a `tensordict.TensorDict` level: keys, batch size, names, device
   tensorclass,   ///< a tensorclass: a TensorDict level with a class and non-tensor fields
+  non_tensor,    ///< a `NonTensorData` entry: a value the export baked in, no leaf (`data`)
 };
 
 /// The Python name of a kind ("tuple", "dict", "TensorDict", ...).
@@ -53,6 +55,7 @@ constexpr std::string_view py_node_kind_name(PyNodeKind k) noexcept {
     case PyNodeKind::namedtuple: return "namedtuple";
     case PyNodeKind::tensordict: return "TensorDict";
     case PyNodeKind::tensorclass: return "tensorclass";
+    case PyNodeKind::non_tensor: return "NonTensorData";
   }
   return "?";
 }
@@ -77,9 +80,12 @@ struct PyTreeSpec {
   std::optional<std::vector<std::optional<std::string>>> names;
   /// The level's device (`"cpu"`, `"cuda:0"`), absent when it has none.
   std::optional<std::string> device;
-  /// Non-tensor data the export baked in: a tensorclass's non-tensor fields or a TensorDict's
-  /// non-tensor entries, as a JSON object (key → value).
+  /// Non-tensor data the export baked in: a tensorclass's non-tensor fields held outside its
+  /// TensorDict, as a JSON object (key → value). (Non-tensor entries of a level are
+  /// `non_tensor` children.)
   nlohmann::json non_tensor = nlohmann::json::object();
+  /// A `non_tensor` node's value.
+  nlohmann::json data;
   /// A deque's `maxlen` (absent when unbounded).
   std::optional<std::int64_t> maxlen;
 
@@ -137,6 +143,7 @@ struct PyTreeSpec {
   friend struct PyTreeSpecParser;
 
   void collect(std::vector<std::string>& at, std::vector<std::vector<std::string>>& out) const {
+    if (kind == PyNodeKind::non_tensor) return;
     if (is_leaf()) {
       out.push_back(at);
       return;
@@ -161,6 +168,9 @@ struct PyTreeSpec {
     switch (kind) {
       case PyNodeKind::leaf:
         out += '*';
+        return;
+      case PyNodeKind::non_tensor:
+        out += data.dump();
         return;
       case PyNodeKind::tuple:
       case PyNodeKind::list:
@@ -208,7 +218,7 @@ struct PyTreeSpec {
         for (std::size_t i = 0; i < children.size(); ++i) {
           sep();
           out += keys[i] + "=";
-          children[i].print(out);
+          children[i].print(out);  // a non-tensor entry prints its value
         }
         for (const auto& [k, v] : non_tensor.items()) {
           sep();
@@ -351,7 +361,9 @@ struct PyTreeSpecParser {
     } else if (nt.is_object() && nt.contains("items") && nt["items"].is_array()) {
       for (const auto& kv : nt["items"]) {
         if (!kv.is_array() || kv.size() != 2 || !kv[0].is_string()) fail(where + ": a non-tensor item is not a [key, value] pair");
-        s.non_tensor[kv[0].get<std::string>()] = kv[1];
+        // A level's non-tensor entries are its NonTensorData children too: kept there.
+        const std::string& k = kv[0].get_ref<const std::string&>();
+        if (std::find(s.keys.begin(), s.keys.end(), k) == s.keys.end()) s.non_tensor[k] = kv[1];
       }
     } else {
       fail(where + ": \"non_tensor\" is neither {\"fields\": ...} nor {\"items\": ...}");
@@ -359,6 +371,13 @@ struct PyTreeSpecParser {
     const auto& tc = field(c, "tensorclass", where);
     if (!tc.is_boolean()) fail(where + ": \"tensorclass\" is not a bool");
     s.kind = tc.get<bool>() ? PyNodeKind::tensorclass : PyNodeKind::tensordict;
+    // A NonTensorData entry is a tensorclass of one non-tensor field, `data`.
+    if (s.kind == PyNodeKind::tensorclass && s.non_tensor.value("_is_non_tensor", false)) {
+      if (!s.keys.empty() || !s.non_tensor.contains("data")) fail(where + ": a NonTensorData node with keys or without data");
+      s.kind = PyNodeKind::non_tensor;
+      s.data = s.non_tensor["data"];
+      s.non_tensor = nlohmann::json::object();
+    }
   }
 
   static PyTreeSpec node(const nlohmann::json& j, const std::string& where, std::size_t depth) {
@@ -409,10 +428,12 @@ struct PyTreeSpecParser {
     }
     s.children.reserve(kids.size());
     s.leaves_ = 0;
+    // (a non_tensor node has no children: no leaf)
     for (std::size_t i = 0; i < kids.size(); ++i) {
       s.children.push_back(node(kids[i], where + "." + std::to_string(i), depth + 1));
       s.leaves_ += s.children.back().leaves_;
     }
+    if (s.kind == PyNodeKind::non_tensor && !s.children.empty()) fail(at + ": a NonTensorData node with children");
     if (s.is_mapping() && s.keys.size() != s.children.size()) {
       fail(at + ": " + std::to_string(s.keys.size()) + " keys for " + std::to_string(s.children.size()) + " children");
     }
