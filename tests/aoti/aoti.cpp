@@ -1,0 +1,195 @@
+// AOTInductor packages run with trees (include/tensordict/aoti.hpp): the packages are written
+// by tests/aoti/make_packages.py into $TENSORDICT_AOTI_PACKAGES, with their inputs and Python's
+// outputs. libtorch 2.6+ only.
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <tensordict/aoti.hpp>
+#include <tensordict/safetensors.hpp>
+
+namespace td = tensordict;
+namespace fs = std::filesystem;
+using td::TensorDict;
+
+namespace {
+
+fs::path dir() {
+  const char* d = std::getenv("TENSORDICT_AOTI_PACKAGES");
+  REQUIRE_MESSAGE(d != nullptr, "TENSORDICT_AOTI_PACKAGES names the folder make_packages.py wrote");
+  return d;
+}
+
+struct State {
+  torch::Tensor vel, pos;  // not the export's order: leaves go by name
+};
+struct Obs {
+  State state;
+};
+struct Stats {
+  torch::Tensor norm;
+};
+struct Action {
+  torch::Tensor action;
+  Stats stats;
+};
+struct Linear {
+  torch::Tensor weight, bias;
+};
+struct Weights {
+  Linear enc, head;
+  torch::Tensor offset;
+};
+struct ClassObs {  // the tensorclass Obs(pos, vel, mode)
+  torch::Tensor pos, vel;
+  std::string mode;
+};
+
+TensorDict io(const std::string& name) { return td::load_safetensors(dir() / (name + ".io.safetensors")); }
+torch::Tensor in(const TensorDict& d, int i) { return d.get({"in", std::to_string(i)}); }
+torch::Tensor out(const TensorDict& d, int i) { return d.get({"out", std::to_string(i)}); }
+
+// The policy's forward, written with libtorch: what the package must equal after a swap.
+torch::Tensor forward(const Weights& w, const Obs& o, const torch::Tensor& scale, const torch::Tensor& bias) {
+  auto x = torch::cat({o.state.pos, o.state.vel}, -1);
+  auto h = torch::tanh(torch::linear(x, w.enc.weight, w.enc.bias));
+  return torch::linear(h, w.head.weight, w.head.bias) * scale + w.offset + bias;
+}
+
+}  // namespace
+
+TEST_CASE("aoti: a struct in, Python's outputs out, as a TensorDict or a struct") {
+  td::aoti::Package p(dir() / "policy.pt2");
+  CHECK(p.inputs().spec().str() ==
+        "((TensorDict(state=TensorDict(pos=*, vel=*, batch_size=[None]), batch_size=[None]), *), {'bias': *})");
+  const TensorDict d = io("policy");
+  const Obs obs{{in(d, 1), in(d, 0)}};
+  const torch::Tensor scale = in(d, 2), bias = in(d, 3);
+  const TensorDict r = p.run(obs, scale, td::kwarg("bias", bias));
+  CHECK(r.batch_size() == td::BatchSize{4});
+  CHECK((r.get("action") - out(d, 0)).abs().max().item<double>() <= 1e-5);
+  const Action a = p.run<Action>(obs, scale, td::kwarg("bias", bias));
+  CHECK((a.stats.norm - out(d, 1)).abs().max().item<double>() <= 1e-5);
+  // The same observation as a TensorDict, and a batch of another size (the dim is dynamic).
+  TensorDict t({{"state", TensorDict({{"pos", in(d, 0)}, {"vel", in(d, 1)}}, {4})}}, {4});
+  CHECK(p.run(t, scale, td::kwarg("bias", bias)).get("action").equal(r.get("action")));
+  const Obs big{{torch::randn({9, 3}), torch::randn({9, 3})}};
+  const Weights w = td::from_tensordict<Weights>(p.constants());
+  CHECK((p.run<Action>(big, scale, td::kwarg("bias", bias)).action - forward(w, big, scale, bias)).abs().max().item<double>() <=
+        1e-5);
+  const auto flat = p.run<std::vector<at::Tensor>>(obs, scale, td::kwarg("bias", bias));
+  CHECK(flat.size() == 2);
+}
+
+TEST_CASE("aoti: what the export does not take is refused before the package runs") {
+  td::aoti::Package p(dir() / "policy.pt2");
+  const torch::Tensor scale = torch::tensor(2.0f), bias = torch::zeros({2});
+  auto msg = [&](auto&&... args) {
+    try {
+      (void)p.run(args...);
+    } catch (const td::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("ran");
+  };
+  const Obs good{{torch::randn({4, 3}), torch::randn({4, 3})}};
+  CHECK(msg(good, scale, td::kwarg("bias", bias)) == "ran");
+  CHECK(msg(Obs{{torch::randn({4, 3}), torch::randn({4, 4})}}, scale, td::kwarg("bias", bias)) ==
+        "aoti::Package::run: key arg0.state.pos has shape [4, 4], the export takes [*, 3]");
+  CHECK(msg(Obs{{torch::randn({4, 3}), torch::randn({5, 3})}}, scale, td::kwarg("bias", bias)).find(
+            "key arg0.state.vel has shape [4, 3], whose leading dims are not the batch size [5] (as its other leaves)") !=
+        std::string::npos);
+  CHECK(msg(good, torch::tensor(2.0, torch::kDouble), td::kwarg("bias", bias)) ==
+        "aoti::Package::run: key arg1 is torch.float64, the export takes torch.float32");
+  CHECK(msg(good, scale) == "aoti::Package::run: keyword argument 'bias' is missing");
+  CHECK(msg(good, scale, td::kwarg("bias", torch::zeros({3}))) ==
+        "aoti::Package::run: key bias has shape [3], the export takes [2]");
+  TensorDict missing({{"state", TensorDict({{"pos", torch::randn({4, 3})}}, {4})}}, {4});
+  CHECK(msg(missing, scale, td::kwarg("bias", bias)).find("key arg0.state.vel is missing") != std::string::npos);
+}
+
+TEST_CASE("aoti: the package's weights as a tree, and new ones swapped in by name") {
+  td::aoti::Package p(dir() / "policy.pt2");
+  const Weights w = td::from_tensordict<Weights>(p.constants());
+  const TensorDict py = td::load_safetensors(dir() / "policy.weights.safetensors");
+  CHECK(w.enc.weight.equal(py.get({"enc", "weight"})));
+  CHECK(w.offset.equal(py.get("offset")));  // a small buffer, kept a constant
+  Weights trained{{w.enc.weight * 0.5, w.enc.bias + 1}, {w.head.weight.flip(0), w.head.bias * 3}, w.offset - 1};
+  p.update_constants(trained);
+  const Obs obs{{torch::randn({3, 3}), torch::randn({3, 3})}};
+  const torch::Tensor scale = torch::tensor(1.5f), bias = torch::randn({2});
+  CHECK((p.run<Action>(obs, scale, td::kwarg("bias", bias)).action - forward(trained, obs, scale, bias)).abs().max().item<double>() <=
+        1e-5);
+  // A wrong shape, a missing and an unknown name: refused, listed, the running weights kept.
+  Weights bad = trained;
+  bad.head.bias = torch::zeros({3});
+  try {
+    p.update_constants(bad);
+    FAIL("accepted");
+  } catch (const td::FormatError& e) {
+    CHECK(std::string(e.what()).find("1 mismatched: head.bias (tree [3] torch.float32, package [2] torch.float32)") !=
+          std::string::npos);
+  }
+  TensorDict partial{{"enc", TensorDict{{"weight", w.enc.weight}}}, {"extra", torch::ones({1})}};
+  try {
+    p.update_constants(partial);
+    FAIL("accepted");
+  } catch (const td::FormatError& e) {
+    CHECK(std::string(e.what()).find("missing: ") != std::string::npos);
+    CHECK(std::string(e.what()).find("unexpected: extra") != std::string::npos);
+  }
+  CHECK((p.run<Action>(obs, scale, td::kwarg("bias", bias)).action - forward(trained, obs, scale, bias)).abs().max().item<double>() <=
+        1e-5);
+  // Not strict: what fits is swapped, the rest reported.
+  const td::LoadReport r = p.update_constants(partial, {.strict = false});
+  CHECK(r.unexpected == std::vector<std::string>{"extra"});
+  CHECK(td::from_tensordict<Weights>(p.constants()).enc.weight.equal(w.enc.weight));
+  // Names renamed on the way (a tree whose keys are not the module's).
+  TensorDict renamed{{"model", td::to_tensordict(w)}};
+  p.update_constants(renamed, {.rename = td::strip_prefix("model.")});
+  CHECK(td::from_tensordict<Weights>(p.constants()).head.bias.equal(w.head.bias));
+}
+
+TEST_CASE("aoti: a tensorclass argument, static fields checked, a tuple out") {
+  td::aoti::Package p(dir() / "class_policy.pt2");
+  const TensorDict d = io("class_policy");
+  const ClassObs o{in(d, 0), in(d, 1), "train"};
+  const std::vector<torch::Tensor> pair{in(d, 2), in(d, 3)};
+  const TensorDict r = p.run(o, pair);
+  CHECK((r.get("0") - out(d, 0)).abs().max().item<double>() <= 1e-5);
+  CHECK((r.get("1") - out(d, 1)).abs().max().item<double>() <= 1e-5);
+  try {
+    (void)p.run(ClassObs{in(d, 0), in(d, 1), "eval"}, pair);
+    FAIL("accepted");
+  } catch (const td::SpecMismatchError& e) {
+    CHECK(std::string(e.what()) == "aoti::Package::run: arg0.mode is \"eval\", the export baked in \"train\"");
+  }
+}
+
+TEST_CASE("aoti: calls from several threads at once") {
+  td::aoti::Package p(dir() / "policy.pt2", {.num_runners = 2});
+  const Weights w = td::from_tensordict<Weights>(p.constants());
+  std::vector<std::thread> threads;
+  std::vector<double> err(4, 1.0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      double worst = 0;
+      for (int i = 0; i < 20; ++i) {
+        const Obs o{{torch::randn({2 + t, 3}), torch::randn({2 + t, 3})}};
+        const torch::Tensor scale = torch::tensor(1.0f), bias = torch::zeros({2});
+        const Action a = p.run<Action>(o, scale, td::kwarg("bias", bias));
+        worst = std::max(worst, (a.action - forward(w, o, scale, bias)).abs().max().item<double>());
+      }
+      err[t] = worst;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (double e : err) CHECK(e <= 1e-5);
+}

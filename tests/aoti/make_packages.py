@@ -1,0 +1,103 @@
+"""Writes the AOTInductor packages tests/aoti/aoti.cpp runs, into the folder given, with the
+inputs and Python's outputs beside them (safetensors), and checks on the Python side that each
+package, loaded back by torch._inductor.aoti_load_package, takes the same TensorDicts and
+tensorclasses and gives the module's outputs. Needs torch 2.6+ and tensordict 0.15."""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+import torch  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from tensordict import TensorDict, tensorclass  # noqa: E402
+
+import tensordict_cpp  # noqa: E402
+
+out_dir = sys.argv[1]
+os.makedirs(out_dir, exist_ok=True)
+torch.manual_seed(0)
+
+
+@tensorclass
+class Obs:
+    pos: torch.Tensor
+    vel: torch.Tensor
+    mode: str = "eval"
+
+
+class Policy(torch.nn.Module):
+    """Takes a TensorDict observation (nested, dynamic batch) and a scale, returns a TensorDict."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = torch.nn.Linear(6, 8)
+        self.head = torch.nn.Linear(8, 2)
+        self.register_buffer("offset", torch.tensor([0.5, -0.5]))
+
+    def forward(self, obs, scale, *, bias):
+        x = torch.cat([obs["state"]["pos"], obs["state"]["vel"]], -1)
+        h = torch.tanh(self.enc(x))
+        a = self.head(h) * scale + self.offset + bias
+        return TensorDict({"action": a, "stats": {"norm": a.norm(dim=-1)}}, batch_size=obs.batch_size)
+
+
+class ClassPolicy(torch.nn.Module):
+    """Takes a tensorclass and a tuple, returns a tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, obs, pair):
+        return self.lin(obs.pos) + pair[0], obs.vel * pair[1]
+
+
+def record(name, args, kwargs, outputs):
+    flat = {}
+    leaves, _ = torch.utils._pytree.tree_flatten((args, kwargs))
+    for i, t in enumerate(leaves):
+        flat[f"in.{i}"] = t.contiguous()
+    out_leaves, _ = torch.utils._pytree.tree_flatten(outputs)
+    for i, t in enumerate(out_leaves):
+        flat[f"out.{i}"] = t.detach().contiguous()
+    save_file(flat, os.path.join(out_dir, f"{name}.io.safetensors"))
+
+
+t0 = time.time()
+policy = Policy().eval()
+obs = TensorDict({"state": {"pos": torch.randn(4, 3), "vel": torch.randn(4, 3)}}, batch_size=[4])
+scale, bias = torch.tensor(2.0), torch.tensor([0.1, 0.2])
+batch = torch.export.Dim("batch", min=2, max=64)
+shapes = torch.export.ShapesCollection()
+shapes[obs["state", "pos"]] = {0: batch}
+shapes[obs["state", "vel"]] = {0: batch}
+dyn = shapes.dynamic_shapes(policy, (obs, scale), {"bias": bias})
+tensordict_cpp.aoti_package(policy, (obs, scale), os.path.join(out_dir, "policy.pt2"), kwargs={"bias": bias},
+                            dynamic_shapes=dyn)
+with torch.no_grad():
+    expected = policy(obs, scale, bias=bias)
+record("policy", (obs, scale), {"bias": bias}, expected)
+save_file({k: v.contiguous() for k, v in policy.state_dict().items()}, os.path.join(out_dir, "policy.weights.safetensors"))
+
+loaded = torch._inductor.aoti_load_package(os.path.join(out_dir, "policy.pt2"))
+got = loaded(obs, scale, bias=bias)
+assert isinstance(got, TensorDict), type(got)
+assert (got["action"] - expected["action"]).abs().max() < 1e-5
+obs8 = TensorDict({"state": {"pos": torch.randn(8, 3), "vel": torch.randn(8, 3)}}, batch_size=[8])
+assert (loaded(obs8, scale, bias=bias)["action"] - policy(obs8, scale, bias=bias)["action"]).abs().max() < 1e-5
+meta = loaded.loader.get_metadata()
+assert json.loads(meta["tensordict_cpp.inputs"])["leaves"][0]["shape"] == [None, 3], meta
+
+cp = ClassPolicy().eval()
+o = Obs(pos=torch.randn(2, 3), vel=torch.randn(2, 3), mode="train", batch_size=[2])
+pair = (torch.randn(3), torch.tensor(3.0))
+tensordict_cpp.aoti_package(cp, (o, pair), os.path.join(out_dir, "class_policy.pt2"))
+with torch.no_grad():
+    expected = cp(o, pair)
+record("class_policy", (o, pair), {}, expected)
+got = torch._inductor.aoti_load_package(os.path.join(out_dir, "class_policy.pt2"))(o, pair)
+assert (got[0] - expected[0]).abs().max() < 1e-5
+print(f"packages written to {out_dir} in {time.time() - t0:.1f} s; Python's loader agrees")
