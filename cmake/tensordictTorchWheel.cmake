@@ -18,9 +18,21 @@ endmacro()
 
 # The paths are this machine's: on the project's own target they are kept out of the installed
 # export (BUILD_INTERFACE); an installed package calls this again on the importing machine.
+#
+# A program built on the wheel also keeps libtorch.so as a needed library (--no-as-needed): an
+# AOTInductor package's wrapper.so resolves libtorch's symbols from the libraries already
+# loaded, and a program that only needs libtorch_cpu.so would let it bind to another libtorch on
+# the machine (Debian's), where the package's calls crash (SIGBUS).
 function(tensordict_link_torch_wheel target)
+  get_target_property(_td_imported ${target} IMPORTED)
+  if(DEFINED TORCH_INSTALL_PREFIX AND TORCH_INSTALL_PREFIX MATCHES "(site|dist)-packages/torch/?$")
+    set(_td_option "LINKER:--no-as-needed")
+    if(NOT _td_imported)
+      set(_td_option "$<BUILD_INTERFACE:${_td_option}>")
+    endif()
+    set_property(TARGET ${target} APPEND PROPERTY INTERFACE_LINK_OPTIONS "${_td_option}")
+  endif()
   if(DEFINED TORCH_INSTALL_PREFIX AND IS_DIRECTORY "${TORCH_INSTALL_PREFIX}/../nvidia")
-    get_target_property(_td_imported ${target} IMPORTED)
     file(GLOB _td_libs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
     foreach(_td_lib IN LISTS _td_libs)
       get_filename_component(_td_lib "${_td_lib}" REALPATH)
