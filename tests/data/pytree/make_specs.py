@@ -1,4 +1,4 @@
-"""Writes specs.json: pytree specs serialized by PyTorch (treespec_dumps), with the leaf key
+"""Writes specs.json (and each spec alone in seeds/): pytree specs serialized by PyTorch (treespec_dumps), with the leaf key
 paths and leaf count Python computes for each, for tests/run/pytree.cpp. Run again with
 torch and tensordict installed to refresh: python3 tests/data/pytree/make_specs.py"""
 
@@ -87,6 +87,13 @@ args = (td, torch.tensor(2.0))
 ep = torch.export.export(Policy(), args, dynamic_shapes=shapes.dynamic_shapes(Policy(), args))
 for name, spec in (("export_in", ep.call_spec.in_spec), ("export_out", ep.call_spec.out_spec)):
     out[name] = {"spec": pytree.treespec_dumps(spec), "keys": keys_of(spec), "leaves": spec.num_leaves}
+
+# Each spec alone too: the seeds of the spec parser's fuzz target.
+seeds = os.path.join(os.path.dirname(__file__), "seeds")
+os.makedirs(seeds, exist_ok=True)
+for name, case in out.items():
+    with open(os.path.join(seeds, f"{name}.json"), "w") as f:
+        f.write(case["spec"])
 
 with open(os.path.join(os.path.dirname(__file__), "specs.json"), "w") as f:
     json.dump(out, f, indent=1)
