@@ -346,6 +346,86 @@ class PlanCache {
   std::map<std::pair<std::type_index, const PyTreeSpec*>, std::vector<std::size_t>> plans_;
 };
 
+// The fast path of a run-time tree: walks `s` and the level `td` together, appending leaves in
+// the spec's order; false at the first thing that does not fit (the matcher then names it).
+inline bool direct_walk(const PyTreeSpec& s, const Entry& e, bool batch, std::vector<at::Tensor>& out);
+
+inline bool direct_level(const PyTreeSpec& s, const TensorDict& td, bool batch, std::vector<at::Tensor>& out) {
+  if (s.is_tensordict() && batch) {
+    const BatchSize& b = td.batch_size();
+    if (b.size() != s.batch_dims) return false;
+    if (s.batch_size) {
+      for (std::size_t d = 0; d < b.size(); ++d) {
+        if (b[d] != (*s.batch_size)[d]) return false;
+      }
+    }
+  }
+  // The tree's tensors and levels, and its non-tensor entries, in order.
+  std::size_t trees = 0;
+  for (const auto& [k, x] : td.entries()) {
+    if (x.is_tensordict() || (x.is_tensor() && x.tensor().defined())) {
+      ++trees;
+    } else if (x.is_non_tensor() && s.non_tensor.contains(k) && s.non_tensor[k] != x.non_tensor().value) {
+      return false;
+    }
+  }
+  if (s.is_mapping()) {
+    std::size_t wanted = 0;
+    std::size_t at_entry = 0;
+    const std::size_t n_entries = td.size();
+    const auto ents = td.entries();  // its iterators point into the view: kept alive here
+    for (std::size_t i = 0; i < s.children.size(); ++i) {
+      const std::string& key = s.keys[i];
+      // Most trees hold their keys in the export's order: one comparison instead of a lookup.
+      const Entry* x = nullptr;
+      if (at_entry < n_entries) {
+        auto it = ents.begin() + static_cast<std::ptrdiff_t>(at_entry);
+        if ((*it).first == key) {
+          x = &(*it).second;
+          ++at_entry;
+        }
+      }
+      if (!x && td.contains(key)) x = &td.entry(key);
+      if (s.children[i].kind == PyNodeKind::non_tensor) {
+        if (x && (!x->is_non_tensor() || x->non_tensor().value != s.children[i].data)) return false;
+        continue;
+      }
+      if (!x || !direct_walk(s.children[i], *x, batch, out)) return false;
+      ++wanted;
+    }
+    return wanted == trees;
+  }
+  if (trees != s.children.size()) return false;
+  std::size_t i = 0;
+  bool by_index = true;
+  for (const auto& [k, x] : td.entries()) {
+    if (x.is_tensordict() || (x.is_tensor() && x.tensor().defined())) by_index = by_index && k == std::to_string(i++);
+  }
+  i = 0;
+  for (const auto& [k, x] : td.entries()) {
+    if (!(x.is_tensordict() || (x.is_tensor() && x.tensor().defined()))) continue;
+    (void)k;
+    if (!direct_walk(s.children[i++], x, batch, out)) return false;
+  }
+  (void)by_index;  // by index or by position: the same order for a level keyed 0, 1, ...
+  return true;
+}
+
+inline bool direct_walk(const PyTreeSpec& s, const Entry& e, bool batch, std::vector<at::Tensor>& out) {
+  if (s.is_leaf()) {
+    if (!e.is_tensor() || !e.tensor().defined()) return false;
+    out.push_back(e.tensor());
+    return true;
+  }
+  if (!e.is_tensordict() || s.kind == PyNodeKind::non_tensor) return false;
+  return direct_level(s, e.tensordict(), batch, out);
+}
+
+inline bool direct_walk(const PyTreeSpec& s, const TensorDict& td, bool batch, std::vector<at::Tensor>& out) {
+  if (s.is_leaf() || s.kind == PyNodeKind::non_tensor) return false;
+  return direct_level(s, td, batch, out);
+}
+
 // Appends the leaves of `v`, matched to spec node `s`, to `out` in the spec's order.
 template <class V>
 void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<at::Tensor>& out, std::vector<std::string>& at,
@@ -369,6 +449,10 @@ void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<a
       td = to_tensordict(v);
       src = &td;
     }
+    // The direct walk; where it finds anything amiss, the matcher below says what.
+    const std::size_t base = out.size();
+    if (direct_walk(s, *src, std::is_same_v<T, TensorDict>, out)) return;
+    out.resize(base);
     NameTree n;
     std::vector<at::Tensor> flat;
     std::size_t count = 0;
@@ -383,13 +467,17 @@ void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<a
       mt.check_all_used(names);
     }
     for (std::size_t i : mt.perm) out.push_back(flat[i]);
+    throw SpecMismatchError(std::string(op) + ": " + join_path(at) + " does not fit the exported spec " + s.str());
   } else {
-    const auto ls = tensordict::leaves(v);
-    if (cache) {
-      for (std::size_t j : cache->plan<T>(s, op, at)) out.push_back(ls[j]);
-    } else {
-      for (std::size_t j : make_static_plan<T>(s, op, at)) out.push_back(ls[j]);
-    }
+    // Each of T's leaves written straight to its place in the spec's order.
+    std::vector<std::size_t> local;
+    const std::vector<std::size_t>& plan = cache ? cache->plan<T>(s, op, at) : (local = make_static_plan<T>(s, op, at));
+    std::size_t inv[spec<T>::leaf_count > 0 ? spec<T>::leaf_count : 1];
+    for (std::size_t k = 0; k < plan.size(); ++k) inv[plan[k]] = k;
+    const std::size_t base = out.size();
+    out.resize(base + plan.size());
+    auto one = [&](auto j, const auto& slot) { out[base + inv[j()]] = leaf_get(slot); };
+    zip_leaf_slots<T, 0>(one, v);
   }
 }
 
@@ -468,6 +556,11 @@ class PyTreeLayout {
     detail::batch_checks(spec_, first, at, checks_);
     for (auto& c : checks_) c.path = display(c.at, call);
     for (const auto& s : sig_) {
+      try {
+        devices_.emplace_back(s.device);
+      } catch (const std::exception&) {
+        throw FormatError("pytree layout: unknown device '" + s.device + "'");
+      }
       if (auto t = dtype_from_name(s.dtype)) {
         dtypes_.push_back(*t);
       } else {
@@ -506,7 +599,7 @@ class PyTreeLayout {
         throw SpecMismatchError(std::string(op) + ": key " + paths_[i] + " has shape " + detail::sizes_str(x.sizes()) +
                                 ", the export takes " + want + "]");
       }
-      if (x.device().str() != s.device && !(s.device == "cuda" && x.is_cuda())) {
+      if (x.device() != devices_[i] && !(s.device == "cuda" && x.is_cuda())) {
         throw SpecMismatchError(std::string(op) + ": key " + paths_[i] + " is on " + x.device().str() +
                                 ", the export takes it on " + s.device);
       }
@@ -550,6 +643,7 @@ class PyTreeLayout {
   std::vector<std::string> paths_;
   std::vector<detail::BatchCheck> checks_;
   std::vector<at::ScalarType> dtypes_;
+  std::vector<c10::Device> devices_;
   std::unique_ptr<detail::PlanCache> cache_ = std::make_unique<detail::PlanCache>();
 
  public:
