@@ -8,6 +8,7 @@
 // Variants are interleaved in rounds; medians of the rounds' per-call microseconds, as JSON.
 //   bench_deploy PACKAGE [ROUNDS] [CALLS]
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
