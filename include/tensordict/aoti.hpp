@@ -209,6 +209,13 @@ class Package {
     }
     if (o.strict && !r.ok()) throw FormatError(file_ + ": update_constants: " + r.str());
     for (auto& [n, t] : given) t = t.detach().contiguous().clone();
+    // The inactive buffer holds older weights: every constant not given goes in with its
+    // running value, so that the swap changes only what was given.
+    for (const auto& n : fqns) {
+      if (given.count(n)) continue;
+      const auto it = current.find(n);
+      if (it != current.end()) given.emplace(n, it->second.detach().clone());
+    }
     // Into the inactive buffer, then swapped: a failure leaves the running weights alone.
     loader_->load_constants(given, /*use_inactive=*/true, /*check_full_update=*/false, /*user_managed=*/false);
     loader_->get_runner()->swap_constant_buffer();

@@ -151,6 +151,11 @@ TEST_CASE("aoti: the package's weights as a tree, and new ones swapped in by nam
   const td::LoadReport r = p.update_constants(partial, {.strict = false});
   CHECK(r.unexpected == std::vector<std::string>{"extra"});
   CHECK(td::from_tensordict<Weights>(p.constants()).enc.weight.equal(w.enc.weight));
+  // The constants it was not given keep their values: the package computes the mix.
+  const Weights mixed{{w.enc.weight, trained.enc.bias}, trained.head, trained.offset};
+  CHECK((p.run<Action>(obs, scale, td::kwarg("bias", bias)).action - forward(mixed, obs, scale, bias)).abs().max().item<double>() <=
+        1e-5);
+  CHECK(td::from_tensordict<Weights>(p.constants()).head.weight.equal(trained.head.weight));
   // Names renamed on the way (a tree whose keys are not the module's).
   TensorDict renamed{{"model", td::to_tensordict(w)}};
   p.update_constants(renamed, {.rename = td::strip_prefix("model.")});
