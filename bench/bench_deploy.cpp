@@ -6,7 +6,7 @@
 //   dict      Package::run<std::vector<Tensor>>(td), td a TensorDict
 //   tree out  Package::run<Out>(s): outputs rebuilt as a struct too
 // Variants are interleaved in rounds; medians of the rounds' per-call microseconds, as JSON.
-//   bench_deploy PACKAGE [ROUNDS] [CALLS]
+//   bench_deploy PACKAGE [ROUNDS] [CALLS] [VARIANT]   (VARIANT: only CALLS calls of it, no output)
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -41,7 +41,7 @@ std::vector<at::Tensor> by_hand(const Tree& t) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_deploy PACKAGE [ROUNDS] [CALLS]\n");
+    std::fprintf(stderr, "usage: bench_deploy PACKAGE [ROUNDS] [CALLS] [VARIANT]\n");
     return 2;
   }
   const int rounds = argc > 2 ? std::stoi(argv[2]) : 11;
@@ -74,6 +74,16 @@ int main(int argc, char** argv) {
       {"tensordict", [&] { (void)p.run<std::vector<at::Tensor>>(d); }, {}},
       {"flatten_only", [&] { (void)p.flatten_inputs(t); }, {}},
   };
+  if (argc > 4) {  // one variant alone, for instruction counts (valgrind --tool=callgrind)
+    for (auto& v : vs) {
+      if (std::string(v.name) == argv[4]) {
+        for (int i = 0; i < calls; ++i) v.call();
+        return 0;
+      }
+    }
+    std::fprintf(stderr, "no variant %s\n", argv[4]);
+    return 2;
+  }
   for (auto& v : vs) {
     for (int i = 0; i < calls / 10; ++i) v.call();  // warm up
   }

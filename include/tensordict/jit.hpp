@@ -263,6 +263,11 @@ c10::IValue argument(const char* op, const V& v, const c10::Argument& a) {
     } else if constexpr (std::is_same_v<std::remove_cvref_t<V>, TensorDict>) {
       const Entry e(v);
       return to_ivalue(op, &e, a.type(), at);
+    } else if constexpr (!tree<T>) {
+      static_assert(sizeof(T) == 0,
+                    "tensordict::jit: an argument must be a tree (a struct of tensors, a container, a TensorDict), "
+                    "a torch::Tensor, a number or a string");
+      return {};
     } else {
       const Entry e(to_tensordict(v));
       return to_ivalue(op, &e, a.type(), at);

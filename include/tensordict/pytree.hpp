@@ -437,10 +437,11 @@ void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<a
                               std::string(py_node_kind_name(s.kind)) + " " + s.str());
     }
     out.push_back(v);
+  } else if constexpr (!(std::is_same_v<T, TensorDict> || tree<T>)) {
+    static_assert(sizeof(T) == 0,
+                  "tensordict: an argument of an exported program must be a tree (a struct of tensors, a "
+                  "container, a TensorDict) or a torch::Tensor; wrap other values in a struct");
   } else if constexpr (!plannable<T>()) {
-    static_assert(tree<T> || std::is_same_v<T, TensorDict>,
-                  "tensordict: an argument of an exported program must be a tree (a struct, a container, a "
-                  "TensorDict) or a torch::Tensor");
     TensorDict td;
     const TensorDict* src;
     if constexpr (std::is_same_v<T, TensorDict>) {
