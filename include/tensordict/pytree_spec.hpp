@@ -272,6 +272,8 @@ struct PyTreeSpecParser {
 
   [[noreturn]] static void fail(const std::string& why) { throw FormatError("pytree spec: " + why); }
 
+  static PyTreeSpec root(std::string_view text);
+
   static nlohmann::json parse_json(std::string_view text, const std::string& what) {
     if (text.size() > max_text) fail(what + " is " + std::to_string(text.size()) + " bytes, more than a spec can be");
     format::detail::JsonScan scan(max_depth, what + " is nested deeper than " + std::to_string(max_depth) + " levels");
@@ -309,7 +311,8 @@ struct PyTreeSpecParser {
   }
 
   static void tensordict_context(PyTreeSpec& s, const nlohmann::json& c, const std::string& where) {
-    if (!c.is_object() || c.value("format", "") != "tensordict-cpp/1") {
+    const auto fmt = c.is_object() ? c.find("format") : c.end();
+    if (!c.is_object() || fmt == c.end() || !fmt->is_string() || *fmt != "tensordict-cpp/1") {
       fail(where + ": the context is not the one tensordict_cpp.register_export_types() writes (" +
            c.dump().substr(0, 120) + ")");
     }
@@ -372,7 +375,8 @@ struct PyTreeSpecParser {
     if (!tc.is_boolean()) fail(where + ": \"tensorclass\" is not a bool");
     s.kind = tc.get<bool>() ? PyNodeKind::tensorclass : PyNodeKind::tensordict;
     // A NonTensorData entry is a tensorclass of one non-tensor field, `data`.
-    if (s.kind == PyNodeKind::tensorclass && s.non_tensor.value("_is_non_tensor", false)) {
+    const auto marker = s.non_tensor.find("_is_non_tensor");
+    if (s.kind == PyNodeKind::tensorclass && marker != s.non_tensor.end() && marker->is_boolean() && marker->get<bool>()) {
       if (!s.keys.empty() || !s.non_tensor.contains("data")) fail(where + ": a NonTensorData node with keys or without data");
       s.kind = PyNodeKind::non_tensor;
       s.data = s.non_tensor["data"];
@@ -448,6 +452,15 @@ struct PyTreeSpecParser {
 };
 
 inline PyTreeSpec PyTreeSpec::parse(std::string_view text) {
+  try {
+    return PyTreeSpecParser::root(text);
+  } catch (const nlohmann::json::exception& e) {
+    // Every field is checked before it is read; this is the net under that.
+    throw FormatError(std::string("pytree spec: malformed (") + e.what() + ")");
+  }
+}
+
+inline PyTreeSpec PyTreeSpecParser::root(std::string_view text) {
   const nlohmann::json j = PyTreeSpecParser::parse_json(text, "the spec");
   if (!j.is_array() || j.size() != 2) PyTreeSpecParser::fail("expected [protocol, root node], got " + std::string(j.type_name()));
   if (!j[0].is_number_integer() || j[0].get<std::int64_t>() != 1) {

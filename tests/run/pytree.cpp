@@ -148,6 +148,9 @@ TEST_CASE("pytree spec: hostile or unsupported text is a FormatError naming what
   refuses(spec(tdnode({"a"}, {leaf()}, "null", 99)), "batch_dims");
   refuses(spec(node("tensordict._td.TensorDict", quoted(R"({"format": "tensordict-cpp/1"})"), {})), "has no \"class\"");
   refuses(spec(node("tensordict._td.TensorDict", quoted(R"({"keys": []})"), {})), "unsupported node type");
+  // A field of the wrong JSON type is refused as such, never a JSON library exception (found by fuzzing).
+  refuses(spec(node("tensordict._td.TensorDict", quoted(R"({"format": null, "class": "tensordict-cpp/1"})"), {})),
+          "is not the one tensordict_cpp.register_export_types() writes");
   // Nesting deeper than a spec can be: refused before the parser recurses.
   std::string deep = leaf();
   for (int i = 0; i < 400; ++i) deep = tuple({deep});
