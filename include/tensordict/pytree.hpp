@@ -396,18 +396,12 @@ inline bool direct_level(const PyTreeSpec& s, const TensorDict& td, bool batch, 
     return wanted == trees;
   }
   if (trees != s.children.size()) return false;
+  // By position: for a level keyed 0, 1, ... (a container) that is also the order of its keys.
   std::size_t i = 0;
-  bool by_index = true;
-  for (const auto& [k, x] : td.entries()) {
-    if (x.is_tensordict() || (x.is_tensor() && x.tensor().defined())) by_index = by_index && k == std::to_string(i++);
-  }
-  i = 0;
   for (const auto& [k, x] : td.entries()) {
     if (!(x.is_tensordict() || (x.is_tensor() && x.tensor().defined()))) continue;
-    (void)k;
     if (!direct_walk(s.children[i++], x, batch, out)) return false;
   }
-  (void)by_index;  // by index or by position: the same order for a level keyed 0, 1, ...
   return true;
 }
 
