@@ -12,13 +12,11 @@
 
 #include <cstddef>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <typeindex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -314,10 +312,15 @@ consteval bool plannable() {
   }
 }
 
-// The plan of a static tree without static fields against one spec node: which of T's leaves
-// fills each spec leaf.
+// Where each of a static tree's leaves goes: `place[j]` is the spec position of leaf j.
+struct StaticPlan {
+  std::vector<std::size_t> place;
+  bool identity = true;  // every leaf at its own position: appended in order
+};
+
+// The plan of a static tree without static fields against one spec node.
 template <class T>
-std::vector<std::size_t> make_static_plan(const PyTreeSpec& s, const char* op, std::vector<std::string>& at) {
+StaticPlan make_static_plan(const PyTreeSpec& s, const char* op, std::vector<std::string>& at) {
   const NameTree n = name_tree_of_keys<T>();
   Matcher mt(op, spec<T>::leaf_count);
   mt.match(s, n, at);
@@ -325,25 +328,43 @@ std::vector<std::size_t> make_static_plan(const PyTreeSpec& s, const char* op, s
     throw KeyError(std::string(op) + ": key " + std::string(spec<T>::keys[mt.first_unused()].dotted) +
                    " is not in the exported spec");
   }
-  return std::move(mt.perm);
+  StaticPlan p;
+  p.place.resize(mt.perm.size());
+  for (std::size_t k = 0; k < mt.perm.size(); ++k) {
+    p.place[mt.perm[k]] = k;
+    p.identity = p.identity && mt.perm[k] == k;
+  }
+  return p;
 }
 
+// One address per type: a plan's key, compared as a pointer (a type_index compares names).
+template <class T>
+inline constexpr char type_key = 0;
+
 // Plans of static trees, per (type, spec node), of one spec that outlives them: built once
-// under the lock, then only read.
+// under the lock, then only read. A layout meets a few types, so a list searched by pointer.
 class PlanCache {
  public:
-  template <class T>
-  const std::vector<std::size_t>& plan(const PyTreeSpec& s, const char* op, std::vector<std::string>& at) {
-    const std::pair<std::type_index, const PyTreeSpec*> key{std::type_index(typeid(T)), &s};
+  // `at()` gives the node's key path, for the first call's errors only.
+  template <class T, class At>
+  const StaticPlan& plan(const PyTreeSpec& s, const char* op, const At& at) {
     std::lock_guard<std::mutex> lock(m_);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) it = plans_.emplace(key, make_static_plan<T>(s, op, at)).first;
-    return it->second;  // a std::map's values stay where they are
+    for (const auto& p : plans_) {
+      if (p->type == &type_key<T> && p->spec == &s) return p->plan;
+    }
+    std::vector<std::string> path = at();
+    plans_.push_back(std::make_unique<Item>(Item{&type_key<T>, &s, make_static_plan<T>(s, op, path)}));
+    return plans_.back()->plan;  // the item stays where it is when the list grows
   }
 
  private:
+  struct Item {
+    const void* type;
+    const PyTreeSpec* spec;
+    StaticPlan plan;
+  };
   std::mutex m_;
-  std::map<std::pair<std::type_index, const PyTreeSpec*>, std::vector<std::size_t>> plans_;
+  std::vector<std::unique_ptr<Item>> plans_;
 };
 
 // The fast path of a run-time tree: walks `s` and the level `td` together, appending leaves in
@@ -420,14 +441,16 @@ inline bool direct_walk(const PyTreeSpec& s, const TensorDict& td, bool batch, s
   return direct_level(s, td, batch, out);
 }
 
-// Appends the leaves of `v`, matched to spec node `s`, to `out` in the spec's order.
-template <class V>
-void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<at::Tensor>& out, std::vector<std::string>& at,
+// Appends the leaves of `v`, matched to spec node `s`, to `out` in the spec's order. `make_at()`
+// gives the node's key path for messages: called only where one may be needed (a planned
+// struct's later calls need none).
+template <class V, class MakeAt>
+void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<at::Tensor>& out, const MakeAt& make_at,
                   PlanCache* cache) {
   using T = std::remove_cvref_t<V>;
   if constexpr (is_plain_tensor<T>) {
     if (!s.is_leaf()) {
-      throw SpecMismatchError(std::string(op) + ": " + join_path(at) + " is a tensor, where the export takes a " +
+      throw SpecMismatchError(std::string(op) + ": " + join_path(make_at()) + " is a tensor, where the export takes a " +
                               std::string(py_node_kind_name(s.kind)) + " " + s.str());
     }
     out.push_back(v);
@@ -448,6 +471,7 @@ void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<a
     const std::size_t base = out.size();
     if (direct_walk(s, *src, std::is_same_v<T, TensorDict>, out)) return;
     out.resize(base);
+    std::vector<std::string> at = make_at();
     NameTree n;
     std::vector<at::Tensor> flat;
     std::size_t count = 0;
@@ -465,14 +489,24 @@ void flatten_into(const char* op, const PyTreeSpec& s, const V& v, std::vector<a
     throw SpecMismatchError(std::string(op) + ": " + join_path(at) + " does not fit the exported spec " + s.str());
   } else {
     // Each of T's leaves written straight to its place in the spec's order.
-    std::vector<std::size_t> local;
-    const std::vector<std::size_t>& plan = cache ? cache->plan<T>(s, op, at) : (local = make_static_plan<T>(s, op, at));
-    std::size_t inv[spec<T>::leaf_count > 0 ? spec<T>::leaf_count : 1];
-    for (std::size_t k = 0; k < plan.size(); ++k) inv[plan[k]] = k;
-    const std::size_t base = out.size();
-    out.resize(base + plan.size());
-    auto one = [&](auto j, const auto& slot) { out[base + inv[j()]] = leaf_get(slot); };
-    zip_leaf_slots<T, 0>(one, v);
+    std::optional<StaticPlan> local;
+    const StaticPlan* plan;
+    if (cache) {
+      plan = &cache->plan<T>(s, op, make_at);
+    } else {
+      std::vector<std::string> at = make_at();
+      plan = &local.emplace(make_static_plan<T>(s, op, at));
+    }
+    if (plan->identity) {
+      auto one = [&](auto, const auto& slot) { out.push_back(leaf_get(slot)); };
+      zip_leaf_slots<T, 0>(one, v);
+    } else {
+      const std::size_t base = out.size();
+      out.resize(base + plan->place.size());
+      const std::size_t* place = plan->place.data();
+      auto one = [&](auto j, const auto& slot) { out[base + place[j()]] = leaf_get(slot); };
+      zip_leaf_slots<T, 0>(one, v);
+    }
   }
 }
 
@@ -551,16 +585,26 @@ class PyTreeLayout {
     detail::batch_checks(spec_, first, at, checks_);
     for (auto& c : checks_) c.path = display(c.at, call);
     for (const auto& s : sig_) {
+      LeafCheck c;
       try {
-        devices_.emplace_back(s.device);
+        c.device = c10::Device(s.device);
       } catch (const std::exception&) {
         throw FormatError("pytree layout: unknown device '" + s.device + "'");
       }
+      c.any_cuda = s.device == "cuda";
+      c.cpu = c.device.is_cpu();
       if (auto t = dtype_from_name(s.dtype)) {
-        dtypes_.push_back(*t);
+        c.dtype = caffe2::TypeMeta::fromScalarType(*t);
       } else {
         throw FormatError("pytree layout: unknown dtype '" + s.dtype + "'");
       }
+      c.ndim = s.shape.size();
+      c.dims = dims_.size();
+      for (const auto& d : s.shape) {
+        dims_.push_back(d ? *d : 0);
+        dims_.push_back(d ? ~std::int64_t{0} : 0);
+      }
+      leaf_checks_.push_back(c);
     }
   }
 
@@ -575,28 +619,36 @@ class PyTreeLayout {
   /// Checks `flat` (spec order) against the spec's batch sizes and the leaves' signatures;
   /// the error names the key path and both shapes, dtypes or devices.
   void check(const char* op, std::span<const at::Tensor> flat) const {
+    // Every call runs this: the passing path reads only the compact `leaf_checks_`; the
+    // messages are built apart, in `leaf_error`.
+    const LeafCheck* lc = leaf_checks_.empty() ? nullptr : leaf_checks_.data();
+    const std::int64_t* dims = dims_.data();
     for (std::size_t i = 0; i < flat.size(); ++i) {
       const at::Tensor& x = flat[i];
-      if (!x.defined()) throw KeyError(std::string(op) + ": key " + paths_[i] + " is an absent (undefined) tensor");
-      if (sig_.empty()) continue;
-      const PyLeafSignature& s = sig_[i];
-      if (x.scalar_type() != dtypes_[i]) {
-        throw SpecMismatchError(std::string(op) + ": key " + paths_[i] + " is " + dtype_name(x.scalar_type()) +
-                                ", the export takes " + s.dtype);
+      if (!x.defined()) [[unlikely]] {
+        leaf_error(op, i, x);
       }
-      bool ok = static_cast<std::size_t>(x.dim()) == s.shape.size();
-      for (std::size_t d = 0; ok && d < s.shape.size(); ++d) ok = !s.shape[d] || *s.shape[d] == x.size(static_cast<int64_t>(d));
-      if (!ok) {
-        std::string want = "[";
-        for (std::size_t d = 0; d < s.shape.size(); ++d) {
-          want += (d ? ", " : "") + (s.shape[d] ? std::to_string(*s.shape[d]) : std::string("*"));
+      if (!lc) continue;
+      const LeafCheck& c = lc[i];
+      const c10::TensorImpl* t = x.unsafeGetTensorImpl();
+      if (t->dtype() != c.dtype) [[unlikely]] {
+        leaf_error(op, i, x);
+      }
+      const c10::IntArrayRef sz = t->sizes();
+      if (sz.size() != c.ndim) [[unlikely]] {
+        leaf_error(op, i, x);
+      }
+      // Each dim as a (size, mask) pair: a dynamic dim's mask is 0, so any size passes. An
+      // early exit per dim: a loop of a few dims is not worth vectorizing.
+      const std::int64_t* w = dims + c.dims;
+      for (std::size_t d = 0; d < c.ndim; ++d) {
+        if (((sz[d] ^ w[2 * d]) & w[2 * d + 1]) != 0) [[unlikely]] {
+          leaf_error(op, i, x);
         }
-        throw SpecMismatchError(std::string(op) + ": key " + paths_[i] + " has shape " + detail::sizes_str(x.sizes()) +
-                                ", the export takes " + want + "]");
       }
-      if (x.device() != devices_[i] && !(s.device == "cuda" && x.is_cuda())) {
-        throw SpecMismatchError(std::string(op) + ": key " + paths_[i] + " is on " + x.device().str() +
-                                ", the export takes it on " + s.device);
+      // is_cpu() is inline; device() is a call.
+      if (!(c.cpu ? t->is_cpu() : (t->device() == c.device || (c.any_cuda && t->is_cuda())))) [[unlikely]] {
+        leaf_error(op, i, x);
       }
     }
     for (const auto& c : checks_) {
@@ -633,12 +685,44 @@ class PyTreeLayout {
     return detail::join_path(p);
   }
 
+  // The error for flat leaf `i`, which failed `check`: says which part of it does not fit.
+  [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void leaf_error(const char* op, std::size_t i, const at::Tensor& x) const {
+    if (!x.defined()) throw KeyError(std::string(op) + ": key " + paths_[i] + " is an absent (undefined) tensor");
+    const PyLeafSignature& s = sig_[i];
+    const LeafCheck& c = leaf_checks_[i];
+    if (x.dtype() != c.dtype) {
+      throw SpecMismatchError(std::string(op) + ": key " + paths_[i] + " is " + dtype_name(x.scalar_type()) +
+                              ", the export takes " + s.dtype);
+    }
+    bool ok = static_cast<std::size_t>(x.dim()) == s.shape.size();
+    for (std::size_t d = 0; ok && d < s.shape.size(); ++d) ok = !s.shape[d] || *s.shape[d] == x.size(static_cast<int64_t>(d));
+    if (!ok) {
+      std::string want = "[";
+      for (std::size_t d = 0; d < s.shape.size(); ++d) {
+        want += (d ? ", " : "") + (s.shape[d] ? std::to_string(*s.shape[d]) : std::string("*"));
+      }
+      throw SpecMismatchError(std::string(op) + ": key " + paths_[i] + " has shape " + detail::sizes_str(x.sizes()) +
+                              ", the export takes " + want + "]");
+    }
+    throw SpecMismatchError(std::string(op) + ": key " + paths_[i] + " is on " + x.device().str() +
+                            ", the export takes it on " + s.device);
+  }
+
   PyTreeSpec spec_;
   std::vector<PyLeafSignature> sig_;
   std::vector<std::string> paths_;
   std::vector<detail::BatchCheck> checks_;
-  std::vector<at::ScalarType> dtypes_;
-  std::vector<c10::Device> devices_;
+  // One leaf's signature as `check` compares it.
+  struct LeafCheck {
+    caffe2::TypeMeta dtype;
+    c10::Device device{c10::kCPU};
+    bool any_cuda = false;  // "cuda" without an index: any CUDA device
+    bool cpu = false;
+    std::size_t ndim = 0;
+    std::size_t dims = 0;  // its first dim in `dims_`, which holds (size, mask) pairs
+  };
+  std::vector<LeafCheck> leaf_checks_;
+  std::vector<std::int64_t> dims_;
   std::unique_ptr<detail::PlanCache> cache_ = std::make_unique<detail::PlanCache>();
 
  public:
@@ -658,11 +742,10 @@ class PyTreeLayout {
     }
     std::vector<at::Tensor> out;
     out.reserve(spec_.num_leaves());
-    std::vector<std::string> at;
     std::size_t i = 0;
     auto one_pos = [&](const auto& a) {
       if constexpr (!detail::is_kwarg<std::remove_cvref_t<decltype(a)>>) {
-        at.assign(1, "arg" + std::to_string(i));
+        auto at = [i] { return std::vector<std::string>{"arg" + std::to_string(i)}; };
         detail::flatten_into(op, pos.children[i], a, out, at, cache_.get());
         ++i;
       }
@@ -687,7 +770,7 @@ class PyTreeLayout {
       auto one_kw = [&](const auto& a) {
         if constexpr (detail::is_kwarg<std::remove_cvref_t<decltype(a)>>) {
           if (a.name == kw.keys[k] && hits++ == 0) {
-            at.assign(1, kw.keys[k]);
+            auto at = [&] { return std::vector<std::string>{kw.keys[k]}; };
             detail::flatten_into(op, kw.children[k], a.value, out, at, cache_.get());
           }
         }
@@ -713,8 +796,7 @@ template <class V>
 [[nodiscard]] std::vector<at::Tensor> flatten_as(const PyTreeSpec& spec, const V& tree) {
   std::vector<at::Tensor> out;
   out.reserve(spec.num_leaves());
-  std::vector<std::string> at;
-  detail::flatten_into("flatten_as", spec, tree, out, at, nullptr);
+  detail::flatten_into("flatten_as", spec, tree, out, [] { return std::vector<std::string>{}; }, nullptr);
   return out;
 }
 

@@ -295,6 +295,138 @@ TEST_CASE("PyTreeLayout: batch sizes, signatures and arguments of a call are che
   for (int i = 0; i < 3; ++i) CHECK(l.flatten_call("run", o, two, td::kwarg("bias", bias)).size() == 4);
 }
 
+TEST_CASE("PyTreeLayout: random signatures, each leaf's dtype, every dim and device checked") {
+  std::mt19937 rng(29);
+  const std::vector<std::pair<std::string, torch::Dtype>> dtypes = {
+      {"torch.float32", torch::kFloat}, {"torch.float64", torch::kDouble}, {"torch.int64", torch::kLong},
+      {"torch.int32", torch::kInt},     {"torch.bool", torch::kBool},      {"torch.float16", torch::kHalf},
+      {"torch.uint8", torch::kByte},    {"torch.bfloat16", torch::kBFloat16}};
+  auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+  for (int trial = 0; trial < 60; ++trial) {
+    CAPTURE(trial);
+    const std::size_t n = 1 + pick(12);
+    std::vector<std::string> keys, kids;
+    std::vector<td::PyLeafSignature> sig;
+    std::vector<std::size_t> dt;
+    std::vector<std::vector<int64_t>> shapes;  // a matching shape per leaf
+    for (std::size_t i = 0; i < n; ++i) {
+      keys.push_back("k" + std::to_string(i));
+      kids.push_back(leaf());
+      dt.push_back(pick(dtypes.size()));
+      td::PyLeafSignature s{dtypes[dt.back()].first, {}, "cpu"};
+      std::vector<int64_t> shape;
+      for (std::size_t d = 0, rank = pick(6); d < rank; ++d) {
+        const int64_t size = static_cast<int64_t>(1 + pick(4));
+        shape.push_back(size);
+        s.shape.push_back(pick(3) == 0 ? std::nullopt : std::optional<int64_t>(size));  // a third dynamic
+      }
+      sig.push_back(s);
+      shapes.push_back(shape);
+    }
+    const td::PyTreeLayout l(PyTreeSpec::parse(spec(tuple({tuple({dict(keys, kids)}), dict({}, {})}))), sig, true);
+    auto good = [&](std::size_t i) { return torch::zeros(shapes[i], dtypes[dt[i]].second); };
+    TensorDict in;
+    for (std::size_t i = 0; i < n; ++i) in.set(keys[i], good(i));
+    REQUIRE(l.flatten_call("run", in).size() == n);
+    // A dynamic dim takes any size.
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t d = 0; d < shapes[i].size(); ++d) {
+        if (sig[i].shape[d]) continue;
+        std::vector<int64_t> other = shapes[i];
+        other[d] += 3;
+        TensorDict t = in.clone();
+        t.set(keys[i], torch::zeros(other, dtypes[dt[i]].second));
+        CHECK(l.flatten_call("run", t).size() == n);
+      }
+    }
+    // One thing wrong with one leaf: the error names that leaf and what.
+    const std::size_t i = pick(n);
+    const std::string key = "key arg0." + keys[i];
+    TensorDict bad = in.clone();
+    std::string want;
+    switch (pick(4)) {
+      case 0: {
+        const std::size_t other = (dt[i] + 1 + pick(dtypes.size() - 1)) % dtypes.size();
+        bad.set(keys[i], torch::zeros(shapes[i], dtypes[other].second));
+        want = key + " is " + dtypes[other].first + ", the export takes " + sig[i].dtype;
+        break;
+      }
+      case 1: {
+        std::vector<int64_t> other = shapes[i];
+        other.push_back(2);  // one dim more
+        bad.set(keys[i], torch::zeros(other, dtypes[dt[i]].second));
+        want = key + " has shape ";
+        break;
+      }
+      case 2: {
+        std::vector<int64_t> other = shapes[i];
+        std::size_t d = 0;
+        while (d < other.size() && !sig[i].shape[d]) ++d;
+        if (d == other.size()) {
+          other.insert(other.begin(), 1);  // no static dim to change: the rank then
+        } else {
+          other[d] += 1;
+        }
+        bad.set(keys[i], torch::zeros(other, dtypes[dt[i]].second));
+        want = key + " has shape ";
+        break;
+      }
+      default:
+        bad.set(keys[i], torch::empty(shapes[i], torch::TensorOptions().dtype(dtypes[dt[i]].second).device(torch::kMeta)));
+        want = key + " is on meta, the export takes it on cpu";
+    }
+    try {
+      (void)l.flatten_call("run", bad);
+      FAIL("accepted: " << want);
+    } catch (const td::SpecMismatchError& e) {
+      CHECK(std::string(e.what()).find(want) != std::string::npos);
+    }
+  }
+  // A package on a device other than the CPU: every leaf compared with its device.
+  const td::PyTreeLayout m(PyTreeSpec::parse(spec(tuple({tuple({leaf()}), dict({}, {})}))), {{"torch.float32", {2}, "meta"}},
+                           true);
+  CHECK(m.flatten_call("run", torch::empty({2}, torch::TensorOptions().device(torch::kMeta))).size() == 1);
+  try {
+    (void)m.flatten_call("run", torch::zeros({2}));
+    FAIL("a CPU tensor for a meta input was accepted");
+  } catch (const td::SpecMismatchError& e) {
+    CHECK(std::string(e.what()) == "run: key arg0 is on cpu, the export takes it on meta");
+  }
+}
+
+namespace {
+struct PosFirst {
+  torch::Tensor pos, vel;
+};
+struct VelFirst {
+  torch::Tensor vel, pos;
+};
+}  // namespace
+
+TEST_CASE("PyTreeLayout: structs in any member order, planned once per type and argument") {
+  // The export's order is vel, pos: VelFirst is placed in order, PosFirst swapped.
+  const PyTreeSpec in = PyTreeSpec::parse(
+      spec(tuple({tuple({dict({"vel", "pos"}, {leaf(), leaf()}), dict({"vel", "pos"}, {leaf(), leaf()})}), dict({}, {})})));
+  const td::PyTreeLayout l(in, {}, true);
+  const torch::Tensor p = torch::full({2}, 1.0), v = torch::full({2}, 2.0);
+  for (int round = 0; round < 3; ++round) {  // the later rounds run on the cached plans
+    const auto a = l.flatten_call("run", PosFirst{p, v}, VelFirst{v, p});
+    const auto b = l.flatten_call("run", VelFirst{v, p}, PosFirst{p, v});
+    for (const auto& flat : {a, b}) {
+      REQUIRE(flat.size() == 4);
+      for (std::size_t k : {0, 2}) CHECK(flat[k].equal(v));
+      for (std::size_t k : {1, 3}) CHECK(flat[k].equal(p));
+    }
+  }
+  // A type that does not fit is refused every time, not only when first planned.
+  struct Wrong {
+    torch::Tensor pos, acc;
+  };
+  for (int round = 0; round < 2; ++round) {
+    CHECK_THROWS_AS((void)l.flatten_call("run", Wrong{p, v}, PosFirst{p, v}), td::KeyError);
+  }
+}
+
 TEST_CASE("unflatten_as: outputs as a TensorDict or a struct, batch sizes from the spec or the leaves") {
   const nlohmann::json cases = python_specs();
   const PyTreeSpec out = PyTreeSpec::parse(cases["export_out"]["spec"].get<std::string>());
