@@ -1,7 +1,8 @@
 # Compiles SOURCE, a compile-fail test, with its command from BUILD_DIR/compile_commands.json: it
 # must fail to compile with exactly one error, and the output must match EXPECT (the regex on
 # the source's first line). A cascade of follow-on errors after the first is a failure of this
-# test too. The object goes to a scratch path, so that nothing of the build tree changes.
+# test too. Only the front end runs (-fsyntax-only: a static_assert fires there; no code is
+# generated), and nothing of the build tree changes.
 file(READ ${BUILD_DIR}/compile_commands.json db)
 string(JSON n LENGTH "${db}")
 math(EXPR last "${n} - 1")
@@ -33,7 +34,7 @@ foreach(a ${args})
     list(APPEND clean "${a}")
   endif()
 endforeach()
-execute_process(COMMAND ${clean} -o ${object} WORKING_DIRECTORY ${dir}
+execute_process(COMMAND ${clean} -fsyntax-only -o ${object} WORKING_DIRECTORY ${dir}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(REPLACE ";" "," all "${out}${err}")  # a ';' in a message would split the list below
 if(rc EQUAL 0)
