@@ -21,7 +21,7 @@ namespace td = tensordict;
 struct Linear {
   torch::Tensor weight, bias;
 };
-struct LayerNorm {
+struct Norm {
   torch::Tensor weight, bias;
 };
 struct Attention {
@@ -32,15 +32,15 @@ struct FeedForward {
   Linear up, down;
 };
 struct Block {
-  LayerNorm ln1;
+  Norm ln1;
   Attention attn;
-  LayerNorm ln2;
+  Norm ln2;
   FeedForward mlp;
 };
 struct Transformer {
   torch::Tensor tok_emb, pos_emb;
   std::vector<Block> blocks;  // blocks.0.attn.q.weight, ... as torch's state_dict names them
-  LayerNorm ln_f;
+  Norm ln_f;
   std::optional<Linear> proj;  // present or not, decided by the config
   Linear head;
 };
@@ -53,7 +53,7 @@ struct Config {
 Linear linear(int64_t in, int64_t out) {
   return {torch::randn({out, in}) / std::sqrt(static_cast<double>(in)), torch::zeros({out})};
 }
-LayerNorm layer_norm(int64_t dim) { return {torch::ones({dim}), torch::zeros({dim})}; }
+Norm layer_norm(int64_t dim) { return {torch::ones({dim}), torch::zeros({dim})}; }
 
 Transformer init(const Config& c) {
   Transformer t{torch::randn({c.vocab, c.dim}) * 0.1, torch::randn({c.context, c.dim}) * 0.1, {},
@@ -70,7 +70,7 @@ Transformer init(const Config& c) {
 }
 
 torch::Tensor apply(const Linear& l, const torch::Tensor& x) { return torch::linear(x, l.weight, l.bias); }
-torch::Tensor apply(const LayerNorm& n, const torch::Tensor& x) {
+torch::Tensor apply(const Norm& n, const torch::Tensor& x) {
   return torch::layer_norm(x, {x.size(-1)}, n.weight, n.bias);
 }
 

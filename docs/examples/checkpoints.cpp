@@ -68,6 +68,19 @@ TEST_CASE("checkpoints: names and dtypes mapped on load") {
   fs::remove(file);
 }
 
+TEST_CASE("checkpoints: saved under the checkpoint's own names") {
+  const fs::path file = fresh("renamed.safetensors");
+  const Model model = make_model(2);
+  // blocks.0.attn.weight is written as encoder.layer.0.attn.weight; the embedding is left out.
+  td::save_safetensors(model, file,
+                       {.rename = td::compose(td::drop_prefix("embedding"), td::replace_prefix("blocks.", "encoder.layer."))});
+  Model back = make_model(2);
+  td::LoadReport r = td::load_safetensors(file, back, {.strict = false, .rename = td::replace_prefix("encoder.layer.", "blocks.")});
+  CHECK(r.missing == std::vector<std::string>{"embedding"});
+  CHECK(back.blocks[1].mlp.weight.equal(model.blocks[1].mlp.weight));
+  fs::remove(file);
+}
+
 namespace {
 struct Affine {
   torch::Tensor weight, bias;

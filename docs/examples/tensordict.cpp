@@ -72,6 +72,11 @@ TEST_CASE("TensorDict: key paths") {
   CHECK(state.keys({.include_nested = true, .leaves_only = true}) ==
         std::vector<NestedKey>{{"layer", "weight"}, {"layer", "bias"}, "step"});
   CHECK(state[{"layer", "weight"}].sizes() == torch::IntArrayRef{2, 2});
+  const NestedKey key{"layer", "weight"};
+  CHECK(key.join() == "layer.weight");  // a state_dict name
+  CHECK(key.join("/") == "layer/weight");
+  CHECK(key.parts() == std::vector<std::string>{"layer", "weight"});
+  CHECK((NestedKey("layer") / "bias") == NestedKey{"layer", "bias"});
 }
 
 TEST_CASE("TensorDict: structs and TensorDicts meet") {

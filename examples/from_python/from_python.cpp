@@ -23,7 +23,10 @@ struct Embedding {
 struct Linear {
   torch::Tensor weight, bias;
 };
-struct LayerNorm {
+// Named Norm, not LayerNorm: checkpoints name members LayerNorm (Hugging Face's BERT:
+// `attention.output.LayerNorm.weight`), and a member `LayerNorm LayerNorm;` does not compile
+// ("changes meaning of 'LayerNorm'"); `Norm LayerNorm;` does.
+struct Norm {
   torch::Tensor weight, bias;
 };
 struct Attention {
@@ -36,20 +39,20 @@ struct Head {
   torch::Tensor weight;  // no bias
 };
 struct Block {
-  LayerNorm ln_1;
+  Norm ln_1;
   Attention attn;
-  LayerNorm ln_2;
+  Norm ln_2;
   MLP mlp;
 };
 struct GPT {
   Embedding wte, wpe;
   std::vector<Block> h;  // h.0.attn.c_attn.weight, ...: as many blocks as the file has
-  LayerNorm ln_f;
+  Norm ln_f;
   Head lm_head;
 };
 
 torch::Tensor linear(const Linear& l, const torch::Tensor& x) { return torch::linear(x, l.weight, l.bias); }
-torch::Tensor norm(const LayerNorm& n, const torch::Tensor& x) {
+torch::Tensor norm(const Norm& n, const torch::Tensor& x) {
   return torch::layer_norm(x, {x.size(-1)}, n.weight, n.bias);
 }
 

@@ -64,7 +64,7 @@ struct SgdOptions {
   double weight_decay = 0;
   bool nesterov = false;
 };
-/// Adam's options, as `torch::optim::AdamOptions` (AdamW's default weight decay is 1e-2).
+/// Adam's options, as `torch::optim::AdamOptions`.
 struct AdamOptions {
   LearningRate lr = 1e-3;
   std::pair<double, double> betas = {0.9, 0.999};
@@ -76,6 +76,21 @@ struct AdamOptions {
   /// roundings differ from `torch::optim::Adam`'s (within 1e-5 after 100 steps, tested); the
   /// default path matches those step for step.
   bool fused = false;
+};
+/// AdamW's options, as `torch::optim::AdamWOptions`: Adam's, with a weight decay of 1e-2 unless
+/// given. A type of its own, so that `adamw({.lr = 1e-3})` keeps that default (a default
+/// argument would be replaced whole by any designated initializer).
+struct AdamWOptions {
+  LearningRate lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+  bool fused = false;  ///< as `AdamOptions::fused`
+  /// The same options as Adam's, which the optimizer holds.
+  [[nodiscard]] AdamOptions adam() const {
+    return {.lr = lr, .betas = betas, .eps = eps, .weight_decay = weight_decay, .amsgrad = amsgrad, .fused = fused};
+  }
 };
 /// RMSprop's options, as `torch::optim::RMSpropOptions`.
 struct RmspropOptions {
@@ -615,10 +630,9 @@ class Adagrad {
 [[nodiscard]] inline Sgd sgd(SgdOptions o = {}) { return Sgd(std::move(o)); }
 /// `td::optim::adam({.lr = 1e-3})`.
 [[nodiscard]] inline Adam adam(AdamOptions o = {}) { return Adam(std::move(o)); }
-/// AdamW: Adam with decoupled weight decay (default 1e-2, as torch's).
-[[nodiscard]] inline Adam adamw(AdamOptions o = {.weight_decay = 1e-2}) {
-  return Adam(std::move(o), true);
-}
+/// AdamW: Adam with decoupled weight decay (1e-2 unless given, as torch's):
+/// `td::optim::adamw({.lr = 1e-3})`.
+[[nodiscard]] inline Adam adamw(const AdamWOptions& o = {}) { return Adam(o.adam(), true); }
 /// `td::optim::rmsprop({.lr = 1e-2})`.
 [[nodiscard]] inline Rmsprop rmsprop(RmspropOptions o = {}) { return Rmsprop(std::move(o)); }
 /// `td::optim::adagrad({.lr = 1e-2})`.

@@ -23,6 +23,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -56,6 +58,59 @@ inline Rename add_prefix(std::string prefix) {
 inline Rename replace_prefix(std::string from, std::string to) {
   return [f = std::move(from), t = std::move(to)](const std::string& n) {
     return n.rfind(f, 0) == 0 ? t + n.substr(f.size()) : n;
+  };
+}
+
+/// Names starting with `prefix` are left out (`drop_prefix("pooler.")`); others are kept.
+inline Rename drop_prefix(std::string prefix) {
+  return [p = std::move(prefix)](const std::string& n) { return n.rfind(p, 0) == 0 ? std::string() : n; };
+}
+
+namespace detail {
+// Whether `name` matches `pattern`, where `*` stands for any run of characters (none included)
+// and every other character for itself. Linear-time greedy matching with one backtrack point.
+inline bool glob_match(std::string_view pattern, std::string_view name) {
+  std::size_t p = 0, n = 0, star = std::string_view::npos, mark = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = n;
+    } else if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+}  // namespace detail
+
+/// Names matching `pattern` are left out, where `*` stands for any run of characters
+/// (`drop_matching("*.position_ids")`, `drop_matching("encoder.layer.*.attention.self.*")`);
+/// others are kept.
+inline Rename drop_matching(std::string pattern) {
+  return [p = std::move(pattern)](const std::string& n) { return detail::glob_match(p, n) ? std::string() : n; };
+}
+
+/// The renames applied in turn, each to the previous one's result; a name one of them leaves
+/// out stays out: `compose(drop_prefix("pooler."), replace_prefix("encoder.layer.", "layers."))`.
+template <class... R>
+  requires(sizeof...(R) > 0 && (std::is_convertible_v<R, Rename> && ...))
+inline Rename compose(R... renames) {
+  std::vector<Rename> all{Rename(std::move(renames))...};
+  return [all = std::move(all)](const std::string& n) {
+    std::string out = n;
+    for (const auto& r : all) {
+      if (!r) continue;
+      out = r(out);
+      if (out.empty()) break;
+    }
+    return out;
   };
 }
 
@@ -100,6 +155,11 @@ struct SafetensorsSaveOptions {
   /// Write Python tensordict's structure metadata (batch sizes, names, non-tensor values), so
   /// that `from_safetensors` rebuilds the tree; without it a file holds tensors only.
   bool structure = true;
+  /// Maps each leaf's key path ("." between levels) to its name in the file, as the
+  /// checkpoint's own names (`replace_prefix("layers.", "encoder.layer.")`); an empty result
+  /// leaves the leaf out. The structure metadata keeps the tree's keys, pointing at the new
+  /// names, so `from_safetensors` still rebuilds the tree as it was.
+  Rename rename;
 };
 
 namespace detail {
@@ -482,7 +542,8 @@ namespace detail {
 // One level's structure, as Python tensordict's to_safetensors describes it, and its tensors.
 inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::string& prefix,
                                               std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                                              std::set<std::string>& names, const std::string& file) {
+                                              std::set<std::string>& names, const std::string& file,
+                                              const Rename& rename) {
   nlohmann::ordered_json level = nlohmann::ordered_json::object();
   level["batch_size"] = shape_json(td.batch_size().dims());
   if (td.names().empty()) {
@@ -497,13 +558,16 @@ inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::s
     const std::string name = prefix.empty() ? std::string(k) : prefix + "." + std::string(k);
     if (v.is_tensor()) {
       if (!v.tensor().defined()) continue;
-      if (!names.insert(name).second) {
-        throw Error("save_safetensors: " + file + ": two keys have the name '" + name + "' once joined with '.'");
+      const std::string stored = rename ? rename(name) : name;
+      if (stored.empty()) continue;  // left out by the rename
+      if (!names.insert(stored).second) {
+        throw Error("save_safetensors: " + file + ": two keys have the name '" + stored + "'" +
+                    (rename ? " once renamed" : " once joined with '.'") + " (the second is " + name + ")");
       }
-      tensors.emplace_back(name, v.tensor());
-      append_key(keys, std::string(k), {{"tensor", name}});
+      tensors.emplace_back(stored, v.tensor());
+      append_key(keys, std::string(k), {{"tensor", stored}});
     } else if (v.is_tensordict()) {
-      append_key(keys, std::string(k), {{"td", encode_st_level(v.tensordict(), name, tensors, names, file)}});
+      append_key(keys, std::string(k), {{"td", encode_st_level(v.tensordict(), name, tensors, names, file, rename)}});
     } else if (v.is_non_tensor()) {
       append_key(keys, std::string(k), {{"non_tensor", v.non_tensor().value}});
     } else {
@@ -589,7 +653,7 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
     }
     std::vector<std::pair<std::string, at::Tensor>> tensors;
     std::set<std::string> names;
-    nlohmann::ordered_json root = detail::encode_st_level(td, "", tensors, names, file);
+    nlohmann::ordered_json root = detail::encode_st_level(td, "", tensors, names, file, o.rename);
     if constexpr (!std::is_same_v<T, TensorDict>) {
       nlohmann::ordered_json with_class = nlohmann::ordered_json::object();
       with_class["batch_size"] = root["batch_size"];

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -255,6 +256,69 @@ TEST_CASE("load_safetensors(path, out): torch's strict report, all at once; out 
   CHECK_THROWS_WITH_AS(td::load_safetensors(tmp.path / "net.safetensors", exact,
                                             {.rename = [](const std::string&) { return std::string("x"); }}),
                        doctest::Contains("two tensors are renamed to 'x'"), td::FormatError);
+}
+
+TEST_CASE("save_safetensors: a rename writes the checkpoint's own names; renames compose") {
+  Tmp tmp;
+  const Net saved = sample_net(3);
+  const fs::path f = tmp.path / "renamed.safetensors";
+  // The struct's names (blocks.N.attn.weight) written under a checkpoint's (encoder.layer.N...),
+  // the embedding left out.
+  const td::Rename to_file = td::compose(td::drop_prefix("emb"), td::replace_prefix("blocks.", "encoder.layer."));
+  td::save_safetensors(saved, f, {.rename = to_file});
+  const TensorDict raw = td::load_safetensors(f, {.rename = [](const std::string& n) { return n; }});  // by name
+  CHECK(raw.contains({"encoder", "layer", "2", "mlp", "bias"}));
+  CHECK_FALSE(raw.contains("blocks"));
+  CHECK_FALSE(raw.contains("emb"));
+  CHECK(raw.named_tensors().size() == 12);
+  // Back by the inverse rename: the same values, in a struct.
+  Net back = sample_net(3);
+  back.emb = saved.emb;  // not in the file
+  const td::LoadReport r =
+      td::load_safetensors(f, back, {.strict = false, .rename = td::replace_prefix("encoder.layer.", "blocks.")});
+  CHECK(r.missing == std::vector<std::string>{"emb"});
+  CHECK(r.unexpected.empty());
+  for (std::size_t i = 0; i < 3; ++i) CHECK(back.blocks[i].mlp.weight.equal(saved.blocks[i].mlp.weight));
+  // Without a rename on load, the structure metadata rebuilds the tree under its own keys.
+  const TensorDict rebuilt = td::load_safetensors(f);
+  CHECK(rebuilt.contains({"blocks", "1", "attn", "weight"}));
+  CHECK(rebuilt.get({"blocks", "1", "attn", "weight"}).equal(saved.blocks[1].attn.weight));
+  CHECK_FALSE(rebuilt.contains("emb"));
+  // Two leaves renamed to one name are refused, naming both, and the old file stays.
+  CHECK_THROWS_WITH_AS(td::save_safetensors(saved, f, {.rename = [](const std::string& n) { return n.substr(0, 6); }}),
+                       doctest::Contains("two keys have the name 'blocks' once renamed (the second is blocks.0.attn.bias)"),
+                       td::Error);
+  CHECK(td::load_safetensors(f, {.rename = [](const std::string& n) { return n; }}).named_tensors().size() == 12);
+
+  // The building blocks.
+  CHECK(td::drop_prefix("pooler.")("pooler.dense.weight").empty());
+  CHECK(td::drop_prefix("pooler.")("encoder.x") == "encoder.x");
+  const td::Rename ids = td::drop_matching("*.position_ids");
+  CHECK(ids("embeddings.position_ids").empty());
+  CHECK(ids("embeddings.word_embeddings.weight") == "embeddings.word_embeddings.weight");
+  CHECK(ids("position_ids") == "position_ids");  // the pattern asks for a dot before
+  // Glob patterns: '*' any run (none included), every other character itself.
+  const std::vector<std::tuple<std::string, std::string, bool>> globs = {
+      {"*", "", true},          {"*", "abc", true},       {"a*c", "ac", true},       {"a*c", "abbc", true},
+      {"a*c", "abcd", false},   {"*.bias", "x.bias", true}, {"*.bias", "x.biasx", false}, {"a*b*c", "aXbYbZc", true},
+      {"a*b*c", "aXc", false},  {"**", "z", true},        {"abc", "abc", true},      {"abc", "ab", false},
+      {"", "", true},           {"", "a", false},         {"*a", "bbbbba", true},    {"*a*", "bbb", false}};
+  for (const auto& [pattern, name, want] : globs) {
+    CAPTURE(pattern);
+    CAPTURE(name);
+    CHECK(td::drop_matching(pattern)(name).empty() == (want || name.empty()));
+  }
+  // Composition stops at the first rename that leaves a name out.
+  int calls = 0;
+  const td::Rename counted = td::compose(td::drop_prefix("x."), [&](const std::string& n) {
+    ++calls;
+    return "m." + n;
+  });
+  CHECK(counted("x.a").empty());
+  CHECK(calls == 0);
+  CHECK(counted("y.a") == "m.y.a");
+  CHECK(calls == 1);
+  CHECK(td::compose(td::strip_prefix("model."), td::add_prefix("net."))("model.w") == "net.w");
 }
 
 TEST_CASE("load_safetensors: damaged and hostile files are refused, naming the file and the tensor") {

@@ -89,7 +89,7 @@ TEST_CASE("optim: every optimizer equals its torch::optim counterpart after 100 
       check("adam", torch_opt<Adam>(AdamOptions(1e-2)), td::optim::adam({.lr = 1e-2}));
       check("adam wd amsgrad", torch_opt<Adam>(AdamOptions(1e-2).betas({0.8, 0.99}).eps(1e-6).weight_decay(0.1).amsgrad(true)),
             td::optim::adam({.lr = 1e-2, .betas = {0.8, 0.99}, .eps = 1e-6, .weight_decay = 0.1, .amsgrad = true}));
-      check("adamw", torch_opt<AdamW>(AdamWOptions(1e-2)), td::optim::adamw({.lr = 1e-2, .weight_decay = 1e-2}));
+      check("adamw", torch_opt<AdamW>(AdamWOptions(1e-2)), td::optim::adamw({.lr = 1e-2}));
       check("adamw amsgrad", torch_opt<AdamW>(AdamWOptions(3e-3).weight_decay(0.5).amsgrad(true)),
             td::optim::adamw({.lr = 3e-3, .weight_decay = 0.5, .amsgrad = true}));
       check("rmsprop", torch_opt<RMSprop>(RMSpropOptions(1e-2)), td::optim::rmsprop({.lr = 1e-2}));
@@ -100,6 +100,49 @@ TEST_CASE("optim: every optimizer equals its torch::optim counterpart after 100 
             td::optim::adagrad({.lr = 0.1, .lr_decay = 1e-2, .weight_decay = 1e-2, .initial_accumulator_value = 0.1}));
     }
   }
+}
+
+TEST_CASE("optim: every optimizer's defaults are torch's, whichever options are given") {
+  // One option set, the rest left to their defaults: designated initializers keep each member's
+  // own default (AdamW's weight decay included).
+  const auto sgd = td::optim::sgd({.lr = 0.3}).options;
+  const SGDOptions tsgd(0.3);
+  CHECK(sgd.momentum == tsgd.momentum());
+  CHECK(sgd.dampening == tsgd.dampening());
+  CHECK(sgd.weight_decay == tsgd.weight_decay());
+  CHECK(sgd.nesterov == tsgd.nesterov());
+  auto adam_like = [](const td::optim::AdamOptions& o, const auto& t, const char* what) {
+    CAPTURE(what);
+    CHECK(o.betas.first == std::get<0>(t.betas()));
+    CHECK(o.betas.second == std::get<1>(t.betas()));
+    CHECK(o.eps == t.eps());
+    CHECK(o.weight_decay == t.weight_decay());
+    CHECK(o.amsgrad == t.amsgrad());
+  };
+  adam_like(td::optim::adam({.lr = 3e-4}).options, AdamOptions(3e-4), "adam, lr given");
+  adam_like(td::optim::adam({.eps = 1e-8}).options, AdamOptions(1e-3), "adam, eps given");
+  adam_like(td::optim::adamw({.lr = 3e-4}).options, AdamWOptions(3e-4), "adamw, lr given");
+  adam_like(td::optim::adamw({.amsgrad = false}).options, AdamWOptions(1e-3), "adamw, amsgrad given");
+  adam_like(td::optim::adamw().options, AdamWOptions(1e-3), "adamw, nothing given");
+  CHECK(td::optim::adamw({.weight_decay = 0.5}).options.weight_decay == 0.5);
+  const auto rms = td::optim::rmsprop({.lr = 0.3}).options;
+  const RMSpropOptions trms(0.3);
+  CHECK(rms.alpha == trms.alpha());
+  CHECK(rms.eps == trms.eps());
+  CHECK(rms.weight_decay == trms.weight_decay());
+  CHECK(rms.momentum == trms.momentum());
+  CHECK(rms.centered == trms.centered());
+  const auto ada = td::optim::adagrad({.lr = 0.3}).options;
+  const AdagradOptions tada(0.3);
+  CHECK(ada.lr_decay == tada.lr_decay());
+  CHECK(ada.weight_decay == tada.weight_decay());
+  CHECK(ada.initial_accumulator_value == tada.initial_accumulator_value());
+  CHECK(ada.eps == tada.eps());
+  // The learning rates of optimizers built with nothing given (torch's SGD has none).
+  CHECK(td::optim::adam().options.lr(0) == doctest::Approx(AdamOptions().lr()));
+  CHECK(td::optim::adamw().options.lr(0) == doctest::Approx(AdamWOptions().lr()));
+  CHECK(td::optim::rmsprop().options.lr(0) == doctest::Approx(RMSpropOptions().lr()));
+  CHECK(td::optim::adagrad().options.lr(0) == doctest::Approx(AdagradOptions().lr()));
 }
 
 TEST_CASE("optim: fused Adam (libtorch's own kernel where it has one) stays close to torch::optim") {
