@@ -58,6 +58,27 @@ TEST_CASE("checkpoints: strict loads into a model you have") {
   fs::remove(file);
 }
 
+namespace {
+struct Encoder {  // a struct that holds only part of a checkpoint
+  std::vector<Block> layers;
+};
+}  // namespace
+
+TEST_CASE("checkpoints: a new struct from part of a checkpoint") {
+  const fs::path file = fresh("part.safetensors");
+  td::save_safetensors(make_model(2), file);
+  const auto layers = td::replace_prefix("blocks.", "layers.");
+  // Strict: "...: 1 unexpected: embedding (a rename can leave out the tensors ...)"
+  CHECK_THROWS_AS((void)td::load_safetensors<Encoder>(file, {.rename = layers}), td::FormatError);
+  Encoder a = td::load_safetensors<Encoder>(file, {.rename = td::compose(td::drop_prefix("embedding"), layers)});
+  td::LoadReport rest;
+  Encoder b = td::load_safetensors<Encoder>(file, {.strict = false, .rename = layers, .report = &rest});
+  CHECK(rest.unexpected == std::vector<std::string>{"embedding"});
+  CHECK(a.layers.size() == 2);
+  CHECK(torch::equal(a.layers[1].mlp.weight, b.layers[1].mlp.weight));
+  fs::remove(file);
+}
+
 TEST_CASE("checkpoints: names and dtypes mapped on load") {
   const fs::path file = fresh("hub.safetensors");
   td::save_safetensors(td::to_tensordict(make_model(1)), file, {.structure = false});

@@ -889,16 +889,21 @@ inline at::Tensor batch_mask(const at::Tensor& mask, const at::Tensor& x) {
   while (static_cast<int64_t>(s.size()) < x.dim()) s.push_back(1);
   return mask.reshape(s);
 }
+// The mask covers the leading batch dims; a dim of 1 broadcasts, as Python's expand_as_right.
 inline void check_mask(const char* op, const at::Tensor& mask, const BatchSize& bs) {
-  if (!starts_with(bs.dims(), BatchSize(mask.sizes())) || mask.dim() > static_cast<int64_t>(bs.size())) {
+  bool ok = mask.dim() <= static_cast<int64_t>(bs.size());
+  for (int64_t i = 0; ok && i < mask.dim(); ++i) {
+    ok = mask.size(i) == 1 || mask.size(i) == bs[static_cast<std::size_t>(i)];
+  }
+  if (!ok) {
     throw BatchSizeError(std::string(op) + ": the condition's shape " + shape_str(mask.sizes()) +
-                         " is not the batch size " + bs_str(bs) + " or a prefix of it");
+                         " is not the batch size " + bs_str(bs) + " or a prefix of it (dims of 1 broadcast)");
   }
 }
 }  // namespace detail
 
 /// Leaf by leaf, `a` where `cond` is true and `b` elsewhere; `cond` has the batch shape (or a
-/// prefix of it) and `a`, `b` the same keys and static fields.
+/// prefix of it; its dims of 1 broadcast) and `a`, `b` the same keys and static fields.
 template <batched_tree T>
 [[nodiscard]] T where(const at::Tensor& cond, const T& a, const T& b) {
   detail::check_mask("where", cond, batch_size(a));
@@ -909,7 +914,7 @@ template <batched_tree T>
   check(out, "where");
   return out;
 }
-/// Every leaf with `value` where `mask` (batch-shaped, or a prefix) is true.
+/// Every leaf with `value` where `mask` (batch-shaped, or a prefix; dims of 1 broadcast) is true.
 template <batched_tree T>
 [[nodiscard]] T masked_fill(const T& t, const at::Tensor& mask, const at::Scalar& value) {
   const BatchSize bs = batch_size(t);

@@ -3,10 +3,14 @@
 /// Structs and TensorDicts meet: `to_tensordict(s)`, `from_tensordict<T>(td)`, and `repr(s)`,
 /// which prints a struct as a TensorDict prints, under the struct's type name.
 
+#include <algorithm>
+#include <cstddef>
 #include <ostream>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -87,12 +91,44 @@ TensorDict node_to_tensordict(const M& v, const BatchSize& inherited) {
   }
 }
 
-inline void require_kind(const NestedKey& key, const Entry& e, bool ok, const char* want) {
-  if (!ok) {
-    std::ostringstream os;
-    os << "from_tensordict: key " << key << " holds " << e.kind() << ", expected " << want;
-    throw SpecMismatchError(os.str());
+// What a lenient read does not fit, collected instead of thrown at the first (the typed
+// checkpoint loads use it: their strict error lists every misfit, and a non-strict load keeps
+// what fits). Set for the length of one read on this thread.
+struct Misfits {
+  std::vector<NestedKey> missing;       // fields the TensorDict lacks
+  std::vector<NestedKey> unexpected;    // keys (leaves or whole levels) no field takes
+  std::vector<std::pair<NestedKey, std::string>> mismatched;  // what it holds, what was expected
+  bool empty() const noexcept { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+};
+inline Misfits*& misfit_sink() noexcept {
+  thread_local Misfits* sink = nullptr;
+  return sink;
+}
+// Collects into `m` for as long as it lives.
+struct CollectMisfits {
+  explicit CollectMisfits(Misfits& m) noexcept : prev(misfit_sink()) { misfit_sink() = &m; }
+  ~CollectMisfits() { misfit_sink() = prev; }
+  CollectMisfits(const CollectMisfits&) = delete;
+  CollectMisfits& operator=(const CollectMisfits&) = delete;
+  Misfits* prev;
+};
+
+// Throws `what` (a SpecMismatchError) or, in a lenient read, records it; false when it did not fit.
+inline bool misfit(const NestedKey& key, const std::string& what) {
+  if (Misfits* m = misfit_sink()) {
+    m->mismatched.emplace_back(key, what);
+    return false;
   }
+  std::ostringstream os;
+  os << "from_tensordict: key " << key << ' ' << what;
+  throw SpecMismatchError(os.str());
+}
+
+inline bool require_kind(const NestedKey& key, const Entry& e, bool ok, const char* want) {
+  if (ok) return true;
+  std::ostringstream os;
+  os << "holds " << e.kind() << ", expected " << want;
+  return misfit(key, os.str());
 }
 
 [[noreturn]] inline void missing_key(std::string_view type, const NestedKey& key) {
@@ -101,15 +137,15 @@ inline void require_kind(const NestedKey& key, const Entry& e, bool ok, const ch
   throw KeyError(os.str());
 }
 
-inline void check_like(const NestedKey& key, const at::Tensor& got, const at::Tensor& want) {
-  if (!want.defined()) return;
+inline bool check_like(const NestedKey& key, const at::Tensor& got, const at::Tensor& want) {
+  if (!want.defined()) return true;
   if (got.scalar_type() != want.scalar_type() || got.sizes() != want.sizes()) {
     std::ostringstream os;
-    os << "from_tensordict: key " << key << " is " << dtype_name(got.scalar_type()) << ' '
-       << shape_str(got.sizes()) << ", expected " << dtype_name(want.scalar_type()) << ' '
-       << shape_str(want.sizes());
-    throw SpecMismatchError(os.str());
+    os << "is " << dtype_name(got.scalar_type()) << ' ' << shape_str(got.sizes()) << ", expected "
+       << dtype_name(want.scalar_type()) << ' ' << shape_str(want.sizes());
+    return misfit(key, os.str());
   }
+  return true;
 }
 
 template <class Root, class M>
@@ -127,13 +163,26 @@ void read_child(const Entry* e, M& out, const M* like, const NestedKey& key) {
       return;
     }
   }
-  if (!e) missing_key(type_name_v<Root>, key);
+  if (!e) {
+    if (Misfits* m = misfit_sink()) {
+      // A missing subtree of fixed shape is listed leaf by leaf, as a checkpoint names them.
+      if constexpr (k == FieldKind::subtree && static_tree<M>) {
+        if constexpr (spec<M>::leaf_count > 0) {
+          for (const auto& path : spec<M>::keys) m->missing.emplace_back(key.join(".") + "." + std::string(path.dotted));
+          return;
+        }
+      }
+      m->missing.push_back(key);
+      return;
+    }
+    missing_key(type_name_v<Root>, key);
+  }
   if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
-    require_kind(key, *e, e->is_tensor(), "a tensor");
-    if (like) check_like(key, e->tensor(), leaf_get(*like));
+    if (!require_kind(key, *e, e->is_tensor(), "a tensor")) return;
+    if (like && !check_like(key, e->tensor(), leaf_get(*like))) return;
     leaf_set(out, e->tensor());
   } else if constexpr (k == FieldKind::subtree || k == FieldKind::container) {
-    require_kind(key, *e, e->is_tensordict(), "a TensorDict");
+    if (!require_kind(key, *e, e->is_tensordict(), "a TensorDict")) return;
     node_from_tensordict<Root>(e->tensordict(), out, like, key);
   } else if constexpr (k == FieldKind::optional_subtree) {
     using X = std::remove_cv_t<typename M::value_type>;
@@ -154,15 +203,14 @@ void read_child(const Entry* e, M& out, const M* like, const NestedKey& key) {
                   "tensordict: a static field has no JSON form, so it cannot be read from a "
                   "TensorDict entry; give its type nlohmann to_json/from_json functions");
     // A list-valued field that Python saved as a NonTensorStack reads as that list.
-    require_kind(key, *e, e->is_non_tensor() || e->is_non_tensor_stack(), "non-tensor data");
+    if (!require_kind(key, *e, e->is_non_tensor() || e->is_non_tensor_stack(), "non-tensor data")) return;
     const nlohmann::json& value = e->is_non_tensor() ? e->non_tensor().value : e->non_tensor_stack().values;
     try {
       out = value.template get<M>();
     } catch (const nlohmann::json::exception& err) {
       std::ostringstream os;
-      os << "from_tensordict: key " << key << " holds " << value.dump()
-         << ", which is not a " << type_name_v<M> << " (" << err.what() << ')';
-      throw SpecMismatchError(os.str());
+      os << "holds " << value.dump() << ", which is not a " << type_name_v<M> << " (" << err.what() << ')';
+      misfit(key, os.str());
     }
   }
 }
@@ -172,6 +220,10 @@ inline void reject_extra(std::string_view type, const TensorDict& td, const Nest
                          const std::vector<bool>& used) {
   for (std::size_t j = 0; j < used.size(); ++j) {
     if (!used[j]) {
+      if (Misfits* m = misfit_sink()) {
+        m->unexpected.push_back(prefix / td.entries()[j].first);
+        continue;
+      }
       std::ostringstream os;
       os << "from_tensordict<" << type << ">: key " << (prefix / td.entries()[j].first)
          << " has no field in the struct";
@@ -182,6 +234,27 @@ inline void reject_extra(std::string_view type, const TensorDict& td, const Nest
 
 // The length of a sequence saved as keys "0".."n-1" (in any order, none missing or extra).
 inline std::size_t sequence_length(const TensorDict& td, const NestedKey& prefix) {
+  if (Misfits* m = misfit_sink()) {
+    // Leniently: as long as the largest position; other keys are unexpected, and positions
+    // below it that are absent are missing (read as absent entries).
+    std::size_t n = 0;
+    for (const auto& [k, v] : td.entries()) {
+      bool ok = !k.empty() && k.size() <= 18 && (k == "0" || k[0] != '0');
+      for (char c : k) ok = ok && c >= '0' && c <= '9';
+      if (!ok) {
+        m->unexpected.push_back(prefix / k);
+        continue;
+      }
+      std::size_t i = 0;
+      for (char c : k) i = i * 10 + static_cast<std::size_t>(c - '0');
+      if (i >= (std::size_t{1} << 24)) {  // no checkpoint's sequence is this long: not a position
+        m->unexpected.push_back(prefix / k);
+        continue;
+      }
+      n = std::max(n, i + 1);
+    }
+    return n;
+  }
   const std::size_t n = td.size();
   std::vector<bool> seen(n, false);
   for (const auto& [k, v] : td.entries()) {
@@ -256,7 +329,8 @@ void node_from_tensordict(const TensorDict& td, M& out, const M* like, const Nes
       }
       for (std::size_t i = 0; i < n; ++i) {
         const std::string key = std::to_string(i);
-        read_child<Root>(&td.entry(key), out[i], like ? &(*like)[i] : nullptr, prefix / key);
+        read_child<Root>(dynamic_node<TensorDict>::lookup(td, key), out[i], like ? &(*like)[i] : nullptr,
+                         prefix / key);
       }
     } else if constexpr (N::indexed) {
       // A node of the user's: its length comes from the tree read into.
@@ -270,8 +344,8 @@ void node_from_tensordict(const TensorDict& td, M& out, const M* like, const Nes
       }
       for (std::size_t i = 0; i < n; ++i) {
         const std::string key = std::to_string(i);
-        read_child<Root>(&td.entry(key), N::at(out, i), like ? &N::at(*like, i) : nullptr,
-                         prefix / key);
+        read_child<Root>(dynamic_node<TensorDict>::lookup(td, key), N::at(out, i),
+                         like ? &N::at(*like, i) : nullptr, prefix / key);
       }
     } else {
       if (like) {

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <type_traits>
@@ -32,6 +33,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/version.h>
 
+#include "detail/fn_ref.hpp"
 #include "errors.hpp"
 #include "tree.hpp"
 
@@ -117,47 +119,65 @@ bool needs_graph(const std::array<tensor_vec, N>& lists) {
   return false;
 }
 
+// The (device, dtype) groups of `xs`, in one function for every operation: `order` the indices
+// sorted by group (stable), `ends` where each group ends in it; both empty when all leaves
+// share one device and dtype (the common case).
+struct leaf_groups {
+  std::vector<std::size_t> order, ends;
+};
+inline leaf_groups group_leaves(const tensor_vec& xs) {
+  auto same = [](const at::Tensor& a, const at::Tensor& b) {
+    return a.device() == b.device() && a.scalar_type() == b.scalar_type();
+  };
+  leaf_groups g;
+  bool one = true;
+  for (const auto& x : xs) one = one && same(x, xs[0]);
+  if (one) return g;
+  g.order.resize(xs.size());
+  std::iota(g.order.begin(), g.order.end(), std::size_t{0});
+  auto group_key = [&](std::size_t i) {
+    const auto d = xs[i].device();
+    return std::tuple(static_cast<int>(d.type()), static_cast<int>(d.index()),
+                      static_cast<int>(xs[i].scalar_type()));
+  };
+  std::stable_sort(g.order.begin(), g.order.end(),
+                   [&](std::size_t a, std::size_t b) { return group_key(a) < group_key(b); });
+  for (std::size_t s = 0; s < g.order.size();) {
+    std::size_t e = s + 1;
+    while (e < g.order.size() && same(xs[g.order[e]], xs[g.order[s]])) ++e;
+    g.ends.push_back(e);
+    s = e;
+  }
+  return g;
+}
+
 // Runs `fe(xs, ys...)` (a foreach call) once per (device, dtype) group of the first list, as
 // foreach kernels need one device and dtype to take their fast path; results come back in the
 // original order. One group (the common case) is one call, without copying the lists.
 template <std::size_t N, class Fe>
 auto grouped(const std::array<tensor_vec, N>& lists, Fe&& fe) {
-  const tensor_vec& xs = lists[0];
-  auto same = [&](const at::Tensor& a, const at::Tensor& b) {
-    return a.device() == b.device() && a.scalar_type() == b.scalar_type();
-  };
-  const bool one = std::all_of(xs.begin(), xs.end(), [&](const at::Tensor& x) { return same(x, xs[0]); });
   auto call = [&](const std::array<tensor_vec, N>& ls) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return fe(at::TensorList(ls[I])...);
     }(std::make_index_sequence<N>{});
   };
   using R = decltype(call(lists));
-  if (one) return call(lists);
-  std::vector<std::size_t> order(xs.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  auto group_key = [&](std::size_t i) {
-    const auto d = xs[i].device();
-    return std::tuple(static_cast<int>(d.type()), static_cast<int>(d.index()),
-                      static_cast<int>(xs[i].scalar_type()));
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return group_key(a) < group_key(b); });
+  const leaf_groups g = group_leaves(lists[0]);
+  if (g.order.empty()) return call(lists);
   tensor_vec out;
-  if constexpr (!std::is_void_v<R>) out.resize(xs.size());
-  for (std::size_t s = 0; s < order.size();) {
-    std::size_t e = s + 1;
-    while (e < order.size() && same(xs[order[e]], xs[order[s]])) ++e;
+  if constexpr (!std::is_void_v<R>) out.resize(lists[0].size());
+  std::size_t s = 0;
+  for (const std::size_t e : g.ends) {
     std::array<tensor_vec, N> sub;
     for (std::size_t k = 0; k < N; ++k) {
       sub[k].reserve(e - s);
-      for (std::size_t j = s; j < e; ++j) sub[k].push_back(lists[k][order[j]]);
+      for (std::size_t j = s; j < e; ++j) sub[k].push_back(lists[k][g.order[j]]);
     }
     if constexpr (std::is_void_v<R>) {
       call(sub);
     } else {
       tensor_vec r = call(sub);
-      for (std::size_t j = s; j < e; ++j) out[order[j]] = std::move(r[j - s]);
+      for (std::size_t j = s; j < e; ++j) out[g.order[j]] = std::move(r[j - s]);
     }
     s = e;
   }
@@ -279,6 +299,16 @@ inline bool cpu_avx2() {
 #endif
 }
 
+// body(b, e) over [0, n), split over libtorch's thread pool when n is large. Not a template, so
+// that at::parallel_for is compiled once rather than once per operation and scalar type.
+inline void parallel_ranges(int64_t n, fn_ref<void(int64_t, int64_t)> body) {
+  if (n >= 2 * fused_grain) {
+    at::parallel_for(0, n, fused_grain, body);
+  } else {
+    body(0, n);
+  }
+}
+
 // k(i, out, pointers, fma) for every element of every leaf: `out` is the result's data (the
 // first list's when `out` is null) and `pointers` the lists' data. Large leaves are split over
 // libtorch's thread pool. `vk(out, pointers, b, e)`, when given, first runs a vectorized kernel
@@ -300,11 +330,7 @@ void fused_loop(const std::array<tensor_vec, N>& lists, tensor_vec* out, K&& k, 
         fused_range(o, p, b, e, k);
       }
     };
-    if (n >= 2 * fused_grain) {
-      at::parallel_for(0, n, fused_grain, body);
-    } else {
-      body(0, n);
-    }
+    parallel_ranges(n, body);
   }
 }
 
@@ -391,17 +417,35 @@ S as(const at::Scalar& s) {
 // ---------------------------------------------------------------------------------------------
 // The drivers every operation goes through.
 
-// Out of place: `fe(lists...)` (the foreach call) over all present leaves, or `leaf(x, ys...)`
-// leaf by leaf where the graph must be recorded and foreach ops cannot; if the foreach call
-// fails, the leaf-by-leaf run reports the leaf that fails by its key.
-template <class T, class Fe, class Leaf, class Fused, class... Os>
-T map_op(const char* op, const T& t, Fe&& fe, Leaf&& leaf, Fused&& fused, const Os&... os) {
+template <class R, class Seq>
+struct lists_ref_;
+template <class R, std::size_t... I>
+struct lists_ref_<R, std::index_sequence<I...>> {
+  using type = fn_ref<R(decltype((void)I, at::TensorList())...)>;
+};
+// A foreach call over N lists.
+template <class R, std::size_t N>
+using lists_ref = typename lists_ref_<R, std::make_index_sequence<N>>::type;
+
+template <class Seq>
+struct leaf_fn_;
+template <std::size_t... I>
+struct leaf_fn_<std::index_sequence<I...>> {
+  using type = fn_ref<at::Tensor(decltype((void)I, std::declval<const at::Tensor&>())...)>;
+};
+// A per-leaf call over N leaves.
+template <std::size_t N>
+using leaf_fn = typename leaf_fn_<std::make_index_sequence<N>>::type;
+
+template <class T, class... Os>
+T map_erased(const char* op, const T& t, lists_ref<tensor_vec, 1 + sizeof...(Os)> fe,
+             leaf_fn<1 + sizeof...(Os)> leaf,
+             fn_ref<bool(const std::array<tensor_vec, 1 + sizeof...(Os)>&, tensor_vec&)> fused,
+             const Os&... os) {
   auto lists = present_leaves(op, t, os...);
   if (lists[0].empty()) return apply_impl<T, false>(op, t, leaf, os...);
   tensor_vec res;
-  if constexpr (!std::is_same_v<std::decay_t<Fused>, std::nullptr_t>) {
-    if (fused(lists, res)) return rebuild(op, t, res);
-  }
+  if (fused(lists, res)) return rebuild(op, t, res);
   if (!TENSORDICT_MODERN_FOREACH && needs_graph(lists)) {
     return apply_impl<T, false>(op, t, leaf, os...);
   }
@@ -411,6 +455,19 @@ T map_op(const char* op, const T& t, Fe&& fe, Leaf&& leaf, Fused&& fused, const 
     return apply_impl<T, false>(op, t, leaf, os...);
   }
   return rebuild(op, t, res);
+}
+
+// Out of place: `fe(lists...)` (the foreach call) over all present leaves, or `leaf(x, ys...)`
+// leaf by leaf where the graph must be recorded and foreach ops cannot; if the foreach call
+// fails, the leaf-by-leaf run reports the leaf that fails by its key. `fused(lists, out)`, when
+// not null, first tries the CPU's fused loop.
+template <class T, class Fe, class Leaf, class Fused, class... Os>
+T map_op(const char* op, const T& t, Fe&& fe, Leaf&& leaf, Fused&& fused, const Os&... os) {
+  if constexpr (std::is_same_v<std::decay_t<Fused>, std::nullptr_t>) {
+    return map_erased(op, t, fe, leaf, [](const auto&, tensor_vec&) { return false; }, os...);
+  } else {
+    return map_erased(op, t, fe, leaf, fused, os...);
+  }
 }
 
 [[noreturn, gnu::cold]] inline void throw_update(const char* op, const std::string& key,
@@ -464,23 +521,32 @@ void check_scalar_update(const char* op, const T& t, const tensor_vec& xs, const
   }
 }
 
-// In place, without autograd: `fe_(lists...)` (the foreach call) or the fused loop. Operands
-// are checked first, so that a bad leaf stops the update before anything is written.
-template <class T, class Fe, class Fused, class... Os>
-T& update_op(const char* op, T& t, Fe&& fe, Fused&& fused, const Os&... os) {
+template <class T, class... Os>
+T& update_erased(const char* op, T& t, lists_ref<void, 1 + sizeof...(Os)> fe,
+                 fn_ref<bool(const std::array<tensor_vec, 1 + sizeof...(Os)>&)> fused,
+                 const Os&... os) {
   auto lists = present_leaves(op, std::as_const(t), os...);
   if (lists[0].empty()) return t;
   check_update(op, t, lists);
   at::NoGradGuard no_grad;
-  if constexpr (!std::is_same_v<std::decay_t<Fused>, std::nullptr_t>) {
-    if (fused(lists)) return t;
-  }
+  if (fused(lists)) return t;
   try {
     grouped(lists, fe);
   } catch (const c10::Error& e) {
     throw LeafError(std::string(op) + ": " + what_of(e));
   }
   return t;
+}
+
+// In place, without autograd: `fe_(lists...)` (the foreach call) or the fused loop. Operands
+// are checked first, so that a bad leaf stops the update before anything is written.
+template <class T, class Fe, class Fused, class... Os>
+T& update_op(const char* op, T& t, Fe&& fe, Fused&& fused, const Os&... os) {
+  if constexpr (std::is_same_v<std::decay_t<Fused>, std::nullptr_t>) {
+    return update_erased(op, t, fe, [](const auto&) { return false; }, os...);
+  } else {
+    return update_erased(op, t, fe, fused, os...);
+  }
 }
 
 // A foreach call, or where this libtorch has none for the operation, the same loop written
@@ -1007,8 +1073,8 @@ TENSORDICT_UNARY_(sign_, TENSORDICT_EACH_(x.sign_()))
 
 namespace detail {
 // A tree of per-leaf results that are no longer batched: every batch size becomes `[]`.
-template <class T, class F>
-T reduce_leaves(const char* op, const T& t, F&& f) {
+template <class T>
+T reduce_leaves(const char* op, const T& t, leaf_fn<1> f) {
   T out = apply_impl<T, false, false>(op, t, f);
   visit_nonleaf([](const auto&...) {}, [](auto& b) { b = BatchSize{}; }, out);
   return out;
@@ -1016,8 +1082,8 @@ T reduce_leaves(const char* op, const T& t, F&& f) {
 
 // The per-leaf values `f(x)` of every present leaf, on the first leaf's device and in the
 // promoted dtype, stacked into one 1-d tensor (empty for a tree without leaves).
-template <class T, class F>
-at::Tensor stacked(const char* op, const T& t, F&& f) {
+template <class T>
+at::Tensor stacked(const char* op, const T& t, leaf_fn<1> f) {
   tensor_vec xs = present_leaves(op, t)[0];
   tensor_vec parts;
   parts.reserve(xs.size());

@@ -114,6 +114,8 @@ inline Rename compose(R... renames) {
   };
 }
 
+struct LoadReport;
+
 /// Options of the checkpoint loaders.
 struct CheckpointOptions {
   /// Missing, unexpected or mismatched tensors make the load fail, all listed in one error (as
@@ -123,6 +125,9 @@ struct CheckpointOptions {
   Rename rename;
   /// Floating-point tensors are converted to this dtype as they are loaded (once per leaf).
   std::optional<at::ScalarType> dtype;
+  /// Where a non-strict load into a new struct (`load_safetensors<T>`, which returns the
+  /// struct) puts what did not fit; null: it is reported as a libtorch warning (`TORCH_WARN`).
+  LoadReport* report = nullptr;
 };
 
 /// What a load into an existing tree did not match: key paths of the tree missing from the
@@ -428,46 +433,88 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
 namespace tensordict {
 
 namespace detail {
-// For a struct whose shape is known at compile time, every key path missing from the file and
-// every tensor of the file the struct lacks, as one report.
-template <class T>
-LoadReport static_tree_report(const TensorDict& td) {
-  LoadReport r;
-  std::set<std::string> in_file;
-  for (const auto& [k, t] : td.named_tensors()) in_file.insert(k.join("."));
-  std::set<std::string> in_tree;
-  for (const auto& k : spec<T>::keys) {
-    in_tree.emplace(k.dotted);
-    if (!in_file.count(std::string(k.dotted))) r.missing.emplace_back(k.dotted);
-  }
+// A typed load's misfits as a LoadReport under the file's own names: an unexpected key (a
+// leaf, or a whole level) lists every tensor of the file renamed into it; a missing one is the
+// struct's key path, which no tensor of the file is renamed to.
+inline LoadReport misfit_report(const std::vector<std::string>& in_file, const CheckpointOptions& o,
+                                const Misfits& m) {
+  std::vector<std::pair<std::string, std::string>> names;  // (tree name, file name), file order
   for (const auto& n : in_file) {
-    if (!in_tree.count(n)) r.unexpected.push_back(n);
+    std::string to = tree_name(n, o);
+    if (!to.empty()) names.emplace_back(std::move(to), n);
   }
+  auto file_names = [&](const std::string& key, std::vector<std::string>& into) {
+    const std::size_t before = into.size();
+    for (const auto& [to, from] : names) {
+      if (to == key || (to.size() > key.size() && to.compare(0, key.size(), key) == 0 && to[key.size()] == '.')) {
+        into.push_back(from);
+      }
+    }
+    if (into.size() == before) into.push_back(key);
+  };
+  LoadReport r;
+  for (const auto& k : m.missing) r.missing.push_back(k.join("."));
+  for (const auto& k : m.unexpected) file_names(k.join("."), r.unexpected);
+  for (const auto& [k, why] : m.mismatched) {
+    std::vector<std::string> n;
+    file_names(k.join("."), n);
+    for (const auto& x : n) r.mismatched.push_back(x + " (" + why + ")");
+  }
+  std::sort(r.unexpected.begin(), r.unexpected.end());
   return r;
+}
+
+// The typed loads' common part: `td` (the file's tensors, renamed) read into a T leniently;
+// strict, every misfit is one FormatError (under the file's names, from `in_file()`, with the
+// fixes); not strict, what fits is returned and the rest reported.
+template <class T, class Names>
+T typed_load(const std::string& file, const TensorDict& td, const CheckpointOptions& o, Names&& in_file) {
+  Misfits m;
+  T out{};
+  try {
+    CollectMisfits collect(m);
+    out = from_tensordict<T>(td);
+  } catch (const Error& e) {
+    throw FormatError(file + ": " + e.what());
+  }
+  if (m.empty()) return out;
+  LoadReport r = misfit_report(in_file(), o, m);
+  if (o.strict) {
+    std::string fix;
+    if (!r.unexpected.empty()) {
+      fix += "a rename can leave out the tensors the struct has no field for (drop_prefix, drop_matching)";
+    }
+    if (!r.missing.empty() || !r.mismatched.empty()) {
+      fix += std::string(fix.empty() ? "" : "; ") + "a rename maps the file's names to the struct's key paths";
+    }
+    throw FormatError(file + ": " + r.str() + " (" + fix + "; or load with {.strict = false} to keep what fits)");
+  }
+  if (o.report) {
+    *o.report = std::move(r);
+  } else {
+    TORCH_WARN(file, ": not strict, loaded what fits the struct; ", r.str());
+  }
+  return out;
 }
 }  // namespace detail
 
 /// Loads a safetensors file into a struct of type T: the file's names (after `rename`) are T's
-/// key paths, containers sized by the file (`blocks.3.w` makes `blocks` hold 4). A file that
-/// does not fit is a FormatError naming the file: for a struct without containers, with every
-/// missing and unexpected key at once; with containers (whose lengths come from the file), with
-/// the first key that does not fit. For torch's full strict report on any tree, load into a
-/// tree you have (`load_safetensors(path, out)`).
+/// key paths, containers sized by the file (`blocks.3.w` makes `blocks` hold 4). Strict (the
+/// default): a file that does not fit is a FormatError naming the file and listing every
+/// missing, unexpected and mismatched tensor at once, under the file's own names. Not strict:
+/// what fits is loaded (a field the file lacks is left undefined, a tensor the struct lacks is
+/// dropped) and the rest goes to `options.report`, or to a libtorch warning. For torch's
+/// report on a tree you have, load into it (`load_safetensors(path, out)`).
 template <tree T>
   requires(std::is_default_constructible_v<T> && !std::is_same_v<T, TensorDict>)
 [[nodiscard]] T load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
+  const std::string file = path.string();
   TensorDict td = load_safetensors(path, o);
-  try {
-    return from_tensordict<T>(td);
-  } catch (const Error& e) {
-    if constexpr (static_tree<T>) {
-      // Optional leaves may be absent from a file; what is listed here is what did not fit.
-      if (const LoadReport r = detail::static_tree_report<T>(td); !r.ok()) {
-        throw FormatError(path.string() + ": " + r.str());
-      }
-    }
-    throw FormatError(path.string() + ": " + e.what());
-  }
+  return detail::typed_load<T>(file, td, o, [&] {
+    std::vector<std::string> names;
+    for (const auto& t : detail::read_safetensors(file).header.tensors) names.push_back(t.name);
+    return names;
+  });
 }
 
 /// Loads a safetensors file into `out`, a tree you have (a struct with its containers sized, or

@@ -175,16 +175,18 @@ inline TorchSaveFile read_torch_save(const std::string& file) {
 }
 
 /// Loads a `torch.save` state_dict into a struct of type T by name (containers sized by the
-/// file); a mismatch is a FormatError naming the first key that does not fit.
+/// file), strict or not as `load_safetensors<T>`: a strict load that does not fit is one
+/// FormatError listing every misfit under the file's names.
 template <tree T>
   requires(std::is_default_constructible_v<T> && !std::is_same_v<T, TensorDict>)
 [[nodiscard]] T load_state_dict(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
+  const std::string file = path.string();
   TensorDict td = load_state_dict(path, o);
-  try {
-    return from_tensordict<T>(td);
-  } catch (const Error& e) {
-    throw FormatError(path.string() + ": " + e.what());
-  }
+  return detail::typed_load<T>(file, td, o, [&] {
+    std::vector<std::string> names;
+    for (const auto& [n, t] : detail::read_torch_save(file).named) names.push_back(n);
+    return names;
+  });
 }
 
 /// Loads a `torch.save` state_dict into `out`, with the strict report of `load_safetensors`.

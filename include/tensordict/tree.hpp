@@ -25,6 +25,7 @@
 #include <c10/util/Exception.h>
 
 #include "consolidate.hpp"
+#include "detail/fn_ref.hpp"
 #include "detail/text.hpp"
 #include "detail/what.hpp"
 #include "errors.hpp"
@@ -1957,7 +1958,8 @@ template <tree T>
       return TreeSpec<T>(t).unflatten(*moved);
     }
     // Built without settling: a TensorDict level would move each result back to its device.
-    auto f = [&](const at::Tensor& x) { return x.to(device, non_blocking); };
+    auto move = [&](const at::Tensor& x) { return x.to(device, non_blocking); };
+    detail::fn_ref<at::Tensor(const at::Tensor&)> f = move;
     return detail::apply_impl<T, false, false>("to", t, f);
   }();
   detail::visit_batched_nodes([&](auto& node) {
@@ -1969,17 +1971,20 @@ template <tree T>
 /// Every leaf converted to `dtype`.
 template <tree T>
 [[nodiscard]] T to(const T& t, at::ScalarType dtype) {
-  return tensordict::apply(t, [&](const at::Tensor& x) { return x.to(dtype); });
+  auto cast = [&](const at::Tensor& x) { return x.to(dtype); };
+  return tensordict::apply(t, detail::fn_ref<at::Tensor(const at::Tensor&)>(cast));
 }
 /// Every leaf copied into new storage.
 template <tree T>
 [[nodiscard]] T clone(const T& t) {
-  return tensordict::apply(t, [](const at::Tensor& x) { return x.clone(); });
+  auto copy = [](const at::Tensor& x) { return x.clone(); };
+  return tensordict::apply(t, detail::fn_ref<at::Tensor(const at::Tensor&)>(copy));
 }
 /// Every leaf detached from the autograd graph (same storage).
 template <tree T>
 [[nodiscard]] T detach(const T& t) {
-  return tensordict::apply(t, [](const at::Tensor& x) { return x.detach(); });
+  auto cut = [](const at::Tensor& x) { return x.detach(); };
+  return tensordict::apply(t, detail::fn_ref<at::Tensor(const at::Tensor&)>(cut));
 }
 
 }  // namespace tensordict

@@ -7,6 +7,8 @@ differences.md states each for users. Every entry has:
                          since Python's answer cannot check C++'s)
            "cpp_stricter": Python accepts what C++ refuses on purpose (the case is kept, and
                          C++ must throw a tensordict::Error there)
+           "cpp_casts":  Python refuses what C++ does on purpose (the case is left out, since
+                         Python's refusal cannot check C++'s answer; the unit tests do)
     why:   what Python does, what C++ does instead, and why
     match: function(case) -> bool over the case as gen.py writes it ("expect" is Python's
            outcome)
@@ -126,6 +128,14 @@ KNOWN = [
             "nested level with extra batch dims); C++ broadcasts wherever torch's x[idx] = v does.",
      "match": lambda c: _op(c) == "set_at" and not _ok(c)
      and "differs from the source batch size" in c["expect"]["error"]},
+    {"name": "set_at_other_dtype_by_tensor_index", "kind": "cpp_casts",
+     "why": "td[idx] = value where a value's leaf has another dtype: Python (torch's index_put_) "
+            "raises for tensor, list and mask indices, whatever their length (an empty one "
+            "included), and casts for ints and slices; C++ casts to each leaf's dtype for every "
+            "kind of index, so that whether set_at succeeds does not depend on how the rows "
+            "were chosen.",
+     "match": lambda c: _op(c) == "set_at" and not _ok(c)
+     and "Index put requires the source and destination dtypes match" in c["expect"]["error"]},
     {"name": "lazy_stack_contiguous_of_unlike_elements", "kind": "python_bug",
      "why": "contiguous() of a lazy stack whose elements differ in keys or batch size returns a "
             "tree in Python; C++'s densify refuses (is_dense() is false), since no stack of "

@@ -449,6 +449,23 @@ TEST_CASE("batch: where, masked_fill, contiguous") {
   CHECK(m.pos[0].equal(torch::zeros({3})));
   CHECK(m.pos[1].equal(a.pos[1]));
   CHECK_THROWS_AS(td::masked_fill(a, torch::tensor({true, false}), 0.), td::BatchSizeError);
+  // A condition's dims of 1 broadcast over the batch, as in Python ([1] against [4]).
+  CHECK(td::where(torch::tensor({true}), a, b).pos.equal(a.pos));
+  CHECK(td::where(torch::tensor({false}), a, b).vel.equal(b.vel));
+  CHECK(td::masked_fill(a, torch::tensor({true}), 0.).pos.equal(torch::zeros({4, 3})));
+  TensorDict grid({{"x", torch::zeros({4, 3, 2})}}, BatchSize{4, 3});
+  TensorDict ones({{"x", torch::ones({4, 3, 2})}}, BatchSize{4, 3});
+  const torch::Tensor rows = torch::tensor({true, false, true, false}).view({4, 1});
+  const torch::Tensor cols = torch::tensor({false, true, true}).view({1, 3});
+  for (const torch::Tensor& c : {rows, cols, torch::tensor({true, false, true, false}), torch::ones({1, 1}, torch::kBool)}) {
+    CAPTURE(c.sizes());
+    const torch::Tensor want = torch::where(c.dim() == 1 ? c.view({4, 1, 1}) : c.unsqueeze(-1), torch::zeros({4, 3, 2}),
+                                            torch::ones({4, 3, 2}));
+    CHECK(td::where(c, grid, ones)["x"].equal(want));
+    CHECK(td::masked_fill(ones, c, 0.)["x"].equal(want));
+  }
+  CHECK_THROWS_AS(td::where(torch::ones({4, 2}, torch::kBool), grid, ones), td::BatchSizeError);
+  CHECK_THROWS_AS(td::where(torch::ones({1, 1, 1}, torch::kBool), grid, ones), td::BatchSizeError);
   TensorDict d = make_dict();
   TensorDict dw = td::where(cond, d, td::masked_fill(d, ~cond, 5.));
   CHECK(dw.get({"next", "obs"})[1].equal(torch::full({2, 5}, 5.)));
@@ -527,6 +544,11 @@ TEST_CASE("lazy_stack: ragged elements, padded reads, densify") {
   CHECK(p.values[1][4].equal(torch::ones({2})));
   CHECK(p.mask.sizes() == torch::IntArrayRef{2, 5, 2});
   CHECK(p.mask.sum().item<int64_t>() == (3 + 5) * 2);
+  // Elements whose dtypes differ at the key: refused, naming both (Python casts to element 0's).
+  auto mixed = td::lazy_stack(std::vector<TensorDict>{TensorDict{{"x", torch::ones({3, 2})}},
+                                                      TensorDict{{"x", torch::ones({5, 2}, torch::kLong)}}});
+  CHECK_THROWS_WITH_AS(mixed.padded("x"), "lazy stack: key 'x' is torch.int64 [5, 2] in element 1 and torch.float32 [3, 2] in element 0",
+                       td::SpecMismatchError);
   CHECK_FALSE(ragged.is_dense());
   CHECK_THROWS_AS(ragged.densify(), td::SpecMismatchError);
 
@@ -594,11 +616,33 @@ TEST_CASE("batch: error paths name the operation, the dim or the leaf") {
                        td::BatchSizeError);
   CHECK_THROWS_WITH_AS(td::where(torch::tensor({true, false, true, false}), e, make_episode("random")),
                        doctest::Contains("where: static field 'policy'"), td::SpecMismatchError);
-  CHECK_THROWS_AS(td::where(torch::tensor({true}), d, d), td::BatchSizeError);
+  CHECK_THROWS_WITH_AS(td::where(torch::tensor({true, false}), d, d),
+                       doctest::Contains("is not the batch size [4] or a prefix of it"), td::BatchSizeError);
   CHECK_THROWS_WITH_AS(td::split(e, 0), "split: split_size must be positive", td::Error);
   CHECK_THROWS_WITH_AS(td::chunk(e, 0), "chunk: chunks must be positive", td::Error);
   TensorDict other = make_dict();
   other.erase("pos");
   CHECK_THROWS_AS(td::set_at(std::as_const(d), {0}, td::index(other, 0)), td::SpecMismatchError);
   CHECK(d["pos"][0].equal(torch::tensor({0., 1., 2.})));  // nothing written
+}
+
+TEST_CASE("set_at: a value of another dtype is cast for every kind of index, an empty one too") {
+  using torch::indexing::Slice;
+  const torch::Tensor rows = torch::tensor({0, 2});
+  const std::vector<std::vector<torch::indexing::TensorIndex>> indices{
+      {1}, {Slice(0, 2)}, {Slice(0, 0)}, {rows}, {torch::zeros({0}, torch::kLong)},
+      {torch::tensor({true, false, true, false})}, {torch::zeros({4}, torch::kBool)}};
+  for (const auto& idx : indices) {
+    CAPTURE(idx[0]);
+    for (const auto dtype : {torch::kDouble, torch::kLong, torch::kHalf}) {
+      TensorDict t({{"x", torch::zeros({4, 3})}}, BatchSize{4});
+      torch::Tensor want = torch::zeros({4, 3});
+      const auto sub = want.index(idx).sizes().vec();
+      want.index_put_(idx, torch::ones(sub));
+      std::vector<int64_t> bs(sub.begin(), sub.end() - 1);
+      td::set_at(t, idx, TensorDict({{"x", torch::ones(sub, dtype)}}, BatchSize(bs)));
+      CHECK((t["x"].scalar_type() == torch::kFloat));
+      CHECK(t["x"].equal(want));
+    }
+  }
 }

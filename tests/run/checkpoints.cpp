@@ -1,9 +1,11 @@
 // Checkpoints: safetensors files, read (as the Hub and Python tensordict write them) and written.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -122,9 +124,10 @@ TEST_CASE("load_safetensors: a Hub checkpoint, every dtype, nested at dots in na
   CHECK(m.layers[1].self_attn.q_proj.weight.equal(-torch::arange(12, torch::kFloat).view({3, 4})));
   CHECK(m.scale.item<float>() == 0.5f);
 
-  // A struct whose fields the file lacks: an error naming the file.
+  // A struct whose fields the file lacks: one error naming the file, every misfit in it.
   CHECK_THROWS_WITH_AS((void)td::load_safetensors<Model>(data / "hub.safetensors"),
-                       doctest::Contains(((data / "hub.safetensors").string() + ": from_tensordict").c_str()), td::FormatError);
+                       doctest::Contains(((data / "hub.safetensors").string() + ": 2 missing: layers, scale; ").c_str()),
+                       td::FormatError);
 
   // dtype conversion, once per floating leaf; other dtypes kept.
   TensorDict half = td::load_safetensors(data / "hub.safetensors", {.dtype = torch::kHalf});
@@ -538,4 +541,190 @@ TEST_CASE("safetensors: a struct of fixed shape that does not fit is reported wh
   // What fits still loads.
   const SavedPair back = td::load_safetensors<SavedPair>(file);
   CHECK(back.b.sizes() == torch::IntArrayRef{3});
+}
+
+namespace {
+struct EncLayer {
+  torch::Tensor w, b;
+};
+struct EncHead {
+  torch::Tensor w;
+};
+struct Encoder {
+  std::vector<EncLayer> layers;
+  EncHead head;
+  torch::Tensor scale;
+};
+// A checkpoint under its own names: layers renamed by a prefix; tensors the struct has no
+// field for (at the top, inside a layer, a non-position in the sequence); a gap in the
+// sequence; a tensor where the struct has a subtree; a field the file lacks (`scale`).
+TensorDict encoder_checkpoint() {
+  TensorDict d;
+  for (int i : {0, 1, 3}) {
+    d.set({"encoder", "layer", std::to_string(i), "w"}, torch::full({2, 2}, float(i)));
+    d.set({"encoder", "layer", std::to_string(i), "b"}, torch::full({2}, float(i)));
+  }
+  d.set({"encoder", "layer", "1", "extra"}, torch::ones({1}));
+  d.set({"encoder", "layer", "x", "w"}, torch::ones({1}));
+  d.set({"pooler", "dense", "bias"}, torch::ones({3}));
+  d.set({"embeddings", "position_ids"}, torch::arange(4));
+  d.set("head", torch::ones({2}));
+  return d;
+}
+const td::Rename encoder_names = td::replace_prefix("encoder.layer.", "layers.");
+
+struct NoBn {
+  Affine lin, norm;
+};
+struct FiveSub {
+  torch::Tensor x, y;
+};
+struct Five {
+  torch::Tensor a, b, c;
+  FiveSub sub;
+};
+
+// libtorch's warnings, collected (the handler's signature changed in libtorch 2.0).
+struct Warnings : c10::WarningHandler {
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning& w) override { seen.push_back(w.msg()); }
+#else
+  void process(const c10::SourceLocation&, const std::string& msg, const bool) override { seen.push_back(msg); }
+#endif
+  std::vector<std::string> seen;
+};
+#if TORCH_VERSION_MAJOR >= 2
+using WarningGuard = c10::WarningUtils::WarningHandlerGuard;
+#else
+using WarningGuard = c10::Warning::WarningHandlerGuard;
+#endif
+}  // namespace
+
+TEST_CASE("typed loads: a strict load lists every misfit under the file's names, and the fix") {
+  Tmp tmp;
+  const auto file = tmp.path / "enc.safetensors";
+  td::save_safetensors(encoder_checkpoint(), file, {.structure = false});
+  std::string msg;
+  try {
+    (void)td::load_safetensors<Encoder>(file, {.rename = encoder_names});
+    FAIL("the load must fail");
+  } catch (const td::FormatError& e) {
+    msg = e.what();
+  }
+  INFO(msg);
+  CHECK(msg.rfind(file.string() + ": ", 0) == 0);
+  // Missing: the struct's own key paths, the gap in the sequence included.
+  CHECK(msg.find("3 missing: layers.2.w, layers.2.b, scale") != std::string::npos);
+  // Unexpected: the file's names (before the rename), a whole level spelled out tensor by tensor.
+  CHECK(msg.find("4 unexpected: embeddings.position_ids, encoder.layer.1.extra, encoder.layer.x.w, "
+                 "pooler.dense.bias") != std::string::npos);
+  CHECK(msg.find("1 mismatched: head (holds a tensor, expected a TensorDict)") != std::string::npos);
+  CHECK(msg.find("drop_prefix") != std::string::npos);
+  CHECK(msg.find("{.strict = false}") != std::string::npos);
+  CHECK(msg.find("from_tensordict") == std::string::npos);
+
+  // The same for a torch.save state_dict: a rename that drops what the struct lacks fixes it.
+  const Seq strict = td::load_state_dict<Seq>(data / "state_dict.pt", {.rename = seq_names});
+  CHECK(strict.bn.running_var.equal(torch::ones({4})));
+  CHECK_THROWS_WITH_AS((void)td::load_state_dict<NoBn>(data / "state_dict.pt", {.rename = seq_names}),
+                       doctest::Contains("5 unexpected: 2.bias, 2.num_batches_tracked, 2.running_mean, "
+                                         "2.running_var, 2.weight"),
+                       td::FormatError);
+  const NoBn fixed = td::load_state_dict<NoBn>(
+      data / "state_dict.pt", {.rename = td::compose(td::drop_prefix("2."), seq_names)});
+  CHECK(fixed.norm.weight.equal(torch::arange(4, torch::kFloat) + 2));
+}
+
+TEST_CASE("typed loads: strict = false loads what fits and reports the rest") {
+  Tmp tmp;
+  const auto file = tmp.path / "enc.safetensors";
+  td::save_safetensors(encoder_checkpoint(), file, {.structure = false});
+  td::LoadReport r;
+  const Encoder e = td::load_safetensors<Encoder>(file, {.strict = false, .rename = encoder_names, .report = &r});
+  // The sequence is as long as its largest position; the gap is left undefined.
+  REQUIRE(e.layers.size() == 4);
+  for (int i : {0, 1, 3}) {
+    CAPTURE(i);
+    CHECK(e.layers[i].w.equal(torch::full({2, 2}, float(i))));
+    CHECK(e.layers[i].b.equal(torch::full({2}, float(i))));
+  }
+  CHECK(!e.layers[2].w.defined());
+  CHECK(!e.head.w.defined());
+  CHECK(!e.scale.defined());
+  CHECK(r.missing == std::vector<std::string>{"layers.2.w", "layers.2.b", "scale"});
+  CHECK(r.unexpected == std::vector<std::string>{"embeddings.position_ids", "encoder.layer.1.extra",
+                                                 "encoder.layer.x.w", "pooler.dense.bias"});
+  REQUIRE(r.mismatched.size() == 1);
+  CHECK(r.mismatched[0] == "head (holds a tensor, expected a TensorDict)");
+
+  // Without a report to fill, the rest is a libtorch warning, naming the file.
+  Warnings w;
+  {
+    WarningGuard guard(&w);
+    const Encoder again = td::load_safetensors<Encoder>(file, {.strict = false, .rename = encoder_names});
+    CHECK(again.layers.size() == 4);
+  }
+  REQUIRE(w.seen.size() == 1);
+  CHECK(w.seen[0].find(file.string()) != std::string::npos);
+  CHECK(w.seen[0].find("4 unexpected: embeddings.position_ids") != std::string::npos);
+
+  // A file that fits: no report, no warning.
+  td::LoadReport none;
+  Warnings quiet;
+  {
+    WarningGuard guard(&quiet);
+    const Seq s = td::load_state_dict<Seq>(data / "state_dict.pt", {.strict = false, .rename = seq_names, .report = &none});
+    CHECK(s.lin.weight.equal(torch::arange(12, torch::kFloat).view({4, 3})));
+  }
+  CHECK(none.ok());
+  CHECK(quiet.seen.empty());
+}
+
+TEST_CASE("typed loads: random files against random structs, every misfit reported once") {
+  // Structs of fixed shape (a, b, c, sub.{x, y}); files holding a random subset of those names
+  // plus random extra names. The report lists exactly the difference of the two sets.
+  const std::vector<std::string> fields{"a", "b", "c", "sub.x", "sub.y"};
+  const std::vector<std::string> extras{"d", "sub.z", "other.w", "other.deep.v", "e"};
+  auto dotted = [](const std::string& k) {
+    std::vector<std::string> parts;
+    std::size_t b = 0;
+    for (std::size_t e; (e = k.find('.', b)) != std::string::npos; b = e + 1) parts.push_back(k.substr(b, e - b));
+    parts.push_back(k.substr(b));
+    return td::NestedKey(parts);
+  };
+  Tmp tmp;
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    CAPTURE(trial);
+    TensorDict d;
+    std::vector<std::string> missing, unexpected;
+    for (const auto& f : fields) {
+      if (rng() % 3 == 0) {
+        missing.push_back(f);
+      } else {
+        d.set(dotted(f), torch::rand({int64_t(rng() % 3 + 1)}));
+      }
+    }
+    for (const auto& x : extras) {
+      if (rng() % 2 == 0) {
+        d.set(dotted(x), torch::zeros({1}));
+        unexpected.push_back(x);
+      }
+    }
+    std::sort(unexpected.begin(), unexpected.end());
+    const auto file = tmp.path / ("f" + std::to_string(trial) + ".safetensors");
+    td::save_safetensors(d, file, {.structure = trial % 2 == 0});
+    td::LoadReport r;
+    const Five five = td::load_safetensors<Five>(file, {.strict = false, .report = &r});
+    CHECK(r.missing == missing);
+    CHECK(r.unexpected == unexpected);
+    CHECK(r.mismatched.empty());
+    if (std::find(missing.begin(), missing.end(), "a") == missing.end()) CHECK(five.a.equal(d.get("a")));
+    if (missing.empty() && unexpected.empty()) {
+      CHECK(r.ok());
+      CHECK_NOTHROW((void)td::load_safetensors<Five>(file));
+    } else {
+      CHECK_THROWS_AS((void)td::load_safetensors<Five>(file), td::FormatError);
+    }
+  }
 }

@@ -1,4 +1,9 @@
 // Modules as trees (from_module, from_modules, to_module) and vmap over functorch's C++ layer.
+#include <link.h>
+
+#include <filesystem>
+#include <string>
+
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
@@ -335,4 +340,27 @@ TEST_CASE("vmap: per-sample gradients, grad inside vmap") {
   t::Linear gsum = td::grad(ensemble_loss)(ens, xs, ys);
   CHECK(gsum.weight.allclose(ge.weight, 1e-5, 1e-6));
   CHECK(gsum.bias.allclose(ge.bias, 1e-5, 1e-6));
+}
+
+// Debian's libtorch multiplies matrices through libblas.so.3; the reference implementation there
+// is 25-35 times slower than an optimized one, which the README's commands install.
+TEST_CASE("BLAS: a libtorch that calls libblas.so.3 gets an optimized one, not the reference") {
+  const auto a = torch::randn({64, 64});
+  CHECK(a.mm(a).size(0) == 64);
+  std::string loaded;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        const std::string name = info->dlpi_name ? info->dlpi_name : "";
+        if (name.find("/libblas.so") != std::string::npos) *static_cast<std::string*>(out) = name;
+        return 0;
+      },
+      &loaded);
+  if (loaded.empty()) {
+    MESSAGE("no libblas.so loaded: this libtorch brings its own BLAS");
+    return;
+  }
+  const std::string real = std::filesystem::canonical(loaded).string();
+  INFO("libblas.so.3 resolves to " << real);
+  CHECK_MESSAGE(real.find("/blas/libblas") == std::string::npos,
+                "the reference BLAS: install libopenblas0-pthread (see the README)");
 }
