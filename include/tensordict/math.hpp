@@ -125,7 +125,9 @@ bool needs_graph(const std::array<tensor_vec, N>& lists) {
 struct leaf_groups {
   std::vector<std::size_t> order, ends;
 };
-inline leaf_groups group_leaves(const tensor_vec& xs) {
+// A template only so that a file that includes math.hpp without using it compiles no sort.
+template <class = void>
+leaf_groups group_leaves(const tensor_vec& xs) {
   auto same = [](const at::Tensor& a, const at::Tensor& b) {
     return a.device() == b.device() && a.scalar_type() == b.scalar_type();
   };
@@ -299,9 +301,11 @@ inline bool cpu_avx2() {
 #endif
 }
 
-// body(b, e) over [0, n), split over libtorch's thread pool when n is large. Not a template, so
-// that at::parallel_for is compiled once rather than once per operation and scalar type.
-inline void parallel_ranges(int64_t n, fn_ref<void(int64_t, int64_t)> body) {
+// body(b, e) over [0, n), split over libtorch's thread pool when n is large. The body is a
+// fn_ref, so that at::parallel_for is compiled once rather than once per operation and scalar
+// type; a template only so that a file not using it compiles none.
+template <class = void>
+void parallel_ranges(int64_t n, fn_ref<void(int64_t, int64_t)> body) {
   if (n >= 2 * fused_grain) {
     at::parallel_for(0, n, fused_grain, body);
   } else {
