@@ -87,11 +87,34 @@ int main(int argc, char** argv) {
   for (int r = 0; r < reps; ++r) {
     parse_big.push_back(time_ms([&] { (void)td::format::parse_level(big, "meta100k.json"); }));
   }
+  // Hostile or huge meta.json: 100 MB of whitespace, one 100 MB string, the same string
+  // unterminated (rejected); read in one pass, the figure is MB/s.
+  const std::string data_type = R"("_type": "<class 'tensordict.tensorclass.NonTensorData'>")";
+  const std::string spaces = "{" + data_type + ", \"data\": 1" + std::string(100'000'000, ' ') + "}";
+  const std::string long_string = "{" + data_type + ", \"data\": \"" + std::string(100'000'000, 'a') + "\"}";
+  const std::string unterminated = long_string.substr(0, long_string.size() - 2);
+  auto mb_per_s = [&](const std::string& text) {
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      t.push_back(time_ms([&] {
+        try {
+          (void)td::format::parse_level(text, "meta.json");
+        } catch (const td::FormatError&) {
+        }
+      }));
+    }
+    return static_cast<double>(text.size()) / 1e6 / (median(t) / 1e3);
+  };
+  const double spaces_mbs = mb_per_s(spaces), string_mbs = mb_per_s(long_string),
+               unterminated_mbs = mb_per_s(unterminated);
   std::cout << "{\"bytes\": " << (64LL << 24) << ", \"reps\": " << reps
             << ", \"cpp_save_ms\": " << median(save) << ", \"cpp_save_nosync_ms\": " << median(save_nosync)
             << ", \"raw_write_ms\": " << median(raw)
             << ", \"cpp_load_ms\": " << median(load) << ", \"cpp_read_one_value_ms\": " << median(read_row)
             << ", \"cpp_load_10k_leaves_ms\": " << median(load_many)
             << ", \"cpp_parse_meta_100k_keys_ms\": " << median(parse_big)
+            << ", \"cpp_parse_100mb_spaces_mb_per_s\": " << spaces_mbs
+            << ", \"cpp_parse_100mb_string_mb_per_s\": " << string_mbs
+            << ", \"cpp_reject_100mb_unterminated_mb_per_s\": " << unterminated_mbs
             << "}" << std::endl;
 }

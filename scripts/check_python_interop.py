@@ -82,6 +82,36 @@ check("list field type", type(q).__name__ == "Seq")
 check("list field", list(q.tags) == ["a", "b"])
 check("list field x", torch.equal(q.x, torch.arange(3, dtype=torch.float32)))
 
+class Linear(TensorClass):  # the C++ struct `t::Linear`, inside `Outer`
+    weight: torch.Tensor
+    bias: torch.Tensor
+    activation: str
+
+
+class Outer(TensorClass):  # a struct holding a struct: both classes come back
+    lin: Linear
+    y: torch.Tensor
+
+
+for how, o in [("memmap", load_memmap(f"{root}/nested_struct")), ("safetensors", None)]:
+    if o is None:
+        from tensordict import from_safetensors as _fs
+        o = _fs(f"{root}/nested_struct.safetensors")
+    check(f"nested struct type ({how})", type(o).__name__ == "Outer")
+    check(f"nested struct inner type ({how})", type(o.lin).__name__ == "Linear")
+    check(f"nested struct inner values ({how})", torch.equal(o.lin.weight, torch.ones(2, 3)) and o.lin.activation == "gelu")
+    check(f"nested struct y ({how})", torch.equal(o.y, torch.arange(1, dtype=torch.float32)))
+from tensordict import TensorDict
+for how, o in [("Outer.load_memmap", Outer.load_memmap(f"{root}/nested_struct")),
+               ("TensorDict.load_memmap", TensorDict.load_memmap(f"{root}/nested_struct"))]:
+    check(f"nested struct inner type ({how})", type(o.lin).__name__ == "Linear")
+
+k = load_memmap(f"{root}/level_keys")
+for name in ["names", "_names", "_class", "_format_version", "_tensordict", "stack_dim", "data"]:
+    check(f"level key {name}", torch.equal(k[name], torch.full((2,), 1.5)))
+    check(f"nested level key {name}", torch.equal(k["nested", name], torch.full((2,), 2.5)))
+check("integer beyond 64 bits", k["big"] == -(2**70))
+
 from safetensors.torch import load_file
 from tensordict import from_safetensors
 

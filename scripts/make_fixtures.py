@@ -103,4 +103,46 @@ class Outer(TensorClass):
 
 Outer(lin=Linear(weight=torch.ones(2, 3), bias=torch.zeros(2), activation="gelu"),
       y=torch.arange(1, dtype=torch.float32)).memmap(out / "nested_tensorclass")
+
+# Keys named like meta.json's own fields: Python writes them as entries (objects) beside the
+# level's fields and reads them back so; leaves and nested levels both.
+LEVEL_KEYS = ["names", "_names", "_class", "_format_version", "_tensordict", "stack_dim", "data"]
+level_keys = TensorDict({k: torch.arange(2, dtype=torch.float32) + i for i, k in enumerate(LEVEL_KEYS)}, [2])
+level_keys["nested"] = TensorDict({k: torch.full((2,), float(i)) for i, k in enumerate(LEVEL_KEYS)}, [2])
+level_keys.memmap(out / "level_keys")
+
+# Integers beyond 64 bits (Python's ints have no bound) as non-tensor values.
+from tensordict import NonTensorData
+big = TensorDict({"x": torch.zeros(1)}, [1])
+big["big"] = NonTensorData(2**70)
+big["neg"] = NonTensorData(-(2**80) - 1)
+big["list"] = NonTensorData([2**64, -(2**63) - 1, 1])
+big.memmap(out / "big_int")
+
+# A file of consolidate(filename=...): every dtype, nesting, a tensorclass, dim names, strings.
+class Inner(TensorClass):
+    w: torch.Tensor
+    tag: str
+
+
+# (complex128 left out: Python 0.15.3 cannot consolidate it at an offset not divisible by 16)
+cons = TensorDict({f"d_{d}": value(d) for d in DTYPES if d != "complex128"}, batch_size=[2], names=["b"])
+cons["inner"] = Inner(w=torch.arange(4, dtype=torch.float32).reshape(2, 2), tag="t", batch_size=[2])
+cons["nested", "v"] = torch.arange(2, dtype=torch.int64)
+cons["s"] = "hello"
+cons["odd"] = torch.arange(6, dtype=torch.int8).reshape(2, 3)[:, 1:]  # a view: copied in
+cons.consolidate(filename=out / "consolidated.bin")
+lazy_stack([TensorDict(x=torch.arange(3, dtype=torch.float32) + i) for i in range(2)]).consolidate(
+    filename=out / "consolidated_lazy.bin")
+
+# A save whose files include links that stay inside it (a leaf file, a nested level's folder):
+# Python's loader follows them.
+import os
+TensorDict({"a": torch.arange(3, dtype=torch.float32), "sub": TensorDict(y=torch.ones(2))}, []).memmap(out / "links")
+os.rename(out / "links" / "a.memmap", out / "links" / "a.data")
+os.symlink("a.data", out / "links" / "a.memmap")
+os.rename(out / "links" / "sub", out / "links" / "sub_store")
+os.symlink("sub_store", out / "links" / "sub")
+check = TensorDict.load_memmap(out / "links")
+assert torch.equal(check["a"], torch.arange(3, dtype=torch.float32)) and torch.equal(check["sub", "y"], torch.ones(2))
 print("fixtures written to", out)

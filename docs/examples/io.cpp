@@ -80,3 +80,12 @@ TEST_CASE("io: load options and dim names") {
   CHECK((scratch.names() == std::vector<std::optional<std::string>>{"time"}));
   fs::remove_all(dir);
 }
+
+TEST_CASE("io: a file of Python's consolidate(filename=...)") {
+  // Written by scripts/make_fixtures.py: td.consolidate(filename=".../consolidated.bin").
+  const fs::path file = fs::path(__FILE__).parent_path().parent_path().parent_path() / "tests" / "data" /
+                        "python" / "consolidated.bin";
+  td::TensorDict loaded = td::load_consolidated(file);  // the leaves map the file
+  CHECK(loaded.get<std::string>("s") == "hello");
+  CHECK(loaded.get({"nested", "v"}).equal(torch::arange(2)));
+}

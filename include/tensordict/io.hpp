@@ -20,7 +20,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -76,6 +79,93 @@ std::string python_class_name() {
   return cls;
 }
 
+// A whole file, mapped privately: the tensors are its views.
+struct MappedFile {
+  std::shared_ptr<void> owner;
+  const unsigned char* data = nullptr;
+  std::uint64_t size = 0;
+};
+
+inline MappedFile map_whole(const std::string& path, const char* kind = "safetensors file") {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    throw FormatError(path + ": cannot be opened (" + format::detail::os_reason(err) + ")");
+  }
+  const format::Fd f(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw FormatError(path + ": cannot be read (" + format::detail::os_reason(errno) + ")");
+  if (S_ISDIR(st.st_mode)) throw FormatError(path + ": a folder, not a " + kind);
+  if (!S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
+  MappedFile m;
+  m.size = static_cast<std::uint64_t>(st.st_size);
+  if (m.size == 0) throw FormatError(path + ": 0 bytes, too short for a " + kind);
+  void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) throw FormatError(path + ": cannot be mapped (" + format::detail::os_reason(errno) + ")");
+  m.owner = std::shared_ptr<void>(p, [n = m.size](void* q) { ::munmap(q, n); });
+  m.data = static_cast<const unsigned char*>(p);
+  return m;
+}
+
+// The Python classes of a tree's struct levels, by key: a struct is saved as the tensorclass of
+// its name at every depth, as Python keeps a tensorclass inside a tensorclass.
+struct ClassTree {
+  std::string cls;  // "" for a level that is no struct (a container, an array, a TensorDict)
+  std::map<std::string, ClassTree, std::less<>> sub;
+  const ClassTree* at(std::string_view key) const {
+    const auto it = sub.find(key);
+    return it == sub.end() ? nullptr : &it->second;
+  }
+};
+
+template <class M>
+void class_tree_of(const M& v, ClassTree& out);
+
+template <class M>
+void class_child(ClassTree& out, std::string_view name, const M& x) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (k == FieldKind::subtree || k == FieldKind::container || k == FieldKind::optional_subtree) {
+    ClassTree c;
+    class_tree_of(x, c);
+    if (!c.cls.empty() || !c.sub.empty()) out.sub.emplace(std::string(name), std::move(c));
+  }
+}
+
+// Mirrors `node_to_tensordict`: the same levels under the same keys.
+template <class M>
+void class_tree_of(const M& v, ClassTree& out) {
+  constexpr FieldKind k = field_kind_v<M>;
+  if constexpr (is_tensordict<M>) {
+    return;
+  } else if constexpr (k == FieldKind::optional_subtree) {
+    if (v) class_tree_of(*v, out);
+  } else if constexpr (k == FieldKind::subtree) {
+    if constexpr (static_node<M>::is_struct) out.cls = python_class_name<M>();
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (class_child(out, static_node<M>::template key<I>, child<I>(v)), ...);
+    }(std::make_index_sequence<static_node<M>::size>{});
+  } else if constexpr (k == FieldKind::container) {
+    using N = dynamic_node<M>;
+    if constexpr (N::indexed) {
+      for (std::size_t i = 0, n = N::size(v); i < n; ++i) class_child(out, std::to_string(i), N::at(v, i));
+    } else {
+      for (auto&& kv : N::ordered(v)) class_child(out, kv->first, kv->second);
+    }
+  }
+}
+
+template <class T>
+ClassTree class_tree(const T& s) {
+  ClassTree c;
+  class_tree_of(s, c);
+  return c;
+}
+
+// `<class 'module.Name'>`, as Python prints a class.
+inline std::string python_type_string(const std::string& module, const std::string& cls) {
+  return "<class '" + module + "." + cls + "'>";
+}
+
 // Writes `n` bytes (or, without data, a file of `n` zero bytes that takes no space until
 // written) and flushes it to disk: a save is durable before it replaces the previous one.
 inline void write_file(const fs::path& p, const void* data, std::size_t n, bool sync = true) {
@@ -109,42 +199,6 @@ inline void write_file(const fs::path& p, const void* data, std::size_t n, bool 
   if (::close(fd) != 0) failed("close", -1);
 }
 
-// NaN and the infinities replaced by the strings format.hpp reads them back from; whether any was.
-inline bool mark_python_floats(nlohmann::ordered_json& j) {
-  if (j.is_number_float()) {
-    const double x = j.get<double>();
-    if (std::isfinite(x)) return false;
-    const auto& tok = format::detail::decoded_token(std::isnan(x) ? 0 : (x > 0 ? 1 : 2));
-    j = tok;
-    return true;
-  }
-  bool any = false;
-  if (j.is_structured()) {
-    for (auto& v : j) any = mark_python_floats(v) || any;
-  }
-  return any;
-}
-
-// The JSON text of `j`, with NaN and infinities written as Python's json module writes them
-// (NaN, Infinity, -Infinity), which Python reads back and JSON proper lacks.
-inline std::string dump_python(const nlohmann::ordered_json& j) {
-  nlohmann::ordered_json copy = j;
-  if (!mark_python_floats(copy)) return j.dump();
-  std::string s = copy.dump();
-  const std::pair<std::string_view, std::string_view> swaps[] = {
-      {format::detail::nan_token, "NaN"},
-      {format::detail::inf_token, "Infinity"},
-      {format::detail::ninf_token, "-Infinity"}};
-  for (const auto& [token, word] : swaps) {
-    const std::string quoted = '"' + std::string(token) + '"';
-    for (std::size_t at = s.find(quoted); at != std::string::npos; at = s.find(quoted, at)) {
-      s.replace(at, quoted.size(), word);
-      at += word.size();
-    }
-  }
-  return s;
-}
-
 inline void write_json(const fs::path& p, const nlohmann::ordered_json& j, bool sync = true) {
   const std::string s = dump_python(j);
   write_file(p, s.data(), s.size(), sync);
@@ -165,13 +219,21 @@ inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
 
 // Writes one TensorDict level into `dir` (which exists). With `zeros`, tensor files are
 // created at their size without writing data (from_schema on disk).
-inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false,
-                       bool sync = true) {
+// With `classes`, the levels it names are written as those tensorclasses (of `module`).
+inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false, bool sync = true,
+                       const ClassTree* classes = nullptr, const std::string& module = "__main__") {
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  // Entries and the level's own fields share meta.json's top level. Python's loader tells them
+  // apart (entries are objects), but its saver writes one over the other where names meet.
   for (const auto& [k, v] : td.entries()) {
-    if (format::is_level_key(k)) {
+    if (k == "shape" || k == "device" || k == "_type") {
       throw KeyError("memmap: the key '" + std::string(k) + "' cannot be saved: meta.json uses "
-                     "that name for the level itself (so does Python tensordict); rename it");
+                     "that name for the level itself (a save by Python tensordict loses the entry); rename it");
+    }
+    if (k == "_names" && !td.names().empty()) {
+      throw KeyError("memmap: the key '_names' cannot be saved beside dim names: meta.json keeps "
+                     "the level's dim names under that name (a save by Python tensordict loses the "
+                     "names); rename the key or clear the names");
     }
   }
   for (const auto& [k, v] : td.entries()) {
@@ -190,8 +252,18 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
                                         {"is_nested", false}});
     } else if (v.is_tensordict()) {
       fs::create_directory(dir / name);
-      save_level(v.tensordict(), dir / name, zeros, sync);
-      append_key(meta, std::string(k), {{"type", "TensorDict"}});
+      const ClassTree* c = classes ? classes->at(k) : nullptr;
+      if (c && !c->cls.empty()) {
+        // A tensorclass level, as Python writes one: its class in meta.json, its fields in
+        // `_tensordict/`, and the parent's entry naming the class.
+        fs::create_directory(dir / name / "_tensordict");
+        save_level(v.tensordict(), dir / name / "_tensordict", zeros, sync, c, module);
+        write_json(dir / name / "meta.json", {{"_type", python_type_string(module, c->cls)}}, sync);
+        append_key(meta, std::string(k), {{"type", c->cls}});
+      } else {
+        save_level(v.tensordict(), dir / name, zeros, sync, c, module);
+        append_key(meta, std::string(k), {{"type", "TensorDict"}});
+      }
     } else if (v.is_non_tensor()) {
       fs::create_directory(dir / name);
       const NonTensorData& d = v.non_tensor();
@@ -217,8 +289,10 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
   meta["shape"] = shape_json(td.batch_size().dims());
   meta["device"] = "cpu";
   meta["_type"] = std::string(format::tensordict_type);
-  meta["_format_version"] = format::format_version;
-  meta["_class"] = "tensordict:TensorDict";
+  // An entry of that name (an object, which Python reads as an entry) takes the place of these
+  // two, as in Python's saves; neither is needed to load the level.
+  if (!td.contains("_format_version")) meta["_format_version"] = format::format_version;
+  if (!td.contains("_class")) meta["_class"] = "tensordict:TensorDict";
   if (!td.names().empty()) {
     nlohmann::ordered_json names = nlohmann::ordered_json::array();
     for (const auto& n : td.names()) names.push_back(n ? nlohmann::ordered_json(*n) : nullptr);
@@ -233,10 +307,10 @@ template <tree T>
 void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
   // Python names a class `module.QualName`; a C++ namespace has no Python counterpart, so the
   // struct's unqualified name goes after the chosen module.
-  const std::string cls = python_class_name<T>();
-  nlohmann::ordered_json meta = {{"_type", "<class '" + o.python_module + "." + cls + "'>"}};
+  const ClassTree classes = class_tree(s);
+  nlohmann::ordered_json meta = {{"_type", python_type_string(o.python_module, python_class_name<T>())}};
   fs::create_directory(dir / "_tensordict");
-  save_level(to_tensordict(s), dir / "_tensordict", false, o.sync);
+  save_level(to_tensordict(s), dir / "_tensordict", false, o.sync, &classes, o.python_module);
   write_json(dir / "meta.json", meta, o.sync);
 }
 
@@ -570,6 +644,175 @@ T& load_memmap(const std::filesystem::path& dir, T& out, const LoadOptions& o = 
 template <tree T>
 T& load_memmap_(T& tree, const std::filesystem::path& dir, const LoadOptions& o = {}) {
   return load_memmap(dir, tree, o);
+}
+
+namespace detail {
+// Records the key order of every object of a JSON text (a parsed object sorts its keys), by
+// the path of keys that leads to it, joined with '\x1f'.
+class KeyOrder : public format::detail::JsonScan {
+ public:
+  std::unordered_map<std::string, std::vector<std::string>> keys;
+  KeyOrder() : JsonScan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth)) {}
+  static std::string child(const std::string& path, const std::string& key) { return path + key + '\x1f'; }
+
+ protected:
+  bool big_integer_seen(std::string_view) override { return true; }
+  bool start_object() override {
+    path_.push_back(path_.empty() ? std::string() : child(path_.back(), std::exchange(pending_, {})));
+    return JsonScan::start_object();
+  }
+  bool key(const std::string& k) override {
+    keys[path_.back()].push_back(k);
+    pending_ = k;
+    return true;
+  }
+  bool end_object() override { return path_.pop_back(), JsonScan::end_object(); }
+  bool start_array() override {
+    path_.push_back(path_.empty() ? std::string() : child(path_.back(), std::exchange(pending_, {})) + "[]");
+    return JsonScan::start_array();
+  }
+  bool end_array() override { return path_.pop_back(), JsonScan::end_array(); }
+
+ private:
+  std::vector<std::string> path_;
+  std::string pending_;
+};
+
+struct ConsolidatedFile {
+  MappedFile map;
+  std::uint64_t data_size = 0;  // the tensors' bytes, before the metadata
+  KeyOrder order;
+  std::string file;
+};
+
+inline const std::vector<std::string>& ordered_keys(const ConsolidatedFile& f, const std::string& path) {
+  static const std::vector<std::string> none;
+  const auto it = f.order.keys.find(path);
+  return it == f.order.keys.end() ? none : it->second;
+}
+
+// One level of a consolidated file's metadata (`path` its place in the JSON, `where` its key).
+inline TensorDict consolidated_level(const nlohmann::json& j, const std::string& path, const std::string& where,
+                                     const ConsolidatedFile& f) {
+  const std::string at = f.file + ": " + (where.empty() ? std::string("the root") : "key '" + where + "'");
+  auto bad = [&](const std::string& why) -> void { throw FormatError(at + ": " + why); };
+  if (!j.is_object() || !j.contains("cls") || !j["cls"].is_string() || !j.contains("leaves") ||
+      !j["leaves"].is_object() || !j.contains("non_tensors") || !j["non_tensors"].is_object() ||
+      !j.contains("cls_metadata") || !j["cls_metadata"].is_object()) {
+    bad("a level without \"cls\", \"leaves\", \"non_tensors\" and \"cls_metadata\"");
+  }
+  const auto& meta = j["cls_metadata"];
+  static const std::set<std::string, std::less<>> own = {"cls", "leaves", "non_tensors", "cls_metadata", "size"};
+  std::vector<std::string> subs;
+  for (const auto& k : ordered_keys(f, path)) {
+    if (!own.count(k)) subs.push_back(k);
+  }
+  auto sub_where = [&](const std::string& k) { return where.empty() ? k : where + "." + k; };
+  if (j["cls"] == "LazyStackedTensorDict") {
+    std::vector<TensorDict> elems;
+    for (std::size_t i = 0; i < subs.size(); ++i) {
+      if (subs[i] != std::to_string(i)) bad("a lazy stack whose elements are not numbered 0, 1, ...");
+      elems.push_back(consolidated_level(j[subs[i]], KeyOrder::child(path, subs[i]), sub_where(subs[i]), f));
+    }
+    int64_t dim = 0;
+    if (meta.contains("stack_dim")) {
+      if (!meta["stack_dim"].is_number_integer()) bad("\"stack_dim\" is not an integer");
+      dim = meta["stack_dim"].get<int64_t>();
+    }
+    if (elems.empty()) bad("a lazy stack without elements");
+    try {
+      auto lazy = lazy_stack(std::move(elems), dim);
+      if (!lazy.is_dense()) bad("a lazy stack of ragged elements, which a TensorDict cannot hold");
+      return lazy.densify();
+    } catch (const FormatError&) {
+      throw;
+    } catch (const Error& e) {
+      throw FormatError(at + ": " + e.what());
+    }
+  }
+  if (!meta.contains("batch_size")) bad("no batch size in \"cls_metadata\"");
+  const std::vector<int64_t> bs = format::detail::read_shape(meta["batch_size"], f.file, at.substr(f.file.size() + 2));
+  TensorDict out{BatchSize(c10::IntArrayRef(bs))};
+  try {
+    const auto& non_tensors = j["non_tensors"];
+    for (const auto& k : ordered_keys(f, KeyOrder::child(path, "non_tensors"))) {
+      const auto& v = non_tensors[k];
+      if (!v.is_array() || v.empty()) bad("the non-tensor entry '" + k + "' is not a list [data, batch size, device]");
+      out.set(k, NonTensorData{v[0]});
+    }
+    const auto& leaves = j["leaves"];
+    for (const auto& k : ordered_keys(f, KeyOrder::child(path, "leaves"))) {
+      const std::string key = sub_where(k);
+      const auto& v = leaves[k];
+      if (k.rfind("<NJT", 0) == 0) bad("the leaf '" + k + "' is a nested (jagged) tensor, which is not supported");
+      if (!v.is_array() || v.size() < 5 || !v[0].is_string() || !v[2].is_number_unsigned() ||
+          !v[3].is_number_unsigned() || !v[4].is_number_unsigned()) {
+        bad("the leaf '" + k + "' is not a list [dtype, shape, start, stop, pad]");
+      }
+      const std::string dtype = v[0].get<std::string>();
+      const format::DType* d = format::find_dtype(dtype);
+      if (!d) bad("the leaf '" + k + "' has the unknown dtype '" + dtype + "'");
+      const std::vector<int64_t> shape = format::detail::read_shape(v[1], f.file, "key '" + key + "'");
+      const auto [numel, nbytes] = format::detail::sizes_of(shape, d->itemsize, f.file, key);
+      const std::uint64_t start = v[2].get<std::uint64_t>(), stop = v[3].get<std::uint64_t>();
+      if (start > stop || stop > f.data_size || stop - start < static_cast<std::uint64_t>(nbytes)) {
+        bad("the leaf '" + k + "' spans bytes [" + std::to_string(start) + ", " + std::to_string(stop) + ") for " +
+            std::to_string(nbytes) + " bytes of data in " + std::to_string(f.data_size));
+      }
+      const auto opts = at::TensorOptions().dtype(scalar_type_of(dtype, f.file));
+      at::Tensor t;
+      if (numel == 0) {
+        t = at::empty(shape, opts);
+      } else {
+        void* p = const_cast<unsigned char*>(f.map.data + start);
+        t = at::from_blob(p, shape, [owner = f.map.owner](void*) {}, opts);
+        if (start % static_cast<std::uint64_t>(d->itemsize) != 0) t = t.clone();  // kernels assume alignment
+      }
+      out.set(k, std::move(t));
+    }
+    for (const auto& k : subs) out.set(k, consolidated_level(j[k], KeyOrder::child(path, k), sub_where(k), f));
+    if (meta.contains("names") && meta["names"].is_array() && !meta["names"].empty()) {
+      std::vector<std::optional<std::string>> names;
+      bool any = false;
+      for (const auto& n : meta["names"]) {
+        if (!n.is_null() && !n.is_string()) bad("a dim name is " + n.dump());
+        any = any || n.is_string();
+        names.push_back(n.is_null() ? std::nullopt : std::optional<std::string>(n.get<std::string>()));
+      }
+      if (any) out.set_names(std::move(names));
+    }
+  } catch (const FormatError&) {
+    throw;
+  } catch (const Error& e) {
+    throw FormatError(at + ": " + e.what());
+  }
+  return out;
+}
+}  // namespace detail
+
+/// Loads a file written by Python's `td.consolidate(filename=...)` (what its
+/// `TensorDict.from_consolidated` reads): the leaves are views of one private mapping of the
+/// file, nested levels, batch sizes, dim names and non-tensor values as saved; a tensorclass
+/// level loads as a TensorDict (its static fields as non-tensor entries), a lazy stack
+/// densified. Errors are `FormatError`s naming the file and the key.
+[[nodiscard]] inline TensorDict load_consolidated(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  detail::ConsolidatedFile f;
+  f.file = file;
+  f.map = detail::map_whole(file, "consolidated file");
+  if (f.map.size < 8) throw FormatError(file + ": " + std::to_string(f.map.size) + " bytes, too short for a consolidated file");
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | f.map.data[f.map.size - 8 + static_cast<std::size_t>(i)];
+  if (n == 0 || n > f.map.size - 8 || n > format::max_meta_bytes) {
+    throw FormatError(file + ": its last 8 bytes give metadata of " + std::to_string(n) + " bytes in a file of " +
+                      std::to_string(f.map.size) + " (not a file of consolidate(filename=...)?)");
+  }
+  f.data_size = f.map.size - 8 - n;
+  const std::string_view text(reinterpret_cast<const char*>(f.map.data) + f.data_size, n);
+  if (text.find('\0') != std::string_view::npos) throw FormatError(file + ": a NUL byte in its metadata");
+  nlohmann::json j;
+  if (!f.order.read(text, &j)) throw FormatError(file + ": metadata: " + f.order.problem);
+  return detail::consolidated_level(j, "", "", f);
 }
 
 /// A shape and a dtype for `from_schema`: `{{84, 84, 3}, torch::kUInt8}`.

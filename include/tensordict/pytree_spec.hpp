@@ -277,9 +277,9 @@ struct PyTreeSpecParser {
   static nlohmann::json parse_json(std::string_view text, const std::string& what) {
     if (text.size() > max_text) fail(what + " is " + std::to_string(text.size()) + " bytes, more than a spec can be");
     format::detail::JsonScan scan(max_depth, what + " is nested deeper than " + std::to_string(max_depth) + " levels");
-    nlohmann::json::sax_parse(text.begin(), text.end(), &scan);
-    if (!scan.problem.empty()) fail(what + ": " + scan.problem);
-    return nlohmann::json::parse(text.begin(), text.end());
+    nlohmann::json j;
+    if (!scan.read(text, &j)) fail(what + ": " + scan.problem);
+    return j;
   }
 
   static const nlohmann::json& field(const nlohmann::json& o, const char* name, const std::string& where) {

@@ -194,34 +194,6 @@ inline const safetensors_format::DType& st_dtype_of(at::ScalarType t, const std:
   throw Error("save_safetensors: " + where + ": dtype " + name + " has no safetensors form");
 }
 
-// A whole file, mapped privately: the tensors are its views.
-struct MappedFile {
-  std::shared_ptr<void> owner;
-  const unsigned char* data = nullptr;
-  std::uint64_t size = 0;
-};
-
-inline MappedFile map_whole(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    const int err = errno;
-    throw FormatError(path + ": cannot be opened (" + format::detail::os_reason(err) + ")");
-  }
-  const format::Fd f(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw FormatError(path + ": cannot be read (" + format::detail::os_reason(errno) + ")");
-  if (S_ISDIR(st.st_mode)) throw FormatError(path + ": a folder, not a safetensors file");
-  if (!S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
-  MappedFile m;
-  m.size = static_cast<std::uint64_t>(st.st_size);
-  if (m.size == 0) throw FormatError(path + ": 0 bytes, too short for a safetensors file");
-  void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) throw FormatError(path + ": cannot be mapped (" + format::detail::os_reason(errno) + ")");
-  m.owner = std::shared_ptr<void>(p, [n = m.size](void* q) { ::munmap(q, n); });
-  m.data = static_cast<const unsigned char*>(p);
-  return m;
-}
-
 // The file's tensors, by name, as views of the mapping (copied where the file misaligns them).
 struct StFile {
   safetensors_format::Header header;
@@ -272,28 +244,31 @@ class StructureScan : public format::detail::JsonScan {
   StructureOrder order;
   StructureScan()
       : JsonScan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth)) {}
-  bool start_object(std::size_t n) override {
-    path_.push_back(std::exchange(pending_, {}));
-    return JsonScan::start_object(n);
+  std::string joined() const {
+    std::string s;
+    for (const auto& p : path_) (s += p) += '\x1f';
+    return s;
   }
-  bool key(string_t& k) override {
+
+ protected:
+  bool big_integer_seen(std::string_view) override { return true; }
+  bool start_object() override {
+    path_.push_back(std::exchange(pending_, {}));
+    return JsonScan::start_object();
+  }
+  bool key(const std::string& k) override {
     // An object whose own key is "keys" lists a level's entries: keep their order.
     if (!path_.empty() && path_.back() == "keys") order.keys[joined()].push_back(k);
     pending_ = k;
     return true;
   }
   bool end_object() override { return path_.pop_back(), JsonScan::end_object(); }
-  bool start_array(std::size_t n) override {
+  bool start_array() override {
     path_.push_back("[]");
     pending_.clear();
-    return JsonScan::start_array(n);
+    return JsonScan::start_array();
   }
   bool end_array() override { return path_.pop_back(), JsonScan::end_array(); }
-  std::string joined() const {
-    std::string s;
-    for (const auto& p : path_) (s += p) += '\x1f';
-    return s;
-  }
 
  private:
   std::vector<std::string> path_;
@@ -387,9 +362,8 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
     return out;
   }
   StructureScan scan;
-  nlohmann::json::sax_parse(meta->second, &scan);
-  if (!scan.problem.empty()) throw FormatError(file + ": tensordict metadata: " + scan.problem);
-  nlohmann::json j = nlohmann::json::parse(meta->second, nullptr, false);
+  nlohmann::json j;
+  if (!scan.read(meta->second, &j)) throw FormatError(file + ": tensordict metadata: " + scan.problem);
   if (!j.is_object() || !j.contains("version") || j["version"] != 1 || !j.contains("root")) {
     throw FormatError(file + ": tensordict metadata of an unknown version (this library reads version 1)");
   }
@@ -404,13 +378,12 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
 
 }  // namespace detail
 
-/// Loads a safetensors file as a TensorDict: the structure Python tensordict's `to_safetensors`
-/// saved (batch sizes, dim names, non-tensor values), or else nested at "." (`blocks.0.w` →
-/// `blocks` / `0` / `w`) in name order, as Python's `from_safetensors` does. Leaves are views
-/// of one private mapping of the file. `rename` and `dtype` of the options apply.
-[[nodiscard]] inline TensorDict load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
+namespace detail {
+// `cls`, when given, receives the tensorclass the file's structure names at its root ("" for
+// none, or when a rename or a cast drops the structure).
+inline TensorDict load_st(const std::filesystem::path& path, const CheckpointOptions& o, std::string* cls) {
   const std::string file = path.string();
-  return detail::guarded_load(file, [&] {
+  return guarded_load(file, [&] {
     detail::StFile f = detail::read_safetensors(file);
     if (o.rename || o.dtype) {
       std::unordered_map<std::string, at::Tensor> renamed;
@@ -424,8 +397,17 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
       f.tensors = std::move(renamed);
       f.header.metadata.erase("tensordict");  // names no longer match the saved structure
     }
-    return detail::safetensors_tree(f, file);
+    return detail::safetensors_tree(f, file, cls);
   });
+}
+}  // namespace detail
+
+/// Loads a safetensors file as a TensorDict: the structure Python tensordict's `to_safetensors`
+/// saved (batch sizes, dim names, non-tensor values), or else nested at "." (`blocks.0.w` →
+/// `blocks` / `0` / `w`) in name order, as Python's `from_safetensors` does. Leaves are views
+/// of one private mapping of the file. `rename` and `dtype` of the options apply.
+[[nodiscard]] inline TensorDict load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
+  return detail::load_st(path, o, nullptr);
 }
 
 }  // namespace tensordict
@@ -509,7 +491,13 @@ template <tree T>
   requires(std::is_default_constructible_v<T> && !std::is_same_v<T, TensorDict>)
 [[nodiscard]] T load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
   const std::string file = path.string();
-  TensorDict td = load_safetensors(path, o);
+  std::string cls;
+  TensorDict td = detail::load_st(path, o, &cls);
+  // A file that names its tensorclass is checked against T, as memmap saves are.
+  if (!cls.empty() && detail::class_of(cls) != detail::python_class_name<T>()) {
+    throw FormatError(file + ": a saved " + cls + ", not a " + detail::python_class_name<T>() +
+                      " (load_safetensors without a type loads any file as a TensorDict)");
+  }
   return detail::typed_load<T>(file, td, o, [&] {
     std::vector<std::string> names;
     for (const auto& t : detail::read_safetensors(file).header.tensors) names.push_back(t.name);
@@ -590,7 +578,8 @@ namespace detail {
 inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::string& prefix,
                                               std::vector<std::pair<std::string, at::Tensor>>& tensors,
                                               std::set<std::string>& names, const std::string& file,
-                                              const Rename& rename) {
+                                              const Rename& rename, const ClassTree* classes,
+                                              const std::string& module) {
   nlohmann::ordered_json level = nlohmann::ordered_json::object();
   level["batch_size"] = shape_json(td.batch_size().dims());
   if (td.names().empty()) {
@@ -600,6 +589,8 @@ inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::s
     for (const auto& x : td.names()) n.push_back(x ? nlohmann::ordered_json(*x) : nullptr);
     level["names"] = std::move(n);
   }
+  // A struct level names its tensorclass, as Python's does (its from_safetensors rebuilds it).
+  if (classes && !classes->cls.empty()) level["class"] = python_type_string(module, classes->cls);
   nlohmann::ordered_json keys = nlohmann::ordered_json::object();
   for (const auto& [k, v] : td.entries()) {
     const std::string name = prefix.empty() ? std::string(k) : prefix + "." + std::string(k);
@@ -614,7 +605,8 @@ inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::s
       tensors.emplace_back(stored, v.tensor());
       append_key(keys, std::string(k), {{"tensor", stored}});
     } else if (v.is_tensordict()) {
-      append_key(keys, std::string(k), {{"td", encode_st_level(v.tensordict(), name, tensors, names, file, rename)}});
+      append_key(keys, std::string(k), {{"td", encode_st_level(v.tensordict(), name, tensors, names, file, rename,
+                                                               classes ? classes->at(k) : nullptr, module)}});
     } else if (v.is_non_tensor()) {
       append_key(keys, std::string(k), {{"non_tensor", v.non_tensor().value}});
     } else {
@@ -700,15 +692,13 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
     }
     std::vector<std::pair<std::string, at::Tensor>> tensors;
     std::set<std::string> names;
-    nlohmann::ordered_json root = detail::encode_st_level(td, "", tensors, names, file, o.rename);
+    detail::ClassTree classes;
     if constexpr (!std::is_same_v<T, TensorDict>) {
-      nlohmann::ordered_json with_class = nlohmann::ordered_json::object();
-      with_class["batch_size"] = root["batch_size"];
-      with_class["names"] = root["names"];
-      with_class["class"] = "<class '" + python_module + "." + detail::python_class_name<T>() + "'>";
-      with_class["keys"] = std::move(root["keys"]);
-      root = std::move(with_class);
+      classes = detail::class_tree(tree);
+      classes.cls = detail::python_class_name<T>();  // the root is named whatever its kind
     }
+    nlohmann::ordered_json root =
+        detail::encode_st_level(td, "", tensors, names, file, o.rename, &classes, python_module);
     for (auto& [n, t] : tensors) {
       (void)detail::st_dtype_of(t.scalar_type(), "tensor '" + n + "'");
       t = t.detach().to(at::kCPU).contiguous();

@@ -27,6 +27,12 @@ def _batch(case):
     return (case["input"] if "input" in case else case["inputs"][0])["batch_size"]
 
 
+def _flatten_past(start, end, ndim):
+    start = start + ndim if start < 0 else start
+    end = end + ndim if end < 0 else end
+    return start < 0 or end >= ndim
+
+
 def _overlapping_keys(case):
     keys = [tuple(k) for k in case["op"].get("keys", [])]
     return any(a != b and b[:len(a)] == a for a in keys for b in keys)
@@ -116,6 +122,13 @@ KNOWN = [
             "for every start and end in {0, -1}, as torch.flatten does for a 0-dim tensor.",
      "match": lambda c: _op(c) == "flatten" and not c["input"]["batch_size"]
      and c["op"]["start"] == -1},
+    {"name": "flatten_past_batch_dims", "kind": "cpp_stricter",
+     "why": "flatten with a start or end dim outside the batch dims (flatten(-4, -1) at batch "
+            "size [3, 3, 2], flatten(1, 2) at [0, 2]) flattens the leaves' own dims in Python, "
+            "with a deprecation warning; C++ raises IndexError naming the dim: flatten acts on "
+            "batch dims only, as every batch operation does.",
+     "match": lambda c: _op(c) == "flatten" and _ok(c) and len(_batch(c)) > 0
+     and _flatten_past(c["op"]["start"], c["op"]["end"], len(_batch(c)))},
     {"name": "mask_beyond_batch_dims", "kind": "cpp_stricter",
      "why": "masked_fill / where with a mask longer than the batch size fill the leaves' own "
             "dims in Python (and fail for leaves that lack them); C++ raises: a mask covers "

@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <list>
 #include <map>
 #include <unistd.h>
@@ -535,8 +536,13 @@ TEST_CASE("containers: memmap and load_memmap keep vectors, maps and optionals")
   TempDir tmp;
   const Model m = model(4);
   td::memmap(m, tmp.path / "m");
-  CHECK(fs::exists(tmp.path / "m" / "_tensordict" / "blocks" / "3" / "mlp" / "weight.memmap"));
-  CHECK(fs::exists(tmp.path / "m" / "_tensordict" / "adapters" / "b" / "bias.memmap"));
+  // Containers are TensorDict levels; the structs in them are tensorclass levels, as Python
+  // saves a tensorclass held by a TensorDict (a class's fields in its `_tensordict/`).
+  const fs::path block3 = tmp.path / "m" / "_tensordict" / "blocks" / "3";
+  CHECK(fs::exists(block3 / "_tensordict" / "mlp" / "_tensordict" / "weight.memmap"));
+  CHECK(fs::exists(tmp.path / "m" / "_tensordict" / "adapters" / "b" / "_tensordict" / "bias.memmap"));
+  std::ifstream meta(block3 / "meta.json");
+  CHECK(std::string(std::istreambuf_iterator<char>(meta), {}).find("<class '__main__.") != std::string::npos);
   const Model back = td::load_memmap<Model>(tmp.path / "m");
   REQUIRE(back.blocks.size() == 4);
   for (std::size_t i = 0; i < 4; ++i) {

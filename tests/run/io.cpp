@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <thread>
 #include <atomic>
 
@@ -47,6 +48,24 @@ std::string read(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 void write(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+// Whether two TensorDicts hold the same keys in the same order, batch sizes and values.
+bool same(const TensorDict& a, const TensorDict& b) {
+  if (a.keys() != b.keys() || a.batch_size() != b.batch_size()) return false;
+  for (const auto& [k, v] : a.entries()) {
+    const auto& w = b.entry(k);
+    if (v.is_tensor()) {
+      if (!w.is_tensor() || !v.tensor().equal(w.tensor())) return false;
+    } else if (v.is_tensordict()) {
+      if (!w.is_tensordict() || !same(v.tensordict(), w.tensordict())) return false;
+    } else if (v.is_non_tensor()) {
+      if (!w.is_non_tensor() || !(v.non_tensor() == w.non_tensor())) return false;
+    } else if (w.is_tensor() || w.is_tensordict() || w.is_non_tensor() || !(v.non_tensor_stack() == w.non_tensor_stack())) {
+      return false;
+    }
+  }
+  return true;
+}
 
 TensorDict sample() {
   TensorDict d({{"obs", torch::arange(12, torch::kFloat).view({4, 3})},
@@ -325,7 +344,20 @@ TEST_CASE("load_memmap: hostile or damaged saves are rejected with the file and 
   write(tmp.path / "outside.bin", std::string(64, 'x'));
   fs::remove(dir / "x.memmap");
   fs::create_symlink(tmp.path / "outside.bin", dir / "x.memmap");
-  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a symbolic link; loading never follows links"),
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("x.memmap: a symbolic link to "), td::FormatError);
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("outside the save's folder (links are followed only within it)"),
+                       td::FormatError);
+  // The same by a relative link through "..", and by a link to a link that leaves.
+  fs::remove(dir / "x.memmap");
+  fs::create_symlink("../outside.bin", dir / "x.memmap");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("outside the save's folder"), td::FormatError);
+  fs::remove(dir / "x.memmap");
+  fs::create_symlink("hop", dir / "x.memmap");
+  fs::create_symlink(tmp.path / "outside.bin", dir / "hop");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("outside the save's folder"), td::FormatError);
+  // A link to nothing.
+  fs::remove(dir / "hop");
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("x.memmap: a symbolic link that leads nowhere within the save"),
                        td::FormatError);
 
   // A nested level that is a symbolic link to a folder outside the save.
@@ -335,16 +367,27 @@ TEST_CASE("load_memmap: hostile or damaged saves are rejected with the file and 
   j["sub"] = {{"type", "TensorDict"}};
   write(dir / "meta.json", j.dump());
   fs::create_directory_symlink(tmp.path / "other", dir / "sub");
-  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("a symbolic link; loading never follows links"),
-                       td::FormatError);
+  CHECK_THROWS_WITH_AS(td::load_memmap(dir), doctest::Contains("sub: a symbolic link to "), td::FormatError);
 
-  // A link that stays inside the save is refused too: a save holds folders and files only.
+  // Links that stay inside the save are followed, as Python's loader does: a leaf file, and a
+  // nested level's folder (here the same folder twice).
   fresh();
+  const TensorDict before = td::load_memmap(dir).clone();
   fs::copy_file(dir / "x.memmap", dir / "copy.bin");
   fs::remove(dir / "x.memmap");
   fs::create_symlink("copy.bin", dir / "x.memmap");
-  CHECK_THROWS_WITH_AS(td::load_memmap(dir), ((dir / "x.memmap").string() + ": a symbolic link; loading never follows links (a save holds folders and regular files only)").c_str(),
-                       td::FormatError);
+  fs::create_directory(dir / "store");
+  td::memmap(TensorDict({{"y", torch::arange(8.).view({4, 2})}}, BatchSize{4}), dir / "store" / "level");
+  fs::create_directory_symlink("store/level", dir / "sub");
+  fs::create_directory_symlink("./store/../store/level", dir / "sub2");
+  j = nlohmann::json::parse(read(dir / "meta.json"));
+  j["sub"] = {{"type", "TensorDict"}};
+  j["sub2"] = {{"type", "TensorDict"}};
+  write(dir / "meta.json", j.dump());
+  const TensorDict linked = td::load_memmap(dir);
+  CHECK(linked["x"].equal(before["x"]));
+  CHECK(linked.get({"sub", "y"}).equal(torch::arange(8.).view({4, 2})));
+  CHECK(linked.get({"sub2", "y"}).equal(torch::arange(8.).view({4, 2})));
 
   // A FIFO in place of a file is refused at once: opening it must not wait for a writer.
   fresh();
@@ -416,10 +459,14 @@ TEST_CASE("format: meta.json is read in linear time, bounded, strictly, with Pyt
   CHECK(v[3] == "NaN");
   CHECK(v[4] == "a\"NaN");
   // Rejected, with the file and the reason.
-  CHECK_THROWS_WITH_AS(parse("{" + data_type + R"(, "data": 123456789012345678901234567890})"),
-                       "m.json: an integer beyond 64 bits (123456789012345678901234567890), which "
-                       "cannot be read exactly",
-                       td::FormatError);
+  // Python's ints have no bound: beyond 64 bits they are held exactly, as their digits.
+  v = parse("{" + data_type + R"(, "data": [123456789012345678901234567890, -9223372036854775809, 18446744073709551615]})").data;
+  CHECK(td::big_integer_text(v[0]) == "123456789012345678901234567890");
+  CHECK(td::big_integer_text(v[1]) == "-9223372036854775809");
+  CHECK(v[2].get<std::uint64_t>() == std::numeric_limits<std::uint64_t>::max());
+  CHECK(td::detail::dump_python(v) == "[123456789012345678901234567890,-9223372036854775809,18446744073709551615]");
+  CHECK_THROWS_WITH_AS(parse("{" + td_type + R"(, "shape": [123456789012345678901234567890]})"),
+                       doctest::Contains("m.json: the level"), td::FormatError);
   CHECK_THROWS_WITH_AS(parse("{" + td_type + R"(, "shape": []})" + std::string(1, '\0') + "garbage"),
                        "m.json: a NUL byte in the JSON text", td::FormatError);
   CHECK_THROWS_WITH_AS(parse("{" + td_type + R"(, "shape": [], "a": {"type": "TensorDict"}, "a": {"type": "TensorDict"}})"),
@@ -445,6 +492,102 @@ TEST_CASE("format: meta.json is read in linear time, bounded, strictly, with Pyt
   REQUIRE(level.entries.size() == 50000);
   CHECK(level.entries.front().first == "k49999");
   CHECK(level.entries.back().first == "k0");
+}
+
+namespace {
+// A random JSON value of at most `depth` levels: every kind, strings with escapes and UTF-8.
+nlohmann::json random_json(std::mt19937& rng, int depth) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  switch (depth > 0 ? pick(9) : pick(6)) {
+    case 0: return nullptr;
+    case 1: return pick(2) == 1;
+    case 2: return static_cast<std::int64_t>(rng()) - (std::int64_t{1} << 31) * pick(3) * 1000003;
+    case 3: return static_cast<std::uint64_t>(rng()) << pick(33);
+    case 4: return std::ldexp(static_cast<double>(rng()) - 2e9, pick(200) - 100);
+    case 5: {
+      static const char* parts[] = {"a", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f", "\x7f", "é", "日本", "😀", " ", "key"};
+      std::string s;
+      for (int i = pick(6); i-- > 0;) s += parts[pick(14)];
+      return s;
+    }
+    case 6:
+    case 7: {
+      nlohmann::json a = nlohmann::json::array();
+      for (int i = pick(5); i-- > 0;) a.push_back(random_json(rng, depth - 1));
+      return a;
+    }
+    default: {
+      nlohmann::json o = nlohmann::json::object();
+      for (int i = pick(5); i-- > 0;) o["k" + std::to_string(pick(8)) + (pick(2) ? "é\n" : "")] = random_json(rng, depth - 1);
+      return o;
+    }
+  }
+}
+// `text` with whitespace of every kind where JSON allows it (between tokens).
+std::string spaced(const std::string& text, std::mt19937& rng) {
+  std::string out;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    out += c;
+    if (in_string) {
+      if (c == '\\') out += text[++i];
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == ':' || c == '[' || c == '{') {
+      static const char* ws[] = {"", " ", "\n", "\t", "\r\n  "};
+      out += ws[rng() % 5];
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("format: the JSON reader agrees with nlohmann's on random documents and their corruptions") {
+  std::mt19937 rng(20261202);
+  struct Reader : td::format::detail::JsonScan {
+    Reader() : JsonScan(64, "too deep") {}
+  };
+  int compared = 0, rejected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const nlohmann::json doc = random_json(rng, 4);
+    const std::string text = spaced(i % 2 ? doc.dump() : doc.dump(1 + i % 3), rng);
+    Reader r;
+    nlohmann::json back;
+    REQUIRE_MESSAGE(r.read(text, &back), text, " ", r.problem);
+    CHECK_MESSAGE(back == doc, text);
+    ++compared;
+    // One byte changed, dropped or cut: the same verdict as nlohmann's (NaN/Infinity words,
+    // which only this reader takes, and numbers beyond 64 bits, which nlohmann reads as floats,
+    // aside).
+    std::string bad = text;
+    const std::size_t at = rng() % bad.size();
+    switch (rng() % 3) {
+      case 0: bad[at] = "{}[]\",:\\0-.eE \x01\xc3tfnNI"[rng() % 21]; break;
+      case 1: bad.erase(at, 1); break;
+      default: bad.resize(at); break;
+    }
+    if (bad.find_first_of("NI") != std::string::npos) continue;
+    Reader r2;
+    nlohmann::json mine;
+    const bool ok = r2.read(bad, &mine);
+    bool theirs = true;
+    nlohmann::json ref;
+    try {
+      ref = nlohmann::json::parse(bad);
+    } catch (const nlohmann::json::out_of_range&) {
+      continue;  // a number beyond double's range: infinite here, as Python's float() reads it
+    } catch (const nlohmann::json::exception&) {
+      theirs = false;
+    }
+    if (theirs && ref.is_number_float() != mine.is_number_float()) continue;  // 1e400, big integers
+    CHECK_MESSAGE(ok == theirs, bad, " ", r2.problem);
+    if (ok && theirs && !ref.is_number_float()) CHECK_MESSAGE(mine == ref, bad);
+    rejected += !ok;
+  }
+  CHECK(compared == 3000);
+  CHECK(rejected > 1000);
 }
 
 TEST_CASE("memmap: spaces in keys, NaN and Infinity values, reserved names, nesting limits, lazy stack gaps") {
@@ -476,9 +619,10 @@ TEST_CASE("memmap: spaces in keys, NaN and Infinity values, reserved names, nest
   CHECK(std::isnan(sp.get<double>("nan")));
   CHECK(td::load_memmap(data / "raw_names")["a b"].equal(torch::arange(2, torch::kFloat)));
 
-  // Names meta.json uses for the level itself cannot be keys: refused before anything is written.
+  // The names meta.json uses for the level itself that Python's save of an entry loses cannot
+  // be keys: refused before anything is written (the others are saved, see the interop test).
   td::memmap(TensorDict{{"x", torch::ones({1})}}, tmp.path / "kept");
-  for (const char* reserved : {"shape", "device", "_type", "_format_version", "_class", "names"}) {
+  for (const char* reserved : {"shape", "device", "_type"}) {
     CAPTURE(reserved);
     TensorDict bad;
     bad.set(td::NestedKey(std::vector<std::string>{"sub", reserved}), torch::ones({1}));
@@ -655,12 +799,34 @@ TEST_CASE("interop: the saves Python checks") {
   named.set_names({"batch", std::nullopt});
   td::memmap(named, out / "names", {.overwrite = true});
   td::memmap(Seq{torch::arange(3, torch::kFloat), {"a", "b"}}, out / "list_field", {.overwrite = true});
+  // A struct inside a struct: Python rebuilds both classes, from memmap and safetensors.
+  Outer outer{.lin = {torch::ones({2, 3}), torch::zeros({2}), "gelu"}, .y = torch::arange(1, torch::kFloat)};
+  td::memmap(outer, out / "nested_struct", {.overwrite = true});
+  td::save_safetensors(outer, out / "nested_struct.safetensors");
+  // Keys named like meta.json's fields, and integers beyond 64 bits.
+  TensorDict keys(BatchSize{2});
+  for (const char* k : {"names", "_names", "_class", "_format_version", "_tensordict", "stack_dim", "data"}) {
+    keys.set(k, torch::full({2}, 1.5));
+    keys.set({"nested", k}, torch::full({2}, 2.5));
+  }
+  keys.set("big", td::NonTensorData{*td::big_integer("-1180591620717411303424")});
+  td::memmap(keys, out / "level_keys", {.overwrite = true});
   // safetensors, with and without Python tensordict's structure metadata.
   td::save_safetensors(p, out / "policy.safetensors");
   td::save_safetensors(net, out / "net.safetensors", {.structure = false});
   td::save_safetensors(named, out / "names.safetensors");
 
   // The C++ side reads them back too.
+  CHECK(read(out / "nested_struct" / "_tensordict" / "meta.json").find(R"("lin":{"type":"Linear"})") != std::string::npos);
+  CHECK(read(out / "nested_struct" / "_tensordict" / "lin" / "meta.json") == R"({"_type":"<class '__main__.Linear'>"})");
+  CHECK(td::load_memmap<Outer>(out / "nested_struct").lin.activation == "gelu");
+  CHECK(td::load_safetensors<Outer>(out / "nested_struct.safetensors").lin.weight.equal(torch::ones({2, 3})));
+  CHECK_THROWS_WITH_AS((void)td::load_safetensors<Policy>(out / "nested_struct.safetensors"),
+                       doctest::Contains("nested_struct.safetensors: a saved <class '__main__.Outer'>, not a Policy"),
+                       td::FormatError);
+  CHECK_THROWS_WITH_AS((void)td::load_memmap<Policy>(out / "nested_struct"),
+                       doctest::Contains("a saved <class '__main__.Outer'>, not a Policy"), td::FormatError);
+  CHECK(same(td::load_memmap(out / "level_keys"), keys));
   CHECK(td::load_memmap<IoNet>(out / "containers").blocks.size() == 3);
   CHECK(td::load_memmap(out / "dict").keys() == d.keys());
   Policy back = td::load_memmap<Policy>(out / "tensorclass");
@@ -668,6 +834,124 @@ TEST_CASE("interop: the saves Python checks") {
   CHECK(back.batch_size == BatchSize{2});
 }
 
+
+TEST_CASE("interop: Python's keys named like meta.json's fields, integers beyond 64 bits, links inside a save") {
+  const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";
+  const std::vector<std::string> level_keys = {"names", "_names", "_class", "_format_version", "_tensordict", "stack_dim", "data"};
+  const TensorDict k = td::load_memmap(data / "level_keys");
+  CHECK(k.batch_size() == BatchSize{2});
+  CHECK(k.names().empty());
+  for (std::size_t i = 0; i < level_keys.size(); ++i) {
+    CAPTURE(level_keys[i]);
+    CHECK(k[level_keys[i]].equal(torch::arange(2, torch::kFloat) + static_cast<double>(i)));
+    CHECK(k.get({"nested", level_keys[i]}).equal(torch::full({2}, static_cast<float>(i))));
+  }
+  CHECK(k.keys().size() == level_keys.size() + 1);
+  // Saved back, then loaded again, by C++ (Python's reading of C++'s save: the interop test).
+  TempDir tmp;
+  td::memmap(k, tmp.path / "k");
+  CHECK(same(td::load_memmap(tmp.path / "k"), k));
+  // Where the level's own field and an entry cannot both be saved, the save says so.
+  TensorDict named = k.clone();
+  named.set_names({"b"});
+  CHECK_THROWS_WITH_AS(td::memmap(named, tmp.path / "n"),
+                       doctest::Contains("memmap: the key '_names' cannot be saved beside dim names"), td::KeyError);
+  for (const char* reserved : {"shape", "device", "_type"}) {
+    CHECK_THROWS_WITH_AS(td::memmap(TensorDict{{reserved, torch::ones({1})}}, tmp.path / "r"),
+                         doctest::Contains(("memmap: the key '" + std::string(reserved) + "' cannot be saved").c_str()), td::KeyError);
+  }
+  CHECK_FALSE(fs::exists(tmp.path / "n"));
+
+  // Integers beyond 64 bits, held exactly and written back as the same numbers.
+  const TensorDict b = td::load_memmap(data / "big_int");
+  CHECK(td::big_integer_text(b.get<td::NonTensorData>("big").value) == "1180591620717411303424");
+  CHECK(td::big_integer_text(b.get<td::NonTensorData>("neg").value) == "-1208925819614629174706177");
+  const auto& list = b.get<td::NonTensorData>("list").value;
+  CHECK(td::big_integer_text(list[0]) == "18446744073709551616");
+  CHECK(td::big_integer_text(list[1]) == "-9223372036854775809");
+  CHECK(list[2] == 1);
+  td::memmap(b, tmp.path / "b");
+  CHECK(read(tmp.path / "b" / "big" / "meta.json").find("\"data\":1180591620717411303424,") != std::string::npos);
+  CHECK(read(tmp.path / "b" / "list" / "meta.json").find("[18446744073709551616,-9223372036854775809,1]") != std::string::npos);
+  CHECK(td::load_memmap(tmp.path / "b").get<td::NonTensorData>("list") == b.get<td::NonTensorData>("list"));
+  CHECK_FALSE(td::big_integer("12a").has_value());
+  CHECK_FALSE(td::big_integer("-").has_value());
+  CHECK_FALSE(td::big_integer("007").has_value());
+
+  // Links that stay inside the save (written by the fixture script, loaded by Python there).
+  const TensorDict l = td::load_memmap(data / "links");
+  CHECK(fs::is_symlink(data / "links" / "a.memmap"));
+  CHECK(l["a"].equal(torch::arange(3, torch::kFloat)));
+  CHECK(l.get({"sub", "y"}).equal(torch::ones({2})));
+}
+
+TEST_CASE("interop: files of Python's consolidate(filename=...) load with load_consolidated") {
+  const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";
+  const TensorDict c = td::load_consolidated(data / "consolidated.bin");
+  CHECK(c.batch_size() == BatchSize{2});
+  REQUIRE(c.names().size() == 1);
+  CHECK((c.names()[0] == "b"));
+  for (const auto& [name, dtype] : interop_dtypes) {
+    if (dtype == torch::kComplexDouble) continue;
+    CAPTURE(name);
+    const torch::Tensor got = c[std::string("d_") + name];
+    CHECK((got.scalar_type() == dtype));
+    CHECK(got.equal(interop_value(dtype)));
+  }
+  CHECK(c.get({"inner", "w"}).equal(torch::arange(4, torch::kFloat).view({2, 2})));
+  CHECK(c.get<std::string>({"inner", "tag"}) == "t");
+  CHECK(c.get({"nested", "v"}).equal(torch::arange(2)));
+  CHECK(c.get<std::string>("s") == "hello");
+  CHECK(c["odd"].equal(torch::arange(6, torch::kChar).view({2, 3}).slice(1, 1)));
+  // Python's key order: non-tensor entries, leaves, then nested levels.
+  const auto keys = c.keys();
+  CHECK(std::find(keys.begin(), keys.end(), "s") < std::find(keys.begin(), keys.end(), "d_bool"));
+  CHECK(std::find(keys.begin(), keys.end(), "odd") < std::find(keys.begin(), keys.end(), "inner"));
+  const TensorDict lazy = td::load_consolidated(data / "consolidated_lazy.bin");
+  CHECK(lazy["x"].equal(torch::stack({torch::arange(3, torch::kFloat), torch::arange(3, torch::kFloat) + 1})));
+
+  // Hostile or foreign files: each refused with the file and the reason.
+  TempDir tmp;
+  const std::string good = read(data / "consolidated.bin");
+  auto refuses = [&](const std::string& bytes, const std::string& part) {
+    write(tmp.path / "c.bin", bytes);
+    CAPTURE(part);
+    CHECK_THROWS_WITH_AS(td::load_consolidated(tmp.path / "c.bin"), doctest::Contains(part.c_str()), td::FormatError);
+  };
+  refuses("", "0 bytes, too short for a consolidated file");
+  refuses("1234", "4 bytes, too short for a consolidated file");
+  refuses(good.substr(0, good.size() - 1), "not a file of consolidate(filename=...)?");
+  refuses(std::string(100, 'x'), "not a file of consolidate(filename=...)?");
+  auto with_meta = [&](const std::string& json, std::size_t data_bytes = 64) {
+    std::string out(data_bytes, '\0');
+    out += json;
+    const std::uint64_t n = json.size();
+    for (int i = 0; i < 8; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+    return out;
+  };
+  const std::string level = R"("non_tensors": {}, "cls_metadata": {"batch_size": [], "names": [], "device": null, "is_locked": false})";
+  refuses(with_meta("{"), "metadata: malformed JSON");
+  refuses(with_meta("[]"), "the root: a level without");
+  refuses(with_meta(R"({"cls": "TensorDict", "leaves": {"x": ["torch.float32", [4], 0, 8, 0]}, )" + level + "}"),
+          "the root: the leaf 'x' spans bytes [0, 8) for 16 bytes of data in 64");
+  refuses(with_meta(R"({"cls": "TensorDict", "leaves": {"x": ["torch.float32", [4], 60, 76, 0]}, )" + level + "}"),
+          "the leaf 'x' spans bytes [60, 76) for 16 bytes of data in 64");
+  refuses(with_meta(R"({"cls": "TensorDict", "leaves": {"x": ["torch.float99", [4], 0, 16, 0]}, )" + level + "}"),
+          "the leaf 'x' has the unknown dtype 'torch.float99'");
+  refuses(with_meta(R"({"cls": "TensorDict", "leaves": {"x": ["torch.float32", [-4], 0, 16, 0]}, )" + level + "}"),
+          "not a size");
+  refuses(with_meta(R"({"cls": "TensorDict", "leaves": {"<NJT>x": ["torch.float32", [4], 0, 16, 0]}, )" + level + "}"),
+          "nested (jagged) tensor");
+  refuses(with_meta(R"({"cls": "TensorDict", "leaves": {}, )" + level + R"(, "sub": {"cls": "TensorDict", "leaves": {"y": ["torch.bad", [], 0, 4, 0]}, )" + level + "}}"),
+          "key 'sub': the leaf 'y' has the unknown dtype 'torch.bad'");
+  refuses(with_meta(std::string(300, '[') + std::string(300, ']')), "nested deeper than 256");
+  // A leaf at an offset its dtype does not align is copied out, not misread.
+  const TensorDict odd = td::load_consolidated([&] {
+    write(tmp.path / "o.bin", with_meta(R"({"cls": "TensorDict", "leaves": {"x": ["torch.float32", [2], 1, 9, 0]}, )" + level + "}"));
+    return tmp.path / "o.bin";
+  }());
+  CHECK(odd["x"].equal(torch::zeros({2})));
+}
 
 TEST_CASE("interop: Python's dim names, TensorDict subclasses, list fields, lazy stacks of tensorclasses") {
   const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";

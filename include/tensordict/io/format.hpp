@@ -164,94 +164,17 @@ inline constexpr std::size_t max_json_depth = 256;
 inline constexpr std::size_t max_meta_bytes = std::size_t{1} << 30;
 
 namespace detail {
-// Python's json module writes NaN, Infinity and -Infinity, which JSON lacks; they are read
-// through these strings (which Python never writes: they hold a NUL and a 0x01 byte).
-inline constexpr std::string_view nan_token = "\\u0000\\u0001tensordict:NaN";
-inline constexpr std::string_view inf_token = "\\u0000\\u0001tensordict:Infinity";
-inline constexpr std::string_view ninf_token = "\\u0000\\u0001tensordict:-Infinity";
-
-// `text` with NaN / Infinity / -Infinity outside strings replaced by the quoted tokens above;
-// `replaced` says whether there was any (most files have none, and need no walk to restore).
-inline std::string with_python_floats(std::string_view text, bool& replaced) {
-  replaced = false;
-  std::string out;
-  out.reserve(text.size());
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      out += c;
-      if (c == '\\' && i + 1 < text.size()) {
-        out += text[++i];
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    auto at = [&](std::string_view w) { return text.substr(i, w.size()) == w; };
-    if (c == '"') {
-      in_string = true;
-      out += c;
-    } else if (at("NaN")) {
-      ((out += '"') += nan_token) += '"';
-      replaced = true;
-      i += 2;
-    } else if (at("Infinity")) {
-      ((out += '"') += inf_token) += '"';
-      replaced = true;
-      i += 7;
-    } else if (at("-Infinity")) {
-      ((out += '"') += ninf_token) += '"';
-      replaced = true;
-      i += 8;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// The decoded tokens, as they appear in a parsed string.
-inline const std::string& decoded_token(int which) {
-  static const std::string tokens[3] = {std::string("\0\1tensordict:NaN", 16),
-                                        std::string("\0\1tensordict:Infinity", 21),
-                                        std::string("\0\1tensordict:-Infinity", 22)};
-  return tokens[which];
-}
-
-// Strings that stand for NaN / Infinity turned back into numbers (the depth is bounded).
-inline void restore_python_floats(nlohmann::json& j) {
-  if (j.is_string()) {
-    const auto& s = j.get_ref<const std::string&>();
-    if (s.size() < 2 || s[0] != '\0' || s[1] != '\1') return;
-    for (int k = 0; k < 3; ++k) {
-      if (s == decoded_token(k)) {
-        j = k == 0 ? std::numeric_limits<double>::quiet_NaN()
-                   : (k == 1 ? 1 : -1) * std::numeric_limits<double>::infinity();
-        return;
-      }
-    }
-  } else if (j.is_structured()) {
-    for (auto& v : j) restore_python_floats(v);
-  }
-}
-
-// One pass over the text before it is parsed, without building anything: the nesting depth,
-// the top-level keys in order (a parsed object keeps them sorted), duplicate top-level keys,
-// and integers beyond 64 bits (which would be read as floats).
+// What the reader sees go by: the top-level keys in order (a parsed object keeps them sorted)
+// and duplicate top-level keys. Integers beyond 64 bits are kept (Python's ints have no bound).
 class Scan : public JsonScan {
  public:
   std::vector<std::string> top_keys;
 
   Scan() : JsonScan(max_json_depth, "values nested deeper than " + std::to_string(max_json_depth) + " levels") {}
 
-  bool number_float(number_float_t, const string_t& raw) override {
-    if (raw.find_first_of(".eE") == string_t::npos) {
-      return stop("an integer beyond 64 bits (" + raw.substr(0, 40) + "), which cannot be read exactly");
-    }
-    return true;
-  }
-  bool key(string_t& k) override {
+ protected:
+  bool big_integer_seen(std::string_view) override { return true; }
+  bool key(const std::string& k) override {
     if (depth() == 1) {
       if (!seen_.insert(k).second) return stop("the key '" + k + "' appears twice");
       top_keys.push_back(k);
@@ -264,29 +187,20 @@ class Scan : public JsonScan {
 };
 }  // namespace detail
 
-/// Parses and validates one level's `meta.json` text; `file` names it in errors. Linear in the
-/// text and bounded: values nested deeper than `max_json_depth`, duplicate keys, integers
-/// beyond 64 bits and NUL bytes are errors; Python's NaN and Infinity are read as numbers.
+/// Parses and validates one level's `meta.json` text; `file` names it in errors. One pass, linear
+/// in the text and bounded: values nested deeper than `max_json_depth`, duplicate keys and NUL
+/// bytes are errors; Python's NaN and Infinity are read as numbers, and its integers beyond 64
+/// bits as `big_integer`s.
 inline Level parse_level(std::string_view raw, const std::string& file) {
   if (raw.size() > max_meta_bytes) {
     detail::fail(file, std::to_string(raw.size()) + " bytes, more than the limit of " +
                            std::to_string(max_meta_bytes));
   }
   if (raw.find('\0') != std::string_view::npos) detail::fail(file, "a NUL byte in the JSON text");
-  bool python_floats = false;
-  const std::string text = detail::with_python_floats(raw, python_floats);
   detail::Scan scan;
-  const bool scanned = nlohmann::json::sax_parse(text, &scan);
-  if (!scan.problem.empty()) detail::fail(file, scan.problem);
-  if (!scanned) detail::fail(file, "malformed JSON");
   nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    detail::fail(file, std::string("malformed JSON (") + e.what() + ")");
-  }
+  if (!scan.read(raw, &j)) detail::fail(file, scan.problem);
   if (!j.is_object()) detail::fail(file, "not a JSON object");
-  if (python_floats) detail::restore_python_floats(j);
   if (!j.contains("_type") || !j["_type"].is_string()) detail::fail(file, "no \"_type\" string");
   Level out;
   out.type = j["_type"].get<std::string>();
@@ -346,7 +260,9 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
     }
   }
   if (j.contains("device") && j["device"].is_string()) out.device = j["device"].get<std::string>();
-  if (j.contains("_names") && !j["_names"].is_null()) {
+  // A key named like a field of the level holds an object when it is an entry (Python reads it
+  // so: only objects are entries).
+  if (j.contains("_names") && !j["_names"].is_null() && !j["_names"].is_object()) {
     const auto& names = j["_names"];
     if (!names.is_array() || names.size() != out.batch_size.size()) {
       detail::fail(file, "\"_names\" is not a list of one name per batch dim");
@@ -357,8 +273,8 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
     }
   }
   for (const std::string& key : scan.top_keys) {
-    if (is_level_key(key)) continue;
     const auto& v = j[key];
+    if (is_level_key(key) && !v.is_object()) continue;
     if (!v.is_object()) detail::fail(file, "key '" + key + "': the entry is not an object");
     if (v.contains("dtype")) {
       if (!v["dtype"].is_string()) detail::fail(file, "key '" + key + "': \"dtype\" is not a string");

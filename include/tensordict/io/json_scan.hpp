@@ -1,42 +1,67 @@
 #pragma once
 /// \file
-/// A pass over JSON text that builds nothing (nlohmann's SAX interface): the nesting depth
-/// bounded, the first problem kept. The file formats' readers derive from it to look at what
-/// they need (keys in order, duplicates, integers beyond 64 bits) before anything is parsed.
+/// The one JSON reader of the file formats: a single pass at memory speed (runs of plain string
+/// bytes and whitespace are skipped in tight loops, nothing is re-read), nesting depth bounded,
+/// the first problem kept, and Python's JSON read as Python reads it (NaN, Infinity, integers
+/// of any size). The formats' readers derive from it to look at what they need as it goes by
+/// (keys in order, duplicates).
 
+#include <array>
+#include <charconv>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "../detail/json_text.hpp"
+
 namespace tensordict::format::detail {
 
-class JsonScan : public nlohmann::json_sax<nlohmann::json> {
+class JsonScan {
  public:
   /// The first problem found ("" when none); the scan stops there.
   std::string problem;
 
   /// `max_depth`: objects and arrays nested deeper are a problem, described by `too_deep`.
   JsonScan(std::size_t max_depth, std::string too_deep) : max_depth_(max_depth), too_deep_(std::move(too_deep)) {}
+  virtual ~JsonScan() = default;
+  JsonScan(const JsonScan&) = delete;
+  JsonScan& operator=(const JsonScan&) = delete;
 
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return enter(); }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return --depth_, true; }
-  bool start_array(std::size_t) override { return enter(); }
-  bool end_array() override { return --depth_, true; }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    return stop(std::string("malformed JSON (") + e.what() + ")");
+  /// Reads `text` (one JSON value, whitespace around it) into `*out` (with `out` null, only
+  /// checks it). False, with `problem` set, at the first problem.
+  bool read(std::string_view text, nlohmann::json* out = nullptr) {
+    p_ = text.data();
+    begin_ = p_;
+    end_ = p_ + text.size();
+    if (!value(out)) return false;
+    skip_space();
+    if (p_ != end_) return malformed("text after the JSON value");
+    return true;
   }
 
  protected:
+  /// Called for each key of an object, before its value; false stops the scan.
+  virtual bool key(const std::string&) { return true; }
+  virtual bool start_object() { return enter(); }
+  virtual bool end_object() { return --depth_, true; }
+  virtual bool start_array() { return enter(); }
+  virtual bool end_array() { return --depth_, true; }
+  /// An integer beyond 64 bits (`text`, as written): kept as a `big_integer` when this returns
+  /// true. By default a problem, for formats whose integers are sizes and offsets.
+  virtual bool big_integer_seen(std::string_view text) {
+    return stop("an integer beyond 64 bits (" + std::string(text.substr(0, 40)) + "), which cannot be read exactly");
+  }
+  /// Whether NaN, Infinity and -Infinity (which Python's json writes) are read as numbers.
+  bool python_floats = true;
+  /// How a syntax error starts.
+  std::string malformed_words = "malformed JSON";
+
   /// The depth of the value being read: 1 inside the top-level object.
   std::size_t depth() const noexcept { return depth_; }
   bool enter() {
@@ -49,6 +74,327 @@ class JsonScan : public nlohmann::json_sax<nlohmann::json> {
   }
 
  private:
+  // Bytes a string holds as they are: printable ASCII but the quote and the backslash.
+  static constexpr std::array<bool, 256> plain_ = [] {
+    std::array<bool, 256> t{};
+    for (int c = 0x20; c < 0x80; ++c) t[c] = c != '"' && c != '\\';
+    return t;
+  }();
+
+  bool malformed(const char* what) {
+    return stop(malformed_words + " (at byte " + std::to_string(p_ - begin_) + ": " + what + ")");
+  }
+  void skip_space() {
+    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool word(std::string_view w) {
+    if (static_cast<std::size_t>(end_ - p_) < w.size() || std::string_view(p_, w.size()) != w) {
+      return malformed("an unknown word");
+    }
+    p_ += w.size();
+    return true;
+  }
+
+  bool value(nlohmann::json* out) {
+    skip_space();
+    if (p_ == end_) return malformed("the text ends where a value should be");
+    switch (*p_) {
+      case '{':
+        return object(out);
+      case '[':
+        return array(out);
+      case '"': {
+        std::string s;
+        if (!string(s)) return false;
+        if (out) *out = std::move(s);
+        return true;
+      }
+      case 't':
+        if (!word("true")) return false;
+        if (out) *out = true;
+        return true;
+      case 'f':
+        if (!word("false")) return false;
+        if (out) *out = false;
+        return true;
+      case 'n':
+        if (!word("null")) return false;
+        if (out) *out = nullptr;
+        return true;
+      case 'N':
+      case 'I':
+        return special(out, false);
+      case '-':
+        if (p_ + 1 != end_ && p_[1] == 'I') return special(out, true);
+        return number(out);
+      default:
+        if (*p_ >= '0' && *p_ <= '9') return number(out);
+        return malformed("a character that starts no value");
+    }
+  }
+
+  bool special(nlohmann::json* out, bool negative) {
+    if (!python_floats) return malformed("NaN or Infinity, which JSON lacks");
+    if (negative) ++p_;
+    if (!negative && *p_ == 'N') {
+      if (!word("NaN")) return false;
+      if (out) *out = std::numeric_limits<double>::quiet_NaN();
+      return true;
+    }
+    if (!word("Infinity")) return false;
+    if (out) *out = (negative ? -1 : 1) * std::numeric_limits<double>::infinity();
+    return true;
+  }
+
+  bool object(nlohmann::json* out) {
+    ++p_;
+    if (!start_object()) return false;
+    nlohmann::json obj = nlohmann::json::object();
+    auto* map = out ? &obj.get_ref<nlohmann::json::object_t&>() : nullptr;
+    skip_space();
+    if (p_ != end_ && *p_ == '}') {
+      ++p_;
+    } else {
+      std::string k;
+      for (;;) {
+        skip_space();
+        if (p_ == end_ || *p_ != '"') return malformed("an object's key is not a string");
+        k.clear();
+        if (!string(k) || !key(k)) return false;
+        skip_space();
+        if (p_ == end_ || *p_ != ':') return malformed("no ':' after an object's key");
+        ++p_;
+        if (map) {
+          nlohmann::json v;
+          if (!value(&v)) return false;
+          (*map)[k] = std::move(v);  // a repeated key: the last value, as Python's json keeps
+        } else if (!value(nullptr)) {
+          return false;
+        }
+        skip_space();
+        if (p_ != end_ && *p_ == ',') {
+          ++p_;
+          continue;
+        }
+        if (p_ != end_ && *p_ == '}') {
+          ++p_;
+          break;
+        }
+        return malformed("no ',' or '}' after an object's value");
+      }
+    }
+    if (out) *out = std::move(obj);
+    return end_object();
+  }
+
+  bool array(nlohmann::json* out) {
+    ++p_;
+    if (!start_array()) return false;
+    nlohmann::json arr = nlohmann::json::array();
+    skip_space();
+    if (p_ != end_ && *p_ == ']') {
+      ++p_;
+    } else {
+      for (;;) {
+        if (out) {
+          nlohmann::json v;
+          if (!value(&v)) return false;
+          arr.get_ref<nlohmann::json::array_t&>().push_back(std::move(v));
+        } else if (!value(nullptr)) {
+          return false;
+        }
+        skip_space();
+        if (p_ != end_ && *p_ == ',') {
+          ++p_;
+          continue;
+        }
+        if (p_ != end_ && *p_ == ']') {
+          ++p_;
+          break;
+        }
+        return malformed("no ',' or ']' after an array's value");
+      }
+    }
+    if (out) *out = std::move(arr);
+    return end_array();
+  }
+
+  static int hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+  bool hex4(unsigned& u) {
+    if (end_ - p_ < 4) return malformed("a \\u escape without four hex digits");
+    u = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int h = hex(p_[i]);
+      if (h < 0) return malformed("a \\u escape without four hex digits");
+      u = u * 16 + static_cast<unsigned>(h);
+    }
+    p_ += 4;
+    return true;
+  }
+  static void put_utf8(std::string& s, unsigned cp) {
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      s += static_cast<char>(0xE0 | (cp >> 12));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      s += static_cast<char>(0xF0 | (cp >> 18));
+      s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  // The length of the UTF-8 sequence at p_ (its first byte ≥ 0x80), 0 when it is not one.
+  std::size_t utf8_length() const {
+    const auto* u = reinterpret_cast<const unsigned char*>(p_);
+    const std::size_t left = static_cast<std::size_t>(end_ - p_);
+    auto cont = [&](std::size_t i) { return i < left && (u[i] & 0xC0) == 0x80; };
+    const unsigned c = u[0];
+    if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+      if (left < 2) return 0;
+      const unsigned d = u[1];
+      if ((c == 0xE0 && d < 0xA0) || (c == 0xED && d > 0x9F)) return 0;  // overlong; surrogates
+      return cont(1) && cont(2) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+      if (left < 2) return 0;
+      const unsigned d = u[1];
+      if ((c == 0xF0 && d < 0x90) || (c == 0xF4 && d > 0x8F)) return 0;  // overlong; beyond U+10FFFF
+      return cont(1) && cont(2) && cont(3) ? 4 : 0;
+    }
+    return 0;
+  }
+
+  bool string(std::string& s) {
+    ++p_;
+    for (;;) {
+      const char* run = p_;
+      while (p_ != end_ && plain_[static_cast<unsigned char>(*p_)]) ++p_;
+      s.append(run, p_);
+      if (p_ == end_) return malformed("a string without its closing quote");
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        ++p_;
+        return true;
+      }
+      if (c < 0x20) return malformed("a control character in a string (JSON escapes them)");
+      if (c >= 0x80) {
+        const std::size_t n = utf8_length();
+        if (n == 0) return malformed("a string that is not UTF-8");
+        s.append(p_, n);
+        p_ += n;
+        continue;
+      }
+      // A backslash.
+      if (++p_ == end_) return malformed("a string without its closing quote");
+      const char e = *p_++;
+      switch (e) {
+        case '"': s += '"'; break;
+        case '\\': s += '\\'; break;
+        case '/': s += '/'; break;
+        case 'b': s += '\b'; break;
+        case 'f': s += '\f'; break;
+        case 'n': s += '\n'; break;
+        case 'r': s += '\r'; break;
+        case 't': s += '\t'; break;
+        case 'u': {
+          unsigned u = 0;
+          if (!hex4(u)) return false;
+          if (u >= 0xDC00 && u <= 0xDFFF) return malformed("a lone low surrogate in a \\u escape");
+          if (u >= 0xD800 && u <= 0xDBFF) {
+            unsigned lo = 0;
+            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') {
+              return malformed("a high surrogate not followed by a low one");
+            }
+            p_ += 2;
+            if (!hex4(lo)) return false;
+            if (lo < 0xDC00 || lo > 0xDFFF) return malformed("a high surrogate not followed by a low one");
+            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+          }
+          put_utf8(s, u);
+          break;
+        }
+        default:
+          --p_;
+          return malformed("an unknown escape in a string");
+      }
+    }
+  }
+
+  bool number(nlohmann::json* out) {
+    const char* b = p_;
+    const bool negative = *p_ == '-';
+    if (negative) ++p_;
+    auto digit = [&] { return p_ != end_ && *p_ >= '0' && *p_ <= '9'; };
+    if (!digit()) return malformed("a '-' without digits");
+    if (*p_ == '0') {
+      ++p_;
+    } else {
+      while (digit()) ++p_;
+    }
+    bool integer = true;
+    if (p_ != end_ && *p_ == '.') {
+      integer = false;
+      ++p_;
+      if (!digit()) return malformed("a number's '.' without digits after it");
+      while (digit()) ++p_;
+    }
+    bool negative_exponent = false;
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+      integer = false;
+      ++p_;
+      if (p_ != end_ && (*p_ == '+' || *p_ == '-')) negative_exponent = *p_++ == '-';
+      if (!digit()) return malformed("a number's exponent without digits");
+      while (digit()) ++p_;
+    }
+    const std::string_view text(b, static_cast<std::size_t>(p_ - b));
+    if (integer) {
+      if (negative) {
+        std::int64_t v = 0;
+        const auto r = std::from_chars(b, p_, v);
+        if (r.ec == std::errc()) {
+          if (out) *out = v;
+          return true;
+        }
+      } else {
+        std::uint64_t v = 0;
+        const auto r = std::from_chars(b, p_, v);
+        if (r.ec == std::errc()) {
+          if (out) *out = v;
+          return true;
+        }
+      }
+      if (!big_integer_seen(text)) return false;
+      if (out) *out = *tensordict::big_integer(text);
+      return true;
+    }
+    double v = 0;
+    const auto r = std::from_chars(b, p_, v);
+    if (r.ec == std::errc::result_out_of_range) {
+      // As Python's float(): beyond the range is infinite, below it zero.
+      const bool tiny = negative_exponent || (text.substr(negative ? 1 : 0, 2) == "0.");
+      v = tiny ? 0.0 : std::numeric_limits<double>::infinity();
+      if (negative) v = -v;
+    } else if (r.ec != std::errc() || r.ptr != p_) {
+      return malformed("a number that cannot be read");
+    }
+    if (out) *out = v;
+    return true;
+  }
+
+  const char* p_ = nullptr;
+  const char* begin_ = nullptr;
+  const char* end_ = nullptr;
   std::size_t depth_ = 0;
   std::size_t max_depth_;
   std::string too_deep_;

@@ -94,13 +94,15 @@ namespace detail {
 // A pass over the header text that builds nothing: nesting depth, duplicate top-level names.
 class Scan : public format::detail::JsonScan {
  public:
-  Scan() : JsonScan(max_header_depth, "a header nested deeper than any safetensors header") {}
-  bool key(string_t& k) override {
+  Scan() : JsonScan(max_header_depth, "a header nested deeper than any safetensors header") {
+    python_floats = false;  // safetensors' own parser reads JSON proper
+    malformed_words = "malformed JSON header";
+  }
+
+ protected:
+  bool key(const std::string& k) override {
     if (depth() == 1 && !seen_.insert(k).second) return stop("the tensor '" + k + "' appears twice");
     return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    return stop(std::string("malformed JSON header (") + e.what() + ")");
   }
 
  private:
@@ -135,15 +137,8 @@ inline Header parse_header(std::string_view text, std::uint64_t file_size, const
   while (!json.empty() && json.back() == ' ') json.remove_suffix(1);
   if (json.find('\0') != std::string_view::npos) detail::fail(file, "a NUL byte in the header");
   detail::Scan scan;
-  const bool ok = nlohmann::json::sax_parse(json, &scan);
-  if (!scan.problem.empty()) detail::fail(file, scan.problem);
-  if (!ok) detail::fail(file, "malformed JSON header");
   nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::exception& e) {
-    detail::fail(file, std::string("malformed JSON header (") + e.what() + ")");
-  }
+  if (!scan.read(json, &j)) detail::fail(file, scan.problem);
   if (!j.is_object()) detail::fail(file, "the header is not a JSON object");
   Header out;
   out.data_start = 8 + text.size();

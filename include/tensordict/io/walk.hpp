@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Reading a save from disk, without libtorch: every folder is opened through its parent's
-/// handle (`openat`, never following a link), every `meta.json` parsed and checked, every leaf's
+/// handle (`openat`; a symbolic link is followed only where it stays within the save's folder),
+/// every `meta.json` parsed and checked, every leaf's
 /// file mapped or read. One handle on the save's folder is held for the whole load, so a save
 /// that replaces it meanwhile (memmap swaps the new folder in whole) is never mixed with it: the
 /// load sees that the folder was replaced and starts over on the new one.
@@ -109,15 +110,60 @@ inline void check_plain(const std::string& path, const std::string& name) {
   }
 }
 
+// The real path of the save being read on this thread (set by `read_save`): links are followed
+// only to files and folders beneath it.
+inline const std::string*& save_root() noexcept {
+  thread_local const std::string* root = nullptr;
+  return root;
+}
+
+// The path an open descriptor names now ("" where /proc cannot say).
+inline std::string fd_path(int fd) {
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  std::string out(4096, '\0');
+  const ssize_t n = ::readlink(proc.c_str(), out.data(), out.size());
+  if (n <= 0 || static_cast<std::size_t>(n) >= out.size()) return {};
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+// `name` in `dirfd`, a symbolic link, opened with `flags` if it leads beneath the save's folder
+// (Python's loader follows links; a link that leaves the save is refused). The link is resolved
+// without opening what it names (O_PATH), checked, and then reopened through that handle, so a
+// link swapped meanwhile changes nothing. -1 (errno kept) where it cannot be opened.
+inline int open_link_beneath(int dirfd, const std::string& path, const std::string& name, int flags) {
+  const std::string* root = save_root();
+  if (!root) return errno = ELOOP, -1;
+  const int where = ::openat(dirfd, name.c_str(), O_PATH | O_CLOEXEC);
+  if (where < 0) return -1;
+  const Fd hold(where);
+  const std::string real = fd_path(where);
+  const bool beneath = !real.empty() && real.compare(0, root->size(), *root) == 0 &&
+                       (real.size() == root->size() || real[root->size()] == '/' || *root == "/");
+  if (!beneath) {
+    throw FormatError(path + ": a symbolic link to " + (real.empty() ? std::string("a place /proc cannot name") : real) +
+                      ", outside the save's folder (links are followed only within it)");
+  }
+  return ::open(("/proc/self/fd/" + std::to_string(where)).c_str(), flags & ~O_NOFOLLOW);
+}
+
+inline bool is_link_at(int dirfd, const std::string& name) {
+  struct stat st {};
+  const int err = errno;
+  const bool link = ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+  errno = err;
+  return link;
+}
+
 // Why `name` in `dirfd` could not be opened as wanted, as an error naming `path`.
 [[noreturn]] inline void open_failed(int dirfd, const std::string& path, const std::string& name,
                                      int err, bool folder) {
-  if (err == ENOENT) throw FormatError(path + ": missing");
   struct stat st {};
-  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  const bool there = ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (err == ENOENT && !(there && S_ISLNK(st.st_mode))) throw FormatError(path + ": missing");
+  if (there) {
     if (S_ISLNK(st.st_mode)) {
-      throw FormatError(path + ": a symbolic link; loading never follows links (a save holds "
-                               "folders and regular files only)");
+      throw FormatError(path + ": a symbolic link that leads nowhere within the save (" + os_reason(err) + ")");
     }
     if (folder && !S_ISDIR(st.st_mode)) throw FormatError(path + ": not a folder");
     if (!folder && !S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
@@ -127,7 +173,12 @@ inline void check_plain(const std::string& path, const std::string& name) {
 
 inline Fd open_dir_at(int dirfd, const std::string& path, const std::string& name) {
   check_plain(path, name);
-  const int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::openat(dirfd, name.c_str(), flags);
+  // A link fails O_NOFOLLOW with ELOOP, or O_DIRECTORY first with ENOTDIR.
+  if (fd < 0 && (errno == ELOOP || errno == ENOTDIR) && is_link_at(dirfd, name)) {
+    fd = open_link_beneath(dirfd, path, name, flags);
+  }
   if (fd < 0) open_failed(dirfd, path, name, errno, true);
   return Fd(fd);
 }
@@ -140,15 +191,19 @@ inline Fd open_file_at(int dirfd, const std::string& path, const std::string& na
   const int flags = O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
   int fd = -1;
   writable = false;
+  auto open = [&](int mode) {
+    const int f = ::openat(dirfd, name.c_str(), mode | flags);
+    return f < 0 && errno == ELOOP ? open_link_beneath(dirfd, path, name, mode | flags) : f;
+  };
   if (want_write) {
-    fd = ::openat(dirfd, name.c_str(), O_RDWR | flags);
+    fd = open(O_RDWR);
     if (fd >= 0) {
       writable = true;
     } else if (errno != EACCES && errno != EROFS && errno != EPERM && errno != ETXTBSY) {
       open_failed(dirfd, path, name, errno, false);
     }
   }
-  if (fd < 0) fd = ::openat(dirfd, name.c_str(), O_RDONLY | flags);
+  if (fd < 0) fd = open(O_RDONLY);
   if (fd < 0) open_failed(dirfd, path, name, errno, false);
   Fd f(fd);
   if (::fstat(fd, &st) != 0) throw FormatError(path + ": cannot be read (" + os_reason(errno) + ")");
@@ -387,6 +442,12 @@ inline constexpr int max_load_attempts = 16;
 inline std::unique_ptr<Node> read_save(const std::string& root, const LoadOptions& o = {}) {
   for (int attempt = 0; attempt < max_load_attempts; ++attempt) {
     const Fd fd = detail::open_root(root);
+    const std::string real = detail::fd_path(fd.get());
+    struct Scope {
+      const std::string* prev;
+      explicit Scope(const std::string* r) : prev(std::exchange(detail::save_root(), r)) {}
+      ~Scope() { detail::save_root() = prev; }
+    } scope(real.empty() ? nullptr : &real);
     try {
       detail::Walk w;
       auto node = detail::read_node(fd.get(), root, 0, w);
