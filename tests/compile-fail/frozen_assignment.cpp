@@ -1,5 +1,6 @@
 // expect: as .+this.+ argument discards qualifiers
-#include <tensordict/tensordict.hpp>
+#include <torch/torch.h>
+#include <tensordict/core.hpp>
 struct State { torch::Tensor pos, vel; };
 int main() {
   const State s{torch::zeros({4, 3}), torch::ones({4, 3})};

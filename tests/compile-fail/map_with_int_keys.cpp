@@ -1,6 +1,7 @@
 // expect: tensordict: a member holds tensors but is no node
 #include <map>
-#include <tensordict/tensordict.hpp>
+#include <torch/torch.h>
+#include <tensordict/core.hpp>
 // Only maps with std::string keys are nodes (their keys become key paths).
 struct Bad { std::map<int, torch::Tensor> by_id; };
 int main() {

@@ -1,5 +1,6 @@
 // expect: tensordict: apply/for_each zip trees of one type
-#include <tensordict/tensordict.hpp>
+#include <torch/torch.h>
+#include <tensordict/core.hpp>
 struct A { torch::Tensor x; };
 struct B { torch::Tensor x; };
 int main() {

@@ -1,5 +1,6 @@
 // expect: tensordict: this type is not an aggregate
-#include <tensordict/tensordict.hpp>
+#include <torch/torch.h>
+#include <tensordict/core.hpp>
 class Bad {
  public:
   explicit Bad(torch::Tensor w) : w_(std::move(w)) {}

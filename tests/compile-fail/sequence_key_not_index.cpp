@@ -1,6 +1,7 @@
 // expect: tensordict: unknown key: after a sequence
 #include <vector>
-#include <tensordict/tensordict.hpp>
+#include <torch/torch.h>
+#include <tensordict/core.hpp>
 struct Lin { torch::Tensor weight, bias; };
 struct Model { std::vector<Lin> blocks; };
 int main() {

@@ -1,5 +1,6 @@
 // expect: tensordict: this struct has more than 256 fields
-#include <tensordict/tensordict.hpp>
+#include <torch/torch.h>
+#include <tensordict/core.hpp>
 
 #define TD_WIDE8(p) torch::Tensor p##0, p##1, p##2, p##3, p##4, p##5, p##6, p##7;
 #define TD_WIDE64(p) TD_WIDE8(p##a) TD_WIDE8(p##b) TD_WIDE8(p##c) TD_WIDE8(p##d) \

@@ -1,6 +1,7 @@
 // expect: tensordict: unknown key
 #include <string>
-#include <tensordict/tensordict.hpp>
+#include <torch/torch.h>
+#include <tensordict/core.hpp>
 struct Linear { torch::Tensor weight, bias; std::string activation; };
 int main() {
   Linear p{};

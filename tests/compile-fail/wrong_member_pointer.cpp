@@ -1,5 +1,6 @@
 // expect: tensordict: replace: a member pointer names a field of another type
-#include <tensordict/tensordict.hpp>
+#include <torch/torch.h>
+#include <tensordict/core.hpp>
 struct A { torch::Tensor x; };
 struct B { torch::Tensor x; };
 int main() {
