@@ -146,42 +146,44 @@ class JsonScan {
     return true;
   }
 
+  // At an object's or array's first value: true (and past it) when `close` ends it at once.
+  bool empty_until(char close) {
+    skip_space();
+    if (p_ == end_ || *p_ != close) return false;
+    ++p_;
+    return true;
+  }
+  // After a value in an object or array: `more` says whether ',' (another value) or `close`
+  // followed; anything else is a problem.
+  bool after_value(char close, bool& more, const char* what) {
+    skip_space();
+    if (p_ == end_ || (*p_ != ',' && *p_ != close)) return malformed(what);
+    more = *p_++ == ',';
+    return true;
+  }
+
   bool object(nlohmann::json* out) {
     ++p_;
     if (!start_object()) return false;
     nlohmann::json obj = nlohmann::json::object();
     auto* map = out ? &obj.get_ref<nlohmann::json::object_t&>() : nullptr;
-    skip_space();
-    if (p_ != end_ && *p_ == '}') {
+    std::string k;
+    for (bool more = !empty_until('}'); more;) {
+      skip_space();
+      if (p_ == end_ || *p_ != '"') return malformed("an object's key is not a string");
+      k.clear();
+      if (!string(k) || !key(k)) return false;
+      skip_space();
+      if (p_ == end_ || *p_ != ':') return malformed("no ':' after an object's key");
       ++p_;
-    } else {
-      std::string k;
-      for (;;) {
-        skip_space();
-        if (p_ == end_ || *p_ != '"') return malformed("an object's key is not a string");
-        k.clear();
-        if (!string(k) || !key(k)) return false;
-        skip_space();
-        if (p_ == end_ || *p_ != ':') return malformed("no ':' after an object's key");
-        ++p_;
-        if (map) {
-          nlohmann::json v;
-          if (!value(&v)) return false;
-          (*map)[k] = std::move(v);  // a repeated key: the last value, as Python's json keeps
-        } else if (!value(nullptr)) {
-          return false;
-        }
-        skip_space();
-        if (p_ != end_ && *p_ == ',') {
-          ++p_;
-          continue;
-        }
-        if (p_ != end_ && *p_ == '}') {
-          ++p_;
-          break;
-        }
-        return malformed("no ',' or '}' after an object's value");
+      if (map) {
+        nlohmann::json v;
+        if (!value(&v)) return false;
+        (*map)[k] = std::move(v);  // a repeated key: the last value, as Python's json keeps
+      } else if (!value(nullptr)) {
+        return false;
       }
+      if (!after_value('}', more, "no ',' or '}' after an object's value")) return false;
     }
     if (out) *out = std::move(obj);
     return end_object();
@@ -191,29 +193,15 @@ class JsonScan {
     ++p_;
     if (!start_array()) return false;
     nlohmann::json arr = nlohmann::json::array();
-    skip_space();
-    if (p_ != end_ && *p_ == ']') {
-      ++p_;
-    } else {
-      for (;;) {
-        if (out) {
-          nlohmann::json v;
-          if (!value(&v)) return false;
-          arr.get_ref<nlohmann::json::array_t&>().push_back(std::move(v));
-        } else if (!value(nullptr)) {
-          return false;
-        }
-        skip_space();
-        if (p_ != end_ && *p_ == ',') {
-          ++p_;
-          continue;
-        }
-        if (p_ != end_ && *p_ == ']') {
-          ++p_;
-          break;
-        }
-        return malformed("no ',' or ']' after an array's value");
+    for (bool more = !empty_until(']'); more;) {
+      if (out) {
+        nlohmann::json v;
+        if (!value(&v)) return false;
+        arr.get_ref<nlohmann::json::array_t&>().push_back(std::move(v));
+      } else if (!value(nullptr)) {
+        return false;
       }
+      if (!after_value(']', more, "no ',' or ']' after an array's value")) return false;
     }
     if (out) *out = std::move(arr);
     return end_array();
