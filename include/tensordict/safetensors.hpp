@@ -235,48 +235,8 @@ inline std::string tree_name(const std::string& name, const CheckpointOptions& o
 
 // Python tensordict's structure metadata: one level, rebuilt (the key order of "keys" is the
 // saved order, which a parsed JSON object does not keep: it comes from `order`).
-struct StructureOrder {
-  std::unordered_map<std::string, std::vector<std::string>> keys;  // by the level's path
-};
-
-class StructureScan : public format::detail::JsonScan {
- public:
-  StructureOrder order;
-  StructureScan()
-      : JsonScan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth)) {}
-  std::string joined() const {
-    std::string s;
-    for (const auto& p : path_) (s += p) += '\x1f';
-    return s;
-  }
-
- protected:
-  bool big_integer_seen(std::string_view) override { return true; }
-  bool start_object() override {
-    path_.push_back(std::exchange(pending_, {}));
-    return JsonScan::start_object();
-  }
-  bool key(const std::string& k) override {
-    // An object whose own key is "keys" lists a level's entries: keep their order.
-    if (!path_.empty() && path_.back() == "keys") order.keys[joined()].push_back(k);
-    pending_ = k;
-    return true;
-  }
-  bool end_object() override { return path_.pop_back(), JsonScan::end_object(); }
-  bool start_array() override {
-    path_.push_back("[]");
-    pending_.clear();
-    return JsonScan::start_array();
-  }
-  bool end_array() override { return path_.pop_back(), JsonScan::end_array(); }
-
- private:
-  std::vector<std::string> path_;
-  std::string pending_;
-};
-
 inline TensorDict decode_level(const nlohmann::json& level, const std::string& at_path, StFile& f,
-                               const StructureOrder& order, std::set<std::string>& used,
+                               const KeyOrder& order, std::set<std::string>& used,
                                const std::string& file) {
   const std::string where = file + ": tensordict metadata";
   if (!level.is_object() || !level.contains("batch_size") || !level["batch_size"].is_array() ||
@@ -361,14 +321,14 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
     for (const auto& n : names) set_dotted(out, n, f.tensors.at(n), file);
     return out;
   }
-  StructureScan scan;
+  KeyOrder scan;
   nlohmann::json j;
   if (!scan.read(meta->second, &j)) throw FormatError(file + ": tensordict metadata: " + scan.problem);
   if (!j.is_object() || !j.contains("version") || j["version"] != 1 || !j.contains("root")) {
     throw FormatError(file + ": tensordict metadata of an unknown version (this library reads version 1)");
   }
   std::set<std::string> used;
-  TensorDict out = decode_level(j["root"], "\x1froot\x1f", f, scan.order, used, file);
+  TensorDict out = decode_level(j["root"], KeyOrder::child("", "root"), f, scan, used, file);
   for (const auto& [n, t] : f.tensors) {
     if (!used.count(n)) throw FormatError(file + ": the tensor '" + n + "' is not in its tensordict metadata");
   }
