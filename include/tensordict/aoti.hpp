@@ -186,7 +186,7 @@ class Package {
     if constexpr (std::is_same_v<T, TensorDict>) {
       for (const auto& [k, t] : tree.named_tensors()) named.emplace_back(k.join("."), t);
     } else {
-      for (const auto& [k, t] : named_leaves(tree)) named.emplace_back(std::string(k_str(k)), t);
+      for (const auto& [k, t] : named_leaves(tree)) named.emplace_back(std::string(k.dotted), t);
     }
     for (const auto& [k, t] : named) {
       if (!t.defined()) continue;
@@ -226,15 +226,6 @@ class Package {
   torch::inductor::AOTIModelPackageLoader& loader() noexcept { return *loader_; }
 
  private:
-  template <class K>
-  static std::string_view k_str(const K& k) {
-    if constexpr (std::is_same_v<K, KeyPath>) {
-      return k.dotted;
-    } else {
-      return k;
-    }
-  }
-
   template <class Out>
   Out outputs_of(std::vector<at::Tensor> flat) const {
     const PyTreeSpec& s = outputs_->spec();

@@ -22,9 +22,10 @@
 
 namespace tensordict {
 
-/// A tree with batch dims: a reflectable struct or a `TensorDict`.
+/// The same as `tree`: every tree, a `TensorDict` included, may carry batch dims. Kept as a name
+/// of its own for code written against it; new code says `tree`.
 template <class T>
-concept batched_tree = tree<T> || std::is_same_v<std::remove_cv_t<T>, TensorDict>;
+concept batched_tree = tree<T>;
 
 namespace detail {
 
@@ -160,7 +161,7 @@ NonTensorStack rebatch_stack(const char* op, const Loc& loc, const NonTensorStac
 
 /// The batch size of a tree: a struct's `BatchSize` member (`[]` without one), or a
 /// TensorDict's.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] BatchSize batch_size(const T& t) {
   static_assert(detail::root_batch_members<T>() <= 1,
                 "tensordict: a struct has at most one BatchSize member");
@@ -170,7 +171,7 @@ template <batched_tree T>
 
 /// Validates that every leaf starts with the batch dims (and nested batch sizes extend the
 /// enclosing one); a `BatchSizeError` names the leaf's path, its shape and the batch size.
-template <batched_tree T>
+template <tree T>
 void check(const T& t, const char* op = "check") {
   detail::Cursor c;
   detail::check_level(op, t, BatchSize{}, c);
@@ -182,10 +183,10 @@ namespace detail {
 // leading dims are the batch dims) and the element positions of each non-tensor stack; the
 // result has batch size `to`, nested batch sizes keep their extra dims. The result is
 // validated.
-template <batched_tree T, class F>
+template <tree T, class F>
 T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
   const BatchSize from = batch_size(t);
-  T out = apply_impl<T, false, false>(op, t, f);
+  T out = apply_impl<T, unsettled_apply>(op, t, f);
   auto stacks = [&](const auto& loc, const auto& a, auto& o) {
     if constexpr (entry_like<std::remove_cvref_t<decltype(a)>>) {
       if (a.is_non_tensor_stack()) o = rebatch_stack(op, loc, a.non_tensor_stack(), *loc.batch(), f);
@@ -342,7 +343,7 @@ inline std::vector<int64_t> cat_dims(c10::IntArrayRef a, c10::IntArrayRef b) {
 /// The sub-batch at `idx`: ints, `Slice`, `None`, `Ellipsis`, long index tensors, bool masks,
 /// and lists of these, as libtorch's `Tensor::index` takes them, applied to the batch dims of
 /// every leaf. `index(s, {Slice(1, 3)})` is Python's `s[1:3]`.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T index(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx) {
   const BatchSize bs = batch_size(t);
   auto full = detail::batch_index("index", idx, bs);
@@ -350,7 +351,7 @@ template <batched_tree T>
   return detail::rebatch("index", t, [&](const at::Tensor& x) { return x.index(full); }, to);
 }
 /// `index(t, {i})`.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T index(const T& t, int64_t i) {
   return index(t, {at::indexing::TensorIndex(i)});
 }
@@ -392,7 +393,7 @@ std::pair<std::vector<at::indexing::TensorIndex>, std::vector<int64_t>> set_at_t
 /// batch size (or one that broadcasts to it) and the same keys and static fields. Every shape
 /// is checked before anything is written. A non-const TensorDict takes any subset of its keys
 /// and creates keys it lacks (next overload).
-template <batched_tree T>
+template <tree T>
 void set_at(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx, const T& value) {
   const BatchSize bs = batch_size(t);
   const auto [full, sub] = detail::set_at_target(bs, idx, value);
@@ -490,7 +491,7 @@ inline void set_at(TensorDict& t, at::ArrayRef<at::indexing::TensorIndex> idx, c
 
 namespace detail {
 // reshape and view: the new batch size from `shape`, each leaf keeping its own dims after it.
-template <batched_tree T>
+template <tree T>
 T reshape_batch(const char* op, const T& t, c10::IntArrayRef shape, bool copy_allowed) {
   const BatchSize bs = batch_size(t);
   const BatchSize to = with_index_error(
@@ -504,21 +505,21 @@ T reshape_batch(const char* op, const T& t, c10::IntArrayRef shape, bool copy_al
 }  // namespace detail
 
 /// The batch dims reshaped to `shape` (one `-1` allowed); every leaf keeps its own dims after them.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T reshape(const T& t, c10::IntArrayRef shape) {
   return detail::reshape_batch("reshape", t, shape, true);
 }
 /// `reshape` that must not copy (`Tensor::view`): a leaf that cannot be viewed is an error.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T view(const T& t, c10::IntArrayRef shape) {
   return detail::reshape_batch("view", t, shape, false);
 }
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T unsqueeze(const T& t, int64_t dim);
 
 /// Batch dims `start..end` (inclusive) merged into one. A tree without batch dims gets the
 /// batch size [1] from `flatten(t, 0, 0)` (or -1), as a 0-dim tensor does from `torch.flatten`.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T flatten(const T& t, int64_t start, int64_t end) {
   const BatchSize bs = batch_size(t);
   if (bs.empty() && (start == 0 || start == -1) && (end == 0 || end == -1)) return unsqueeze(t, 0);
@@ -529,7 +530,7 @@ template <batched_tree T>
   return detail::rebatch("flatten", t, [&](const at::Tensor& x) { return x.flatten(s, e); }, to);
 }
 /// Batch dim `dim` split into `sizes` (one `-1` allowed).
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T unflatten(const T& t, int64_t dim, c10::IntArrayRef sizes) {
   const BatchSize bs = batch_size(t);
   const int64_t d = detail::batch_dim("unflatten", dim, bs.size(), bs);
@@ -539,7 +540,7 @@ template <batched_tree T>
   return detail::rebatch("unflatten", t, [&](const at::Tensor& x) { return x.unflatten(d, sizes); }, to);
 }
 /// Every batch dim of size 1 removed.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T squeeze(const T& t) {
   const BatchSize bs = batch_size(t);
   std::vector<int64_t> dims, keep;
@@ -558,7 +559,7 @@ template <batched_tree T>
 }
 /// Batch dim `dim` removed if it has size 1; otherwise the tree unchanged (as torch's
 /// `squeeze(dim)` and Python tensordict's).
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T squeeze(const T& t, int64_t dim) {
   const BatchSize bs = batch_size(t);
   const int64_t d = detail::batch_dim("squeeze", dim, bs.size(), bs);
@@ -569,7 +570,7 @@ template <batched_tree T>
                          BatchSize(c10::IntArrayRef(keep)));
 }
 /// A batch dim of size 1 inserted at `dim` (`0..batch dims`; negative counts from the end).
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T unsqueeze(const T& t, int64_t dim) {
   const BatchSize bs = batch_size(t);
   const int64_t d = detail::batch_dim("unsqueeze", dim, bs.size(), bs, true);
@@ -579,7 +580,7 @@ template <batched_tree T>
                          BatchSize(c10::IntArrayRef(to)));
 }
 /// The batch dims reordered: `dims` is a permutation of `0..batch dims - 1`.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T permute(const T& t, c10::IntArrayRef dims) {
   const BatchSize bs = batch_size(t);
   if (dims.size() != bs.size()) {
@@ -597,7 +598,7 @@ template <batched_tree T>
   }, to);
 }
 /// Batch dims `dim0` and `dim1` swapped.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T transpose(const T& t, int64_t dim0, int64_t dim1) {
   const BatchSize bs = batch_size(t);
   const int64_t a = detail::batch_dim("transpose", dim0, bs.size(), bs);
@@ -608,7 +609,7 @@ template <batched_tree T>
                          BatchSize(c10::IntArrayRef(to)));
 }
 /// The batch dims broadcast to `shape` (new leading dims allowed), without copying.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T expand(const T& t, c10::IntArrayRef shape) {
   const BatchSize bs = batch_size(t);
   const BatchSize to = detail::with_index_error(
@@ -709,7 +710,7 @@ void combine_static(const char* op, const Loc& loc, V& out, const std::vector<co
 // and the result has batch size `to` (nested levels keep their extra dims). The trees must
 // have the same shape (keys matched as sets: the first tree's order is the result's) and the
 // same static fields (see combine_static).
-template <batched_tree T, class F>
+template <tree T, class F>
 T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
   const std::size_t n = ts.size();
   for (std::size_t i = 1; i < n; ++i) {
@@ -778,7 +779,7 @@ T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
 /// have the same batch size, keys and static fields (an error names the field and both
 /// values). In a TensorDict, non-tensor values that differ become a `NonTensorStack`, along any
 /// dim (`cat` likewise).
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T stack(std::span<const T> ts, int64_t dim = 0) {
   detail::same_batch("stack", ts);
   const BatchSize bs = batch_size(ts[0]);
@@ -788,17 +789,17 @@ template <batched_tree T>
   return detail::combine<T>("stack", ts, [&](at::TensorList xs) { return at::stack(xs, d); },
                             BatchSize(c10::IntArrayRef(to)));
 }
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T stack(const std::vector<T>& ts, int64_t dim = 0) {
   return stack(std::span<const T>(ts), dim);
 }
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T stack(std::initializer_list<T> ts, int64_t dim = 0) {
   return stack(std::span<const T>(ts.begin(), ts.size()), dim);
 }
 
 /// The trees concatenated along batch dim `dim`; the other batch dims must agree.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T cat(std::span<const T> ts, int64_t dim = 0) {
   if (ts.empty()) throw Error("cat: no trees given");
   const BatchSize bs = batch_size(ts[0]);
@@ -810,17 +811,17 @@ template <batched_tree T>
   return detail::combine<T>("cat", ts, [&](at::TensorList xs) { return at::cat(xs, d); },
                             BatchSize(c10::IntArrayRef(to)));
 }
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T cat(const std::vector<T>& ts, int64_t dim = 0) {
   return cat(std::span<const T>(ts), dim);
 }
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T cat(std::initializer_list<T> ts, int64_t dim = 0) {
   return cat(std::span<const T>(ts.begin(), ts.size()), dim);
 }
 
 /// The trees along batch dim `dim`, as `Tensor::unbind` gives them.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] std::vector<T> unbind(const T& t, int64_t dim = 0) {
   const BatchSize bs = batch_size(t);
   const int64_t d = detail::batch_dim("unbind", dim, bs.size(), bs);
@@ -835,7 +836,7 @@ template <batched_tree T>
 }
 
 /// Consecutive parts of batch dim `dim` of the given sizes (they must sum to the dim's size).
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] std::vector<T> split(const T& t, c10::IntArrayRef sizes, int64_t dim = 0) {
   const BatchSize bs = batch_size(t);
   const int64_t d = detail::batch_dim("split", dim, bs.size(), bs);
@@ -858,7 +859,7 @@ template <batched_tree T>
   return out;
 }
 /// Parts of `split_size` along batch dim `dim` (the last may be smaller), as `Tensor::split`.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] std::vector<T> split(const T& t, int64_t split_size, int64_t dim = 0) {
   const BatchSize bs = batch_size(t);
   const int64_t d = detail::batch_dim("split", dim, bs.size(), bs);
@@ -871,7 +872,7 @@ template <batched_tree T>
   return split(t, c10::IntArrayRef(sizes), d);
 }
 /// `chunks` parts along batch dim `dim`, as `Tensor::chunk` gives them.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] std::vector<T> chunk(const T& t, int64_t chunks, int64_t dim = 0) {
   const BatchSize bs = batch_size(t);
   const int64_t d = detail::batch_dim("chunk", dim, bs.size(), bs);
@@ -904,18 +905,18 @@ inline void check_mask(const char* op, const at::Tensor& mask, const BatchSize& 
 
 /// Leaf by leaf, `a` where `cond` is true and `b` elsewhere; `cond` has the batch shape (or a
 /// prefix of it; its dims of 1 broadcast) and `a`, `b` the same keys and static fields.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T where(const at::Tensor& cond, const T& a, const T& b) {
   detail::check_mask("where", cond, batch_size(a));
   auto f = [&](const at::Tensor& x, const at::Tensor& y) {
     return at::where(detail::batch_mask(cond, x), x, y);
   };
-  T out = detail::apply_impl<T, false, false>("where", a, f, b);
+  T out = detail::apply_impl<T, detail::unsettled_apply>("where", a, f, b);
   check(out, "where");
   return out;
 }
 /// Every leaf with `value` where `mask` (batch-shaped, or a prefix; dims of 1 broadcast) is true.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T masked_fill(const T& t, const at::Tensor& mask, const at::Scalar& value) {
   const BatchSize bs = batch_size(t);
   detail::check_mask("masked_fill", mask, bs);
@@ -928,7 +929,7 @@ template <batched_tree T>
 
 /// Every leaf in page-locked memory, for faster host-to-device copies (`to(device, true)`). A
 /// consolidated tree is pinned as one buffer and stays consolidated: its move is one transfer.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T pin_memory(const T& t) {
   const auto ls = tensordict::leaves(t);
   auto pinned = detail::map_consolidated(
@@ -946,7 +947,7 @@ template <batched_tree T>
                          batch_size(t));
 }
 /// Every leaf contiguous.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T contiguous(const T& t) {
   return detail::rebatch("contiguous", t, [](const at::Tensor& x) { return x.contiguous(); },
                          batch_size(t));
@@ -961,7 +962,7 @@ namespace tensordict {
 /// One storage for every leaf: the leaves become views into a single byte buffer (dtypes may
 /// differ), so that `to(device)` of the result is one transfer. Values are copied exactly;
 /// the new leaves do not require grad. All leaves must be on one device.
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] T consolidate(const T& t) {
   const auto ls = tensordict::leaves(t);
   return TreeSpec<T>(t).unflatten(
@@ -969,7 +970,7 @@ template <batched_tree T>
 }
 
 /// Whether every present leaf is a view of one storage (as `consolidate` leaves a tree).
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] bool is_consolidated(const T& t) {
   const c10::StorageImpl* s = nullptr;
   for (const auto& x : tensordict::leaves(t)) {
@@ -1021,7 +1022,7 @@ inline Padded pad_tensors(const std::string& key, const std::vector<at::Tensor>&
 /// Trees whose leaves may differ in shape (sequences of different lengths), kept as they are.
 /// Element access gives back the original element; `padded` reads one key as a padded tensor
 /// with a mask; `densify` stacks elements of equal shapes into an ordinary tree.
-template <batched_tree T>
+template <tree T>
 class LazyStack {
  public:
   /// The stack of `elements` (at least one, each with the same number of batch dims) along the
@@ -1116,7 +1117,7 @@ class LazyStack {
 };
 
 /// A lazy stack of `elements` along batch dim `dim` (Python's `lazy_stack(elements, dim)`).
-template <batched_tree T>
+template <tree T>
 [[nodiscard]] LazyStack<T> lazy_stack(std::vector<T> elements, int64_t dim = 0) {
   return LazyStack<T>(std::move(elements), dim);
 }

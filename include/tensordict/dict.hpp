@@ -220,7 +220,11 @@ struct TableKey {
 /// `apply` or a batch operation copies no name; a tree makes its own table when its keys change.
 /// A reference to an entry (`entry`, `get`) stays valid until an entry is added to or removed
 /// from its level, as a `std::vector` element's does.
-class TensorDict {
+///
+/// `a + b`, `a - b`, `a * b`, `a / b` (a scalar on either side), `-a` and the compound
+/// assignments (in place, without autograd) are math.hpp's `tensordict::operators`, which a
+/// TensorDict finds without a `using` (see `operators::found_by_lookup`).
+class TensorDict : public operators::found_by_lookup {
   // The keys, shared with trees of the same keys (null while there are none), and the entries
   // in the same order. A lookup is one hash and one table node, then an index.
   std::shared_ptr<detail::KeyTable> keys_;
@@ -463,14 +467,14 @@ class TensorDict {
   /// no key of a nested TensorDict. Non-tensor entries are leaves, as in Python.
   std::vector<NestedKey> keys(KeysOptions o = {}) const {
     std::vector<NestedKey> out;
-    walk(o, NestedKey(std::vector<std::string>{}),
+    for_each_entry(o, NestedKey(std::vector<std::string>{}),
          [&](const NestedKey& k, const Entry&) { out.push_back(k); });
     return out;
   }
   /// The entries listed by `keys(o)`, in the same order.
   std::vector<std::reference_wrapper<const Entry>> values(KeysOptions o = {}) const {
     std::vector<std::reference_wrapper<const Entry>> out;
-    walk(o, NestedKey(std::vector<std::string>{}),
+    for_each_entry(o, NestedKey(std::vector<std::string>{}),
          [&](const NestedKey&, const Entry& e) { out.emplace_back(e); });
     return out;
   }
@@ -478,14 +482,14 @@ class TensorDict {
   std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> items(
       KeysOptions o = {}) const {
     std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> out;
-    walk(o, NestedKey(std::vector<std::string>{}),
+    for_each_entry(o, NestedKey(std::vector<std::string>{}),
          [&](const NestedKey& k, const Entry& e) { out.emplace_back(k, e); });
     return out;
   }
   /// `(nested key, tensor)` for every tensor leaf, depth first (`tree_flatten_with_path`).
   std::vector<std::pair<NestedKey, at::Tensor>> named_tensors() const {
     std::vector<std::pair<NestedKey, at::Tensor>> out;
-    walk({true, true}, NestedKey(std::vector<std::string>{}), [&](const NestedKey& k, const Entry& e) {
+    for_each_entry({true, true}, NestedKey(std::vector<std::string>{}), [&](const NestedKey& k, const Entry& e) {
       if (e.is_tensor()) out.emplace_back(k, e.tensor());
     });
     return out;
@@ -836,30 +840,6 @@ class TensorDict {
   [[nodiscard]] TensorDict norm(double p = 2) const { return tensordict::norm(*this, p); }
   [[nodiscard]] at::Tensor norm(total_t, double p = 2) const { return tensordict::norm(*this, total, p); }
 
-  /// `a + b`, `a - b`, `a * b`, `a / b` (with a scalar on either side), `-a`; compound
-  /// assignments update in place, without autograd.
-  friend TensorDict operator+(const TensorDict& a, const TensorDict& b) { return a.add(b); }
-  friend TensorDict operator+(const TensorDict& a, const Scalar& s) { return a.add(s); }
-  friend TensorDict operator+(const Scalar& s, const TensorDict& a) { return a.add(s); }
-  friend TensorDict operator-(const TensorDict& a, const TensorDict& b) { return a.sub(b); }
-  friend TensorDict operator-(const TensorDict& a, const Scalar& s) { return a.sub(s); }
-  friend TensorDict operator-(const Scalar& s, const TensorDict& a) { return a.neg().add(s); }
-  friend TensorDict operator-(const TensorDict& a) { return a.neg(); }
-  friend TensorDict operator*(const TensorDict& a, const TensorDict& b) { return a.mul(b); }
-  friend TensorDict operator*(const TensorDict& a, const Scalar& s) { return a.mul(s); }
-  friend TensorDict operator*(const Scalar& s, const TensorDict& a) { return a.mul(s); }
-  friend TensorDict operator/(const TensorDict& a, const TensorDict& b) { return a.div(b); }
-  friend TensorDict operator/(const TensorDict& a, const Scalar& s) { return a.div(s); }
-  friend TensorDict operator/(const Scalar& s, const TensorDict& a) { return a.reciprocal().mul(s); }
-  friend TensorDict& operator+=(TensorDict& a, const TensorDict& b) { return a.add_(b); }
-  friend TensorDict& operator+=(TensorDict& a, const Scalar& s) { return a.add_(s); }
-  friend TensorDict& operator-=(TensorDict& a, const TensorDict& b) { return a.sub_(b); }
-  friend TensorDict& operator-=(TensorDict& a, const Scalar& s) { return a.sub_(s); }
-  friend TensorDict& operator*=(TensorDict& a, const TensorDict& b) { return a.mul_(b); }
-  friend TensorDict& operator*=(TensorDict& a, const Scalar& s) { return a.mul_(s); }
-  friend TensorDict& operator/=(TensorDict& a, const TensorDict& b) { return a.div_(b); }
-  friend TensorDict& operator/=(TensorDict& a, const Scalar& s) { return a.div_(s); }
-
   /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested
   /// levels indented (entries in insertion order).
   friend std::ostream& operator<<(std::ostream& os, const TensorDict& td) {
@@ -1106,12 +1086,12 @@ class TensorDict {
   }
 
   template <class F>
-  void walk(KeysOptions o, const NestedKey& prefix, F&& f) const {
+  void for_each_entry(KeysOptions o, const NestedKey& prefix, F&& f) const {
     for (const auto& [k, v] : nodes()) {
       NestedKey key = prefix / k;
       if (v.is_tensordict()) {
         if (!o.leaves_only) f(key, v);
-        if (o.include_nested) v.tensordict().walk(o, key, f);
+        if (o.include_nested) v.tensordict().for_each_entry(o, key, f);
       } else {
         f(key, v);
       }

@@ -39,7 +39,7 @@
 #error "tensordict/distributed.hpp needs Gloo's headers, which c10d's Gloo group includes (Debian: apt install libgloo-dev)"
 #endif
 #ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO  // c10d's header declares ProcessGroupGloo only with it
+#error "tensordict/distributed.hpp: c10d declares its Gloo group only where USE_C10D_GLOO is defined; link the tensordict::tensordict CMake target (it defines it where Gloo's headers are) or compile with -DUSE_C10D_GLOO"
 #endif
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -751,7 +751,7 @@ inline std::vector<std::string> bucket_keys(const std::vector<Bucket>& bs, const
 }
 
 template <class T>
-inline constexpr bool is_tree = batched_tree<std::remove_cv_t<T>>;
+inline constexpr bool is_tree = tree<std::remove_cv_t<T>>;
 template <class G>
 inline constexpr bool is_group = std::is_same_v<std::remove_cv_t<G>, Group> || c10d_group<std::remove_cv_t<G>> ||
                                  requires(G& g) { requires c10d_group<std::remove_cvref_t<decltype(*g)>>; };
@@ -761,7 +761,7 @@ inline constexpr bool usable = is_group<G> && is_tree<T>;
 // One static_assert per misuse; the caller compiles nothing else then (no cascade).
 template <class T>
 constexpr void require_tree() {
-  static_assert(batched_tree<std::remove_cv_t<T>>,
+  static_assert(tree<std::remove_cv_t<T>>,
                 "tensordict::dist: the argument is not a tree (a reflectable struct, a container of "
                 "tensors or trees, or a TensorDict)");
 }
@@ -771,6 +771,20 @@ constexpr void require_group() {
   static_assert(is_group<G>,
                 "tensordict::dist: the first argument must be a dist::Group, a c10d process group or "
                 "backend, or an intrusive_ptr to one");
+}
+
+// Every public function: one static_assert per misuse, then `body(group, tree)`, instantiated
+// only for a group and a tree (the body's uses of both depend on its own parameters), so a
+// misuse is one error, with no cascade after it.
+template <class R, class G, class T, class A, class Body>
+R checked(G& group, A&& tree, Body&& body) {
+  require_group<G>();
+  require_tree<T>();
+  if constexpr (usable<G, T>) {
+    return body(group, tree);
+  } else {
+    std::abort();
+  }
 }
 
 // The reductions (all_reduce when dst < 0).
@@ -889,27 +903,19 @@ void reduce_impl(const char* fn, G& group, T& tree, int dst, const CollectiveOpt
 /// unchanged. Every rank must call it with trees of one structure.
 template <class G, class T>
 void all_reduce(G& group, T& tree, const CollectiveOptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<void, G, T>(group, tree, [&](auto& group, auto& tree) {
     detail::reduce_impl("all_reduce", group, tree, -1, o);
-  }
+  });
 }
 
 /// `all_reduce` whose result only rank `dst` keeps; the other ranks' trees are unchanged
 /// (Python leaves them undefined).
 template <class G, class T>
 void reduce(G& group, T& tree, int dst, const CollectiveOptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<void, G, T>(group, tree, [&](auto& group, auto& tree) {
     if (dst < 0) throw tensordict::Error("reduce: destination rank " + std::to_string(dst) + " is negative");
     detail::reduce_impl("reduce", group, tree, dst, o);
-  }
+  });
 }
 
 /// Rank `src`'s leaves copied into every rank's tree, in place (initial weights from rank 0).
@@ -918,11 +924,7 @@ void reduce(G& group, T& tree, int dst, const CollectiveOptions& o = {}) {
 /// leaves in the receivers' trees is as for `all_reduce` (unchanged with `atomic`).
 template <class G, class T>
 void broadcast(G& group, T& tree, int src, const CollectiveOptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<void, G, T>(group, tree, [&](auto& group, auto& tree) {
     auto& pg = detail::c10d_of(group);
     const int rank = pg.getRank(), size = pg.getSize();
     if (src < 0 || src >= size) {
@@ -956,7 +958,7 @@ void broadcast(G& group, T& tree, int src, const CollectiveOptions& o = {}) {
     }
     detail::wait_all("broadcast", rank, size, works, keys, timeout, state.c_str());
     if (rank != src) detail::unpack_bytes(buckets, lv);
-  }
+  });
 }
 
 /// Every rank's tree, stacked: leaves gain a leading dim of the world size (rank r's values at
@@ -965,11 +967,7 @@ void broadcast(G& group, T& tree, int src, const CollectiveOptions& o = {}) {
 /// most `bucket_bytes`.
 template <class G, class T>
 [[nodiscard]] std::remove_cv_t<T> all_gather(G& group, const T& tree, const CollectiveOptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<std::remove_cv_t<T>, G, T>(group, tree, [&](auto& group, auto& tree) {
     auto& pg = detail::c10d_of(group);
     const int rank = pg.getRank(), size = pg.getSize();
     const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
@@ -1012,7 +1010,7 @@ template <class G, class T>
       per_rank.push_back(spec.unflatten(leaves));
     }
     return tensordict::stack(per_rank);
-  }
+  });
 }
 
 // ---- point to point ----------------------------------------------------------------------------
@@ -1121,14 +1119,20 @@ void p2p_check(const char* op, C& pg, int peer, bool sending, const std::vector<
   }
 }
 
+// A point-to-point peer must be another rank of the group.
+inline void require_other_rank(const char* op, const char* role, int peer, int rank, int size) {
+  if (peer < 0 || peer >= size || peer == rank) {
+    throw tensordict::Error(std::string(op) + ": " + role + " rank " + std::to_string(peer) +
+                            " is not another rank of a group of size " + std::to_string(size) +
+                            " (this is rank " + std::to_string(rank) + ")");
+  }
+}
+
 template <class G, class T>
 std::unique_ptr<Pending::State> start_p2p(const char* op, G& group, T& tree, int peer, bool sending, const P2POptions& o) {
   auto& pg = c10d_of(group);
   const int rank = pg.getRank(), size = pg.getSize();
-  if (peer < 0 || peer >= size || peer == rank) {
-    throw tensordict::Error(std::string(op) + ": peer rank " + std::to_string(peer) + " is not another rank of a group of size " +
-                            std::to_string(size) + " (this is rank " + std::to_string(rank) + ")");
-  }
+  require_other_rank(op, "peer", peer, rank, size);
   const auto timeout = o.timeout ? o.timeout : timeout_of(group);
   auto s = std::make_unique<Pending::State>();
   s->op = op;
@@ -1161,50 +1165,34 @@ std::unique_ptr<Pending::State> start_p2p(const char* op, G& group, T& tree, int
 /// all are sent.
 template <class G, class T>
 void send(G& group, const T& tree, int dst, const P2POptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<void, G, T>(group, tree, [&](auto& group, auto& tree) {
     Pending(detail::start_p2p("send", group, tree, dst, true, o)).wait();
-  }
+  });
 }
 
 /// Receives rank `src`'s leaves into `tree` (which gives the keys, dtypes and shapes), as
 /// Python tensordict's `recv`. On failure the tree is unchanged.
 template <class G, class T>
 void recv(G& group, T& tree, int src, const P2POptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<void, G, T>(group, tree, [&](auto& group, auto& tree) {
     Pending(detail::start_p2p("recv", group, tree, src, false, o)).wait();
-  }
+  });
 }
 
 /// `send` that returns at once; the tree's leaves must not change until `wait()`.
 template <class G, class T>
 [[nodiscard]] Pending isend(G& group, const T& tree, int dst, const P2POptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<Pending, G, T>(group, tree, [&](auto& group, auto& tree) {
     return Pending(detail::start_p2p("isend", group, tree, dst, true, o));
-  }
+  });
 }
 
 /// `recv` that returns at once; the leaves are written by `wait()`.
 template <class G, class T>
 [[nodiscard]] Pending irecv(G& group, T& tree, int src, const P2POptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<Pending, G, T>(group, tree, [&](auto& group, auto& tree) {
     return Pending(detail::start_p2p("irecv", group, tree, src, false, o));
-  }
+  });
 }
 
 // ---- structure first -----------------------------------------------------------------------------
@@ -1346,17 +1334,10 @@ inline TensorDict remote_build(const nlohmann::json& node, const at::Tensor& sto
 /// `init_tag` to `init_tag + 2`.
 template <class G, class T>
 void init_remote(G& group, const T& tree, int dst, const P2POptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<void, G, T>(group, tree, [&](auto& group, auto& tree) {
     auto& pg = detail::c10d_of(group);
     const int rank = pg.getRank(), size = pg.getSize();
-    if (dst < 0 || dst >= size || dst == rank) {
-      throw tensordict::Error("init_remote: destination rank " + std::to_string(dst) + " is not another rank of a group of size " +
-                              std::to_string(size));
-    }
+    detail::require_other_rank("init_remote", "destination", dst, rank, size);
     const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
     TensorDict d;
     if constexpr (std::is_same_v<std::remove_cv_t<T>, TensorDict>) {
@@ -1395,7 +1376,7 @@ void init_remote(G& group, const T& tree, int dst, const P2POptions& o = {}) {
     }
     detail::wait_all("init_remote", rank, size, works, {"(the header)", "(the structure)", "(the leaves' buffer)"},
                      timeout, state);
-  }
+  });
 }
 
 /// Receives a tree sent by `init_remote` from rank `src`, structure and all: a `TensorDict`,
@@ -1404,17 +1385,11 @@ void init_remote(G& group, const T& tree, int dst, const P2POptions& o = {}) {
 /// header, JSON that does not describe a tree, a leaf outside the buffer) is a `FormatError`.
 template <class T = TensorDict, class G>
 [[nodiscard]] T from_remote_init(G& group, int src, const P2POptions& o = {}) {
-  detail::require_group<G>();
-  detail::require_tree<T>();
-  if constexpr (!detail::usable<G, T>) {
-    std::abort();
-  } else {
+  return detail::checked<T, G, T>(group, std::type_identity<T>{}, [&](auto& group, auto type) {
+    using U = typename decltype(type)::type;  // T, named through the parameter: see checked
     auto& pg = detail::c10d_of(group);
     const int rank = pg.getRank(), size = pg.getSize();
-    if (src < 0 || src >= size || src == rank) {
-      throw tensordict::Error("from_remote_init: source rank " + std::to_string(src) + " is not another rank of a group of size " +
-                              std::to_string(size));
-    }
+    detail::require_other_rank("from_remote_init", "source", src, rank, size);
     const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
     auto recv_one = [&](at::Tensor& t, int tag) {
       std::vector<at::Tensor> v{t};
@@ -1443,19 +1418,19 @@ template <class T = TensorDict, class G>
       detail::bad_remote(rank, src, "the structure is not JSON of a tree");
     }
     TensorDict d = detail::remote_build(meta["root"], storage, rank, src, 0, "");
-    if constexpr (std::is_same_v<T, TensorDict>) {
+    if constexpr (std::is_same_v<U, TensorDict>) {
       return d;
     } else {
       try {
-        return from_tensordict<T>(d);
+        return from_tensordict<U>(d);
       } catch (const tensordict::Error& e) {
         const std::string sent = meta.contains("type") && meta["type"].is_string() ? meta["type"].get<std::string>() : "?";
         throw StructureError("from_remote_init: rank " + std::to_string(src) + " sent a " + sent +
-                                 " that does not fit " + std::string(type_name_v<T>) + ": " + e.what(),
+                                 " that does not fit " + std::string(type_name_v<U>) + ": " + e.what(),
                              rank, "");
       }
     }
-  }
+  });
 }
 
 }  // namespace tensordict::dist

@@ -12,6 +12,7 @@
 
 #include "detail/dtype_list.hpp"
 
+/// 1 where this libtorch has the unsigned dtypes past uint8 (`torch.uint16`, ...), else 0.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
 #define TENSORDICT_HAS_UINT_DTYPES 1
 #else
@@ -51,3 +52,6 @@ inline std::optional<c10::ScalarType> dtype_from_name(std::string_view name) noe
 }
 
 }  // namespace tensordict
+
+#undef TENSORDICT_DTYPES
+#undef TENSORDICT_DTYPES_UINT

@@ -36,7 +36,7 @@
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "io/format.hpp"
-#include "io/walk.hpp"
+#include "io/read_save.hpp"
 
 namespace tensordict {
 

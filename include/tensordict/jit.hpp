@@ -433,13 +433,7 @@ LoadReport write_parameters(torch::jit::Module& module, const T& tree, const Che
   if constexpr (std::is_same_v<T, TensorDict>) {
     for (const auto& [k, t] : tree.named_tensors()) named.emplace_back(k.join("."), t);
   } else {
-    for (const auto& [k, t] : named_leaves(tree)) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(k)>, KeyPath>) {
-        named.emplace_back(std::string(k.dotted), t);
-      } else {
-        named.emplace_back(k, t);
-      }
-    }
+    for (const auto& [k, t] : named_leaves(tree)) named.emplace_back(std::string(k.dotted), t);
   }
   LoadReport r;
   std::unordered_map<std::string, at::Tensor> given;

@@ -42,6 +42,8 @@ struct KeyPath {
   constexpr std::span<const std::string_view> parts() const noexcept { return {first, depth}; }
   /// `"layer.weight"`.
   constexpr std::string_view str() const noexcept { return dotted; }
+  /// The dotted path as a string of its own: `std::string(path)`.
+  explicit operator std::string() const { return std::string(dotted); }
   /// The names as a vector of strings, the shape of a TensorDict's nested key.
   std::vector<std::string> to_vector() const { return {begin(), end()}; }
   /// Whether this path is `key` or lies under it (`"layer"` covers `"layer.weight"`).

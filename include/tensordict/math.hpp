@@ -37,6 +37,8 @@
 #include "errors.hpp"
 #include "tree.hpp"
 
+#include "detail/macro_scope.hpp"
+
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
 // foreach ops with derivatives, and lerp/clamp/pow/sign/rsqrt/copy_/mul_(Tensor) as foreach ops.
 #define TENSORDICT_MODERN_FOREACH 1
@@ -101,7 +103,7 @@ template <class T>
 T rebuild(const char* op, const T& t, tensor_vec& results) {
   std::size_t i = 0;
   auto next = [&](const at::Tensor&) { return std::move(results[i++]); };
-  return apply_impl<T, false>(op, t, next);
+  return apply_impl<T, plain_apply>(op, t, next);
 }
 
 inline bool needs_graph(const tensor_vec& xs) {
@@ -447,16 +449,16 @@ T map_erased(const char* op, const T& t, lists_ref<tensor_vec, 1 + sizeof...(Os)
              fn_ref<bool(const std::array<tensor_vec, 1 + sizeof...(Os)>&, tensor_vec&)> fused,
              const Os&... os) {
   auto lists = present_leaves(op, t, os...);
-  if (lists[0].empty()) return apply_impl<T, false>(op, t, leaf, os...);
+  if (lists[0].empty()) return apply_impl<T, plain_apply>(op, t, leaf, os...);
   tensor_vec res;
   if (fused(lists, res)) return rebuild(op, t, res);
   if (!TENSORDICT_MODERN_FOREACH && needs_graph(lists)) {
-    return apply_impl<T, false>(op, t, leaf, os...);
+    return apply_impl<T, plain_apply>(op, t, leaf, os...);
   }
   try {
     res = grouped(lists, fe);
   } catch (const c10::Error&) {
-    return apply_impl<T, false>(op, t, leaf, os...);
+    return apply_impl<T, plain_apply>(op, t, leaf, os...);
   }
   return rebuild(op, t, res);
 }
@@ -1079,7 +1081,7 @@ namespace detail {
 // A tree of per-leaf results that are no longer batched: every batch size becomes `[]`.
 template <class T>
 T reduce_leaves(const char* op, const T& t, leaf_fn<1> f) {
-  T out = apply_impl<T, false, false>(op, t, f);
+  T out = apply_impl<T, unsettled_apply>(op, t, f);
   visit_nonleaf([](const auto&...) {}, [](auto& b) { b = BatchSize{}; }, out);
   return out;
 }
@@ -1248,6 +1250,11 @@ at::Tensor clip_grad_norm_(T& grads, double max_norm, ClipOptions o = {}) {
 // operators in the namespaces of their operands: yours, not this library's).
 
 namespace operators {
+/// A base class that makes a type of the library find these operators by itself (C++ looks
+/// operators up in the namespaces of the operands' classes and of their bases): `TensorDict`
+/// derives from it, so its operators are these, not a second set.
+struct found_by_lookup {};
+
 /// `a + b`, `a - b`, `a * b`, `a / b` leaf by leaf; with a scalar on either side.
 template <tree T>
 [[nodiscard]] T operator+(const T& a, const T& b) {
@@ -1337,3 +1344,8 @@ T& operator/=(T& a, const at::Scalar& s) {
 }  // namespace operators
 
 }  // namespace tensordict
+
+#undef TENSORDICT_EACH
+#undef TENSORDICT_EACH_
+#undef TENSORDICT_MODERN_FOREACH
+#include "detail/macro_unscope.hpp"

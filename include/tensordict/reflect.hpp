@@ -340,3 +340,5 @@ constexpr void for_each_field_index(F&& f) {
 }
 
 }  // namespace tensordict
+
+#undef TENSORDICT_PFR_NAMES

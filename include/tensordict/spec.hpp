@@ -45,27 +45,27 @@ consteval bool check_static_tree();
 // path. An optional subtree adds no key of its own; its leaves are counted whether present or
 // not (absent ones are absent leaves), so that the leaf count stays a compile-time constant.
 template <class T, class V>
-constexpr void walk(V& v, PathBuf& p);
+constexpr void visit_key_paths(V& v, PathBuf& p);
 
 template <class M, class V>
-constexpr void walk_value(V& v, PathBuf& p) {
+constexpr void visit_key_paths_of(V& v, PathBuf& p) {
   constexpr FieldKind kind = field_kind_v<M>;
   if constexpr (kind == FieldKind::leaf || kind == FieldKind::optional_leaf) {
     v.leaf(p);
   } else if constexpr (kind == FieldKind::subtree) {
-    walk<M>(v, p);
+    visit_key_paths<M>(v, p);
   } else if constexpr (kind == FieldKind::optional_subtree) {
-    walk_value<std::remove_cv_t<typename M::value_type>>(v, p);
+    visit_key_paths_of<std::remove_cv_t<typename M::value_type>>(v, p);
   } else if constexpr (kind == FieldKind::static_field) {
     v.static_field(p);
   }
 }
 
 template <class T, class V>
-constexpr void walk(V& v, PathBuf& p) {
+constexpr void visit_key_paths(V& v, PathBuf& p) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((p.parts[p.depth++] = static_node<T>::template key<I>,
-      walk_value<typename static_node<T>::template child_t<I>>(v, p), --p.depth),
+      visit_key_paths_of<typename static_node<T>::template child_t<I>>(v, p), --p.depth),
      ...);
   }(std::make_index_sequence<static_node<T>::size>{});
 }
@@ -82,7 +82,7 @@ template <class T>
 consteval Sizes sizes_of() {
   Sizes s;
   PathBuf p;
-  walk_value<T>(s, p);
+  visit_key_paths_of<T>(s, p);
   return s;
 }
 
@@ -116,7 +116,7 @@ struct layout {
   static constexpr Filler filled = [] {
     Filler f;
     PathBuf p;
-    walk_value<T>(f, p);
+    visit_key_paths_of<T>(f, p);
     return f;
   }();
 
@@ -357,7 +357,7 @@ consteval bool check_static_tree() {
     static_assert(!has_container<T>(),
                   "tensordict: spec<T> needs a tree whose shape is known at compile time, and "
                   "this one holds a container (std::vector, a map, a run-time node) whose length "
-                  "is known at run time: use the run-time spec (tree_spec(t), leaf_count(t), "
+                  "is known at run time: use the run-time spec (TreeSpec<T>(t) or tree_flatten(t), leaf_count(t), "
                   "key_paths(t))");
     return !has_container<T>();
   }

@@ -93,7 +93,7 @@ inline int64_t wrap_in_dim(int64_t dim, const at::Tensor& t, const std::string& 
 template <class A>
 constexpr bool is_tensor_arg = std::is_same_v<std::remove_cvref_t<A>, at::Tensor>;
 template <class A>
-constexpr bool is_tree_arg = batched_tree<std::remove_cvref_t<A>>;
+constexpr bool is_tree_arg = tree<std::remove_cvref_t<A>>;
 
 template <class A>
 void find_batch(const A& a, int64_t dim, std::size_t index, BatchFound& found) {
@@ -185,12 +185,12 @@ auto unwrap_result(R&& r, int64_t level, int64_t batch, int64_t out_dim) {
   using T = std::remove_cvref_t<R>;
   if constexpr (std::is_same_v<T, at::Tensor>) {
     return unwrap_tensor(r, level, batch, out_dim);
-  } else if constexpr (batched_tree<T>) {
+  } else if constexpr (tree<T>) {
     return rebatch(
         "vmap", r, [&](const at::Tensor& x) { return unwrap_tensor(x, level, batch, out_dim); },
         with_dim(batch_size(r), out_dim, batch));
   } else {
-    static_assert(batched_tree<T>,
+    static_assert(tree<T>,
                   "vmap: the function must return a torch::Tensor, a reflectable struct of tensors, "
                   "a TensorDict, or a std::tuple / std::pair of these");
   }

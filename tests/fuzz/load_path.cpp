@@ -1,5 +1,5 @@
 // libFuzzer target over the whole loading path that needs no libtorch
-// (include/tensordict/io/walk.hpp and format.hpp): each input is a save folder, written into a
+// (include/tensordict/io/read_save.hpp and format.hpp): each input is a save folder, written into a
 // scratch folder and read with `format::read_save`: every folder opened through its parent,
 // every meta.json parsed and checked, every leaf's file mapped or read.
 //
@@ -32,7 +32,7 @@
 #include <string>
 #include <string_view>
 
-#include <tensordict/io/walk.hpp>
+#include <tensordict/io/read_save.hpp>
 
 namespace fs = std::filesystem;
 namespace fmt = tensordict::format;

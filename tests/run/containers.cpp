@@ -144,6 +144,36 @@ TEST_CASE("containers: keys are PyTorch's state_dict names, in one order") {
   REQUIRE(named.size() == 16);
   CHECK(named[4].first == "blocks.0.mlp.weight");
   CHECK(named[4].second.is_same(m.blocks[0].mlp.weight));
+  // One key-path type for every tree: the same KeyPath as a static tree's, its text owned by
+  // the result, valid in copies and after moves (a short key is where a moved std::string
+  // would have carried its characters along).
+  static_assert(std::is_same_v<decltype(named[0].first), td::KeyPath>);
+  static_assert(std::is_same_v<decltype(td::named_leaves(Small{})[0].first), td::KeyPath>);
+  auto copy = named;
+  auto moved = std::move(copy);
+  td::NamedLeaves assigned;
+  assigned = moved;
+  for (const td::NamedLeaves* n : std::array<const td::NamedLeaves*, 3>{&named, &moved, &assigned}) {
+    REQUIRE(n->size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const td::KeyPath& k = (*n)[i].first;
+      CHECK(k.dotted == want[i]);
+      CHECK(std::string(k) == want[i]);
+      std::string joined;
+      for (std::string_view part : k) joined += (joined.empty() ? "" : ".") + std::string(part);
+      CHECK(joined == want[i]);
+      CHECK(k.under(std::string(k[0])));
+    }
+  }
+  CHECK(named[2].first.size() == 4);  // blocks, 0, attn, weight
+  CHECK(named[2].first[1] == "0");
+  // A map key holding a dot stays one part of the path.
+  std::map<std::string, torch::Tensor> dotted{{"a.b", torch::ones(1)}, {"c", torch::ones(1)}};
+  const auto nd = td::named_leaves(dotted);
+  REQUIRE(nd.size() == 2);
+  CHECK(nd[0].first.size() == 1);
+  CHECK(nd[0].first[0] == "a.b");
+  CHECK(nd[1].first[0] == "c");
 
   // An absent optional subtree has no leaves; the std::array counts its slots at compile time.
   Model no_proj = m;

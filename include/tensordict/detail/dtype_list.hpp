@@ -1,4 +1,5 @@
-#pragma once
+// (No include guard: each header that expands the list includes it after its other includes
+// and undefines both macros when done, so that neither is left in a user's translation unit.)
 /// \file
 /// The dtypes of the library, written once: Python's name (as reprs and `meta.json` spell it),
 /// the element size in bytes, and libtorch's `c10::ScalarType` enumerator. Free of libtorch

@@ -17,9 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../detail/dtype_list.hpp"
 #include "../errors.hpp"
 #include "json_scan.hpp"
+// Last: the list's macros are undefined after the table below.
+#include "../detail/dtype_list.hpp"
 
 namespace tensordict::format {
 
@@ -35,6 +36,8 @@ inline constexpr DType dtypes[] = {
     TENSORDICT_DTYPES(TENSORDICT_FORMAT_DTYPE) TENSORDICT_DTYPES_UINT(TENSORDICT_FORMAT_DTYPE)
 #undef TENSORDICT_FORMAT_DTYPE
 };
+#undef TENSORDICT_DTYPES
+#undef TENSORDICT_DTYPES_UINT
 
 /// The dtype named `name`, or null.
 inline const DType* find_dtype(std::string_view name) noexcept {

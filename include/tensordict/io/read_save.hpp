@@ -287,11 +287,11 @@ inline std::size_t stack_elements(int dirfd, const std::string& path) {
   return ids.size();
 }
 
-struct Walk {
+struct ReadCounts {
   std::size_t leaves = 0;  // leaves with bytes, all levels
 };
 
-inline std::unique_ptr<Node> read_node(int dirfd, const std::string& path, std::size_t depth, Walk& w) {
+inline std::unique_ptr<Node> read_node(int dirfd, const std::string& path, std::size_t depth, ReadCounts& w) {
   if (depth > max_json_depth) {
     throw FormatError(path + ": levels nested deeper than " + std::to_string(max_json_depth));
   }
@@ -449,7 +449,7 @@ inline std::unique_ptr<Node> read_save(const std::string& root, const LoadOption
       ~Scope() { detail::save_root() = prev; }
     } scope(real.empty() ? nullptr : &real);
     try {
-      detail::Walk w;
+      detail::ReadCounts w;
       auto node = detail::read_node(fd.get(), root, 0, w);
       detail::read_leaves(*node, fd.get(), o, w.leaves > o.max_mappings);
       if (detail::still_at(fd, root)) return node;
