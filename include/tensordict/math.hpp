@@ -463,16 +463,41 @@ T map_erased(const char* op, const T& t, lists_ref<tensor_vec, 1 + sizeof...(Os)
   return rebuild(op, t, res);
 }
 
+// The element function of a fused loop with a scalar operand `s`, run only where `s` is real
+// (a complex or boolean scalar leaves the operation to the foreach call).
+template <class E>
+struct RealScalar {
+  const at::Scalar& s;
+  E e;
+};
+template <class E>
+RealScalar<E> real_scalar(const at::Scalar& s, E e) {
+  return {s, std::move(e)};
+}
+template <class E>
+inline constexpr bool is_real_scalar = false;
+template <class E>
+inline constexpr bool is_real_scalar<RealScalar<E>> = true;
+
 // Out of place: `fe(lists...)` (the foreach call) over all present leaves, or `leaf(x, ys...)`
 // leaf by leaf where the graph must be recorded and foreach ops cannot; if the foreach call
-// fails, the leaf-by-leaf run reports the leaf that fails by its key. `fused(lists, out)`, when
-// not null, first tries the CPU's fused loop.
-template <class T, class Fe, class Leaf, class Fused, class... Os>
-T map_op(const char* op, const T& t, Fe&& fe, Leaf&& leaf, Fused&& fused, const Os&... os) {
-  if constexpr (std::is_same_v<std::decay_t<Fused>, std::nullptr_t>) {
+// fails, the leaf-by-leaf run reports the leaf that fails by its key. `elem(fm, x, ys...)`,
+// the operation on one element (or null where there is none), first runs in the CPU's fused
+// loop where the leaves allow. The one driver of every out-of-place operation: each gives only
+// its three forms.
+template <class T, class Fe, class Leaf, class Elem, class... Os>
+T map_op(const char* op, const T& t, Fe&& fe, Leaf&& leaf, Elem&& elem, const Os&... os) {
+  using E = std::decay_t<Elem>;
+  if constexpr (std::is_same_v<E, std::nullptr_t>) {
     return map_erased(op, t, fe, leaf, [](const auto&, tensor_vec&) { return false; }, os...);
+  } else if constexpr (is_real_scalar<E>) {
+    return map_erased(op, t, fe, leaf, [&](const auto& l, tensor_vec& out) {
+      return (elem.s.isFloatingPoint() || elem.s.isIntegral(false)) && try_fused_map(l, out, elem.e);
+    }, os...);
   } else {
-    return map_erased(op, t, fe, leaf, fused, os...);
+    return map_erased(op, t, fe, leaf, [&](const auto& l, tensor_vec& out) {
+      return try_fused_map(l, out, elem);
+    }, os...);
   }
 }
 
@@ -544,14 +569,16 @@ T& update_erased(const char* op, T& t, lists_ref<void, 1 + sizeof...(Os)> fe,
   return t;
 }
 
-// In place, without autograd: `fe_(lists...)` (the foreach call) or the fused loop. Operands
-// are checked first, so that a bad leaf stops the update before anything is written.
-template <class T, class Fe, class Fused, class... Os>
-T& update_op(const char* op, T& t, Fe&& fe, Fused&& fused, const Os&... os) {
-  if constexpr (std::is_same_v<std::decay_t<Fused>, std::nullptr_t>) {
+// In place, without autograd: `fe_(lists...)` (the foreach call), or `elem(fm, x, ys...)` (the
+// operation on one element, or null) in the fused loop. Operands are checked first, so that a
+// bad leaf stops the update before anything is written. The one driver of every in-place
+// operation.
+template <class T, class Fe, class Elem, class... Os>
+T& update_op(const char* op, T& t, Fe&& fe, Elem&& elem, const Os&... os) {
+  if constexpr (std::is_same_v<std::decay_t<Elem>, std::nullptr_t>) {
     return update_erased(op, t, fe, [](const auto&) { return false; }, os...);
   } else {
-    return update_erased(op, t, fe, fused, os...);
+    return update_erased(op, t, fe, [&](const auto& l) { return try_fused_update(l, elem); }, os...);
   }
 }
 
@@ -614,10 +641,8 @@ template <tree T>
   return detail::map_op(
       "add", a, [&](auto xs, auto ys) { return at::_foreach_add(xs, ys, alpha); },
       [&](const at::Tensor& x, const at::Tensor& y) { return x.add(y, alpha); },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [&](auto fm, auto x, auto y) {
-          return detail::fmadd(fm, y, detail::as<decltype(x)>(alpha), x);
-        });
+      [&](auto fm, auto x, auto y) {
+        return detail::fmadd(fm, y, detail::as<decltype(x)>(alpha), x);
       },
       b);
 }
@@ -627,11 +652,7 @@ template <tree T>
   return detail::map_op(
       "add", a, [&](auto xs) { return at::_foreach_add(xs, s); },
       [&](const at::Tensor& x) { return x.add(s); },
-      [&](const auto& l, auto& out) {
-        return !s.isFloatingPoint() && !s.isIntegral(false)
-                   ? false
-                   : detail::try_fused_map(l, out, [&](auto, auto x) { return x + detail::as<decltype(x)>(s); });
-      });
+      detail::real_scalar(s, [&](auto, auto x) { return x + detail::as<decltype(x)>(s); }));
 }
 /// `a - alpha * b`, leaf by leaf.
 template <tree T>
@@ -639,10 +660,8 @@ template <tree T>
   return detail::map_op(
       "sub", a, [&](auto xs, auto ys) { return at::_foreach_sub(xs, ys, alpha); },
       [&](const at::Tensor& x, const at::Tensor& y) { return x.sub(y, alpha); },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [&](auto fm, auto x, auto y) {
-          return detail::fmadd(fm, y, -detail::as<decltype(x)>(alpha), x);
-        });
+      [&](auto fm, auto x, auto y) {
+        return detail::fmadd(fm, y, -detail::as<decltype(x)>(alpha), x);
       },
       b);
 }
@@ -652,11 +671,7 @@ template <tree T>
   return detail::map_op(
       "sub", a, [&](auto xs) { return at::_foreach_sub(xs, s); },
       [&](const at::Tensor& x) { return x.sub(s); },
-      [&](const auto& l, auto& out) {
-        return !s.isFloatingPoint() && !s.isIntegral(false)
-                   ? false
-                   : detail::try_fused_map(l, out, [&](auto, auto x) { return x - detail::as<decltype(x)>(s); });
-      });
+      detail::real_scalar(s, [&](auto, auto x) { return x - detail::as<decltype(x)>(s); }));
 }
 /// `a * b`, leaf by leaf.
 template <tree T>
@@ -664,9 +679,7 @@ template <tree T>
   return detail::map_op(
       "mul", a, [&](auto xs, auto ys) { return at::_foreach_mul(xs, ys); },
       [&](const at::Tensor& x, const at::Tensor& y) { return x.mul(y); },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [](auto, auto x, auto y) { return x * y; });
-      },
+      [](auto, auto x, auto y) { return x * y; },
       b);
 }
 /// `a * s` on every leaf.
@@ -675,11 +688,7 @@ template <tree T>
   return detail::map_op(
       "mul", a, [&](auto xs) { return at::_foreach_mul(xs, s); },
       [&](const at::Tensor& x) { return x.mul(s); },
-      [&](const auto& l, auto& out) {
-        return !s.isFloatingPoint() && !s.isIntegral(false)
-                   ? false
-                   : detail::try_fused_map(l, out, [&](auto, auto x) { return x * detail::as<decltype(x)>(s); });
-      });
+      detail::real_scalar(s, [&](auto, auto x) { return x * detail::as<decltype(x)>(s); }));
 }
 /// `a / b`, leaf by leaf (true division: integer leaves give floats).
 template <tree T>
@@ -687,9 +696,7 @@ template <tree T>
   return detail::map_op(
       "div", a, [&](auto xs, auto ys) { return at::_foreach_div(xs, ys); },
       [&](const at::Tensor& x, const at::Tensor& y) { return x.div(y); },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [](auto, auto x, auto y) { return x / y; });
-      },
+      [](auto, auto x, auto y) { return x / y; },
       b);
 }
 /// `a / s` on every leaf.
@@ -698,11 +705,7 @@ template <tree T>
   return detail::map_op(
       "div", a, [&](auto xs) { return at::_foreach_div(xs, s); },
       [&](const at::Tensor& x) { return x.div(s); },
-      [&](const auto& l, auto& out) {
-        return !s.isFloatingPoint() && !s.isIntegral(false)
-                   ? false
-                   : detail::try_fused_map(l, out, [&](auto, auto x) { return x / detail::as<decltype(x)>(s); });
-      });
+      detail::real_scalar(s, [&](auto, auto x) { return x / detail::as<decltype(x)>(s); }));
 }
 /// The larger of `a` and `b`, elementwise (NaN propagates).
 template <tree T>
@@ -710,9 +713,7 @@ template <tree T>
   return detail::map_op(
       "maximum", a, [&](auto xs, auto ys) { return at::_foreach_maximum(xs, ys); },
       [&](const at::Tensor& x, const at::Tensor& y) { return at::maximum(x, y); },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [](auto, auto x, auto y) { return detail::maximum_value(x, y); });
-      },
+      [](auto, auto x, auto y) { return detail::maximum_value(x, y); },
       b);
 }
 /// The smaller of `a` and `b`, elementwise (NaN propagates).
@@ -721,9 +722,7 @@ template <tree T>
   return detail::map_op(
       "minimum", a, [&](auto xs, auto ys) { return at::_foreach_minimum(xs, ys); },
       [&](const at::Tensor& x, const at::Tensor& y) { return at::minimum(x, y); },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [](auto, auto x, auto y) { return detail::minimum_value(x, y); });
-      },
+      [](auto, auto x, auto y) { return detail::minimum_value(x, y); },
       b);
 }
 /// `a + weight * (b - a)`, leaf by leaf (`torch.lerp`).
@@ -737,10 +736,8 @@ template <tree T>
       TENSORDICT_EACH(x.lerp(y(0), weight)),
 #endif
       [&](const at::Tensor& x, const at::Tensor& y) { return x.lerp(y, weight); },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [&](auto fm, auto x, auto y) {
-          return detail::lerp_value(fm, x, y, detail::as<decltype(x)>(weight));
-        });
+      [&](auto fm, auto x, auto y) {
+        return detail::lerp_value(fm, x, y, detail::as<decltype(x)>(weight));
       },
       b);
 }
@@ -752,10 +749,8 @@ template <tree T>
       [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) {
         return x.addcmul(y, z, value);
       },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [&](auto fm, auto x, auto y, auto z) {
-          return detail::fmadd(fm, detail::as<decltype(x)>(value) * y, z, x);
-        });
+      [&](auto fm, auto x, auto y, auto z) {
+        return detail::fmadd(fm, detail::as<decltype(x)>(value) * y, z, x);
       },
       t1, t2);
 }
@@ -767,10 +762,8 @@ template <tree T>
       [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) {
         return x.addcdiv(y, z, value);
       },
-      [&](const auto& l, auto& out) {
-        return detail::try_fused_map(l, out, [&](auto, auto x, auto y, auto z) {
-          return x + detail::as<decltype(x)>(value) * y / z;
-        });
+      [&](auto, auto x, auto y, auto z) {
+        return x + detail::as<decltype(x)>(value) * y / z;
       },
       t1, t2);
 }
@@ -795,24 +788,24 @@ template <tree T>
       "clamp", a,
 #if TENSORDICT_MODERN_FOREACH
       [&](auto xs) {
-        if (!min) return at::_foreach_clamp_max(xs, *max);
-        auto out = at::_foreach_clamp_min(xs, *min);
-        if (max) at::_foreach_clamp_max_(out, *max);
-        return out;
-      },
+      if (!min) return at::_foreach_clamp_max(xs, *max);
+      auto out = at::_foreach_clamp_min(xs, *min);
+      if (max) at::_foreach_clamp_max_(out, *max);
+      return out;
+    },
 #else
-      TENSORDICT_EACH(x.clamp(detail::opt(min), detail::opt(max))),
+    TENSORDICT_EACH(x.clamp(detail::opt(min), detail::opt(max))),
 #endif
-      [&](const at::Tensor& x) { return x.clamp(detail::opt(min), detail::opt(max)); }, nullptr);
+    [&](const at::Tensor& x) { return x.clamp(detail::opt(min), detail::opt(max)); }, nullptr);
 }
 
 /// Elementwise functions on every leaf, out of place, each one foreach call.
 #define TENSORDICT_UNARY(name, fe_expr, leaf_expr)                                        \
-  template <tree T>                                                                       \
-  [[nodiscard]] T name(const T& a) {                                                      \
-    return detail::map_op(                                                                \
-        #name, a, fe_expr, [&](const at::Tensor& x) { return leaf_expr; }, nullptr);      \
-  }
+template <tree T>                                                                       \
+[[nodiscard]] T name(const T& a) {                                                      \
+  return detail::map_op(                                                                \
+      #name, a, fe_expr, [&](const at::Tensor& x) { return leaf_expr; }, nullptr);      \
+}
 
 /// `-a`.
 TENSORDICT_UNARY(neg, [](auto xs) { return at::_foreach_neg(xs); }, x.neg())
@@ -845,12 +838,10 @@ TENSORDICT_UNARY(sign, TENSORDICT_EACH(x.sign()), x.sign())
 /// `a += alpha * b` on every leaf. `add_(params, grads, -lr)` is an SGD step.
 template <tree T>
 T& add_(T& a, const T& b, const at::Scalar& alpha = 1) {
-  return detail::update_op(
-      "add_", a, [&](auto xs, auto ys) { at::_foreach_add_(xs, ys, alpha); },
-      [&](const auto& l) {
-        return detail::try_fused_update(l, [&](auto fm, auto x, auto y) {
-          return detail::fmadd(fm, y, detail::as<decltype(x)>(alpha), x);
-        });
+return detail::update_op(
+    "add_", a, [&](auto xs, auto ys) { at::_foreach_add_(xs, ys, alpha); },
+    [&](auto fm, auto x, auto y) {
+        return detail::fmadd(fm, y, detail::as<decltype(x)>(alpha), x);
       },
       b);
 }
@@ -858,19 +849,16 @@ T& add_(T& a, const T& b, const at::Scalar& alpha = 1) {
 template <tree T>
 T& add_(T& a, const at::Scalar& s) {
   detail::check_scalar_update("add_", a, detail::present_leaves("add_", a)[0], s);
-  return detail::update_op("add_", a, [&](auto xs) { at::_foreach_add_(xs, s); }, [&](const auto& l) {
-    return detail::try_fused_update(l, [&](auto, auto x) { return x + detail::as<decltype(x)>(s); });
-  });
+  return detail::update_op("add_", a, [&](auto xs) { at::_foreach_add_(xs, s); },
+                           [&](auto, auto x) { return x + detail::as<decltype(x)>(s); });
 }
 /// `a -= alpha * b` on every leaf.
 template <tree T>
 T& sub_(T& a, const T& b, const at::Scalar& alpha = 1) {
   return detail::update_op(
       "sub_", a, [&](auto xs, auto ys) { at::_foreach_sub_(xs, ys, alpha); },
-      [&](const auto& l) {
-        return detail::try_fused_update(l, [&](auto fm, auto x, auto y) {
-          return detail::fmadd(fm, y, -detail::as<decltype(x)>(alpha), x);
-        });
+      [&](auto fm, auto x, auto y) {
+        return detail::fmadd(fm, y, -detail::as<decltype(x)>(alpha), x);
       },
       b);
 }
@@ -878,32 +866,30 @@ T& sub_(T& a, const T& b, const at::Scalar& alpha = 1) {
 template <tree T>
 T& sub_(T& a, const at::Scalar& s) {
   detail::check_scalar_update("sub_", a, detail::present_leaves("sub_", a)[0], s);
-  return detail::update_op("sub_", a, [&](auto xs) { at::_foreach_sub_(xs, s); }, [&](const auto& l) {
-    return detail::try_fused_update(l, [&](auto, auto x) { return x - detail::as<decltype(x)>(s); });
-  });
+  return detail::update_op("sub_", a, [&](auto xs) { at::_foreach_sub_(xs, s); },
+                           [&](auto, auto x) { return x - detail::as<decltype(x)>(s); });
 }
 /// `a *= b` on every leaf.
 template <tree T>
 T& mul_(T& a, const T& b) {
   return detail::update_op(
       "mul_", a, [&](auto xs, auto ys) { at::_foreach_mul_(xs, ys); },
-      [&](const auto& l) { return detail::try_fused_update(l, [](auto, auto x, auto y) { return x * y; }); },
+      [](auto, auto x, auto y) { return x * y; },
       b);
 }
 /// `a *= s` on every leaf.
 template <tree T>
 T& mul_(T& a, const at::Scalar& s) {
   detail::check_scalar_update("mul_", a, detail::present_leaves("mul_", a)[0], s);
-  return detail::update_op("mul_", a, [&](auto xs) { at::_foreach_mul_(xs, s); }, [&](const auto& l) {
-    return detail::try_fused_update(l, [&](auto, auto x) { return x * detail::as<decltype(x)>(s); });
-  });
+  return detail::update_op("mul_", a, [&](auto xs) { at::_foreach_mul_(xs, s); },
+                           [&](auto, auto x) { return x * detail::as<decltype(x)>(s); });
 }
 /// `a /= b` on every leaf (floating-point leaves).
 template <tree T>
 T& div_(T& a, const T& b) {
   return detail::update_op(
       "div_", a, [&](auto xs, auto ys) { at::_foreach_div_(xs, ys); },
-      [&](const auto& l) { return detail::try_fused_update(l, [](auto, auto x, auto y) { return x / y; }); },
+      [](auto, auto x, auto y) { return x / y; },
       b);
 }
 /// `a /= s` on every leaf (floating-point leaves).
@@ -924,9 +910,7 @@ template <tree T>
 T& maximum_(T& a, const T& b) {
   return detail::update_op(
       "maximum_", a, [&](auto xs, auto ys) { at::_foreach_maximum_(xs, ys); },
-      [&](const auto& l) {
-        return detail::try_fused_update(l, [](auto, auto x, auto y) { return detail::maximum_value(x, y); });
-      },
+      [](auto, auto x, auto y) { return detail::maximum_value(x, y); },
       b);
 }
 /// `a = min(a, b)` on every leaf (NaN propagates).
@@ -934,9 +918,7 @@ template <tree T>
 T& minimum_(T& a, const T& b) {
   return detail::update_op(
       "minimum_", a, [&](auto xs, auto ys) { at::_foreach_minimum_(xs, ys); },
-      [&](const auto& l) {
-        return detail::try_fused_update(l, [](auto, auto x, auto y) { return detail::minimum_value(x, y); });
-      },
+      [](auto, auto x, auto y) { return detail::minimum_value(x, y); },
       b);
 }
 /// `a += weight * (b - a)` on every leaf: the soft update of a target network
@@ -950,10 +932,8 @@ T& lerp_(T& a, const T& b, const at::Scalar& weight) {
 #else
       TENSORDICT_EACH_(x.lerp_(y(0), weight)),
 #endif
-      [&](const auto& l) {
-        return detail::try_fused_update(l, [&](auto fm, auto x, auto y) {
-          return detail::lerp_value(fm, x, y, detail::as<decltype(x)>(weight));
-        });
+      [&](auto fm, auto x, auto y) {
+        return detail::lerp_value(fm, x, y, detail::as<decltype(x)>(weight));
       },
       b);
 }
@@ -962,10 +942,8 @@ template <tree T>
 T& addcmul_(T& a, const T& t1, const T& t2, const at::Scalar& value = 1) {
   return detail::update_op(
       "addcmul_", a, [&](auto xs, auto ys, auto zs) { at::_foreach_addcmul_(xs, ys, zs, value); },
-      [&](const auto& l) {
-        return detail::try_fused_update(l, [&](auto fm, auto x, auto y, auto z) {
-          return detail::fmadd(fm, detail::as<decltype(x)>(value) * y, z, x);
-        });
+      [&](auto fm, auto x, auto y, auto z) {
+        return detail::fmadd(fm, detail::as<decltype(x)>(value) * y, z, x);
       },
       t1, t2);
 }
@@ -974,10 +952,8 @@ template <tree T>
 T& addcdiv_(T& a, const T& t1, const T& t2, const at::Scalar& value = 1) {
   return detail::update_op(
       "addcdiv_", a, [&](auto xs, auto ys, auto zs) { at::_foreach_addcdiv_(xs, ys, zs, value); },
-      [&](const auto& l) {
-        return detail::try_fused_update(l, [&](auto, auto x, auto y, auto z) {
-          return x + detail::as<decltype(x)>(value) * y / z;
-        });
+      [&](auto, auto x, auto y, auto z) {
+        return x + detail::as<decltype(x)>(value) * y / z;
       },
       t1, t2);
 }
@@ -1007,17 +983,15 @@ T& clamp_(T& a, const std::optional<at::Scalar>& min, const std::optional<at::Sc
 /// Every element set to zero.
 template <tree T>
 T& zero_(T& a) {
-  return detail::update_op("zero_", a, [](auto xs) { at::_foreach_zero_(xs); }, [](const auto& l) {
-    return detail::try_fused_update(l, [](auto, auto x) { return decltype(x)(0); });
-  });
+  return detail::update_op("zero_", a, [](auto xs) { at::_foreach_zero_(xs); },
+                           [](auto, auto x) { return decltype(x)(0); });
 }
 /// Every element set to `value`.
 template <tree T>
 T& fill_(T& a, const at::Scalar& value) {
   detail::check_scalar_update("fill_", a, detail::present_leaves("fill_", a)[0], value);
-  return detail::update_op("fill_", a, TENSORDICT_EACH_(x.fill_(value)), [&](const auto& l) {
-    return detail::try_fused_update(l, [&](auto, auto x) { return detail::as<decltype(x)>(value); });
-  });
+  return detail::update_op("fill_", a, TENSORDICT_EACH_(x.fill_(value)),
+                           [&](auto, auto x) { return detail::as<decltype(x)>(value); });
 }
 /// Every leaf of `src` copied into `a`'s storage (broadcast and cast as `Tensor::copy_`).
 template <tree T>
@@ -1103,6 +1077,14 @@ at::Tensor stacked(const char* op, const T& t, leaf_fn<1> f) {
   if (parts.empty()) return at::empty({0});
   return at::stack(parts);
 }
+
+// The largest (or smallest) element of a tree: `f` of every leaf, then of those.
+template <class T, class F>
+at::Tensor extreme(const char* op, const T& t, F&& f) {
+  at::Tensor s = stacked(op, t, f);
+  if (s.numel() == 0) throw Error(std::string(op) + ": the tree has no leaves");
+  return f(s);
+}
 }  // namespace detail
 
 /// The sum of each leaf: a tree of 0-dim tensors (batch sizes become `[]`).
@@ -1137,9 +1119,7 @@ template <tree T>
 /// The largest element of the tree (an error for a tree without elements).
 template <tree T>
 [[nodiscard]] at::Tensor max(const T& t, total_t) {
-  at::Tensor s = detail::stacked("max", t, [](const at::Tensor& x) { return x.max(); });
-  if (s.numel() == 0) throw Error("max: the tree has no leaves");
-  return s.max();
+  return detail::extreme("max", t, [](const at::Tensor& x) { return x.max(); });
 }
 /// The smallest element of each leaf.
 template <tree T>
@@ -1149,9 +1129,7 @@ template <tree T>
 /// The smallest element of the tree (an error for a tree without elements).
 template <tree T>
 [[nodiscard]] at::Tensor min(const T& t, total_t) {
-  at::Tensor s = detail::stacked("min", t, [](const at::Tensor& x) { return x.min(); });
-  if (s.numel() == 0) throw Error("min: the tree has no leaves");
-  return s.min();
+  return detail::extreme("min", t, [](const at::Tensor& x) { return x.min(); });
 }
 /// The `p`-norm of each leaf (flattened): a tree of 0-dim tensors.
 template <tree T>

@@ -46,10 +46,18 @@ class TreeSpec {
 
  public:
   /// The spec of `t`.
-  explicit TreeSpec(const T& t) : data_(make(t)), count_(tensordict::leaf_count(t)) {}
+  explicit TreeSpec(const T& t) : data_(make(t)) {
+    if constexpr (!is_static) count_.n = tensordict::leaf_count(t);
+  }
 
   /// Number of leaf slots (`spec<T>::leaf_count` for a static tree).
-  [[nodiscard]] std::size_t num_leaves() const noexcept { return count_; }
+  [[nodiscard]] std::size_t num_leaves() const noexcept {
+    if constexpr (is_static) {
+      return spec<T>::leaf_count;
+    } else {
+      return count_.n;
+    }
+  }
 
   /// A tree of this spec with every leaf absent.
   [[nodiscard]] T skeleton() const { return fill(detail::no_leaves{}); }
@@ -58,9 +66,9 @@ class TreeSpec {
   /// `treedef.unflatten`). `leaves` must hold exactly `num_leaves()` tensors; undefined ones
   /// become absent leaves.
   [[nodiscard]] TENSORDICT_INLINE T unflatten(std::span<const at::Tensor> leaves) const {
-    if (leaves.size() != count_) {
+    if (leaves.size() != num_leaves()) {
       throw SpecMismatchError("tree_unflatten<" + std::string(type_name_v<T>) + ">: expected " +
-                              std::to_string(count_) + " leaves, got " +
+                              std::to_string(num_leaves()) + " leaves, got " +
                               std::to_string(leaves.size()));
     }
     return fill(leaves);
@@ -141,7 +149,15 @@ class TreeSpec {
   }
 
   Storage data_;
-  std::size_t count_;
+  // A static tree's leaf count is a constant of its type: nothing is stored for it.
+  struct NoCount {
+    bool operator==(const NoCount&) const = default;
+  };
+  struct Count {
+    std::size_t n = 0;
+    bool operator==(const Count&) const = default;
+  };
+  [[no_unique_address]] std::conditional_t<is_static, NoCount, Count> count_;
 };
 
 /// A tree's leaves and spec, as `tree_flatten` returns them;
