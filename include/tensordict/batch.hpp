@@ -29,6 +29,16 @@ concept batched_tree = tree<T>;
 
 namespace detail {
 
+// The trees of a vector or a braced list, as the span the batch operations take.
+template <class T>
+std::span<const T> trees(const std::vector<T>& ts) noexcept {
+  return ts;
+}
+template <class T>
+std::span<const T> trees(std::initializer_list<T> ts) noexcept {
+  return {ts.begin(), ts.size()};
+}
+
 // The number of BatchSize members among T's own children (a struct has at most one).
 template <class T>
 consteval std::size_t root_batch_members() {
@@ -789,14 +799,11 @@ template <tree T>
   return detail::combine<T>("stack", ts, [&](at::TensorList xs) { return at::stack(xs, d); },
                             BatchSize(c10::IntArrayRef(to)));
 }
+/// `stack` of a vector or a braced list of trees.
 template <tree T>
-[[nodiscard]] T stack(const std::vector<T>& ts, int64_t dim = 0) {
-  return stack(std::span<const T>(ts), dim);
-}
+[[nodiscard]] T stack(const std::vector<T>& ts, int64_t dim = 0) { return stack(detail::trees(ts), dim); }
 template <tree T>
-[[nodiscard]] T stack(std::initializer_list<T> ts, int64_t dim = 0) {
-  return stack(std::span<const T>(ts.begin(), ts.size()), dim);
-}
+[[nodiscard]] T stack(std::initializer_list<T> ts, int64_t dim = 0) { return stack(detail::trees(ts), dim); }
 
 /// The trees concatenated along batch dim `dim`; the other batch dims must agree.
 template <tree T>
@@ -811,14 +818,11 @@ template <tree T>
   return detail::combine<T>("cat", ts, [&](at::TensorList xs) { return at::cat(xs, d); },
                             BatchSize(c10::IntArrayRef(to)));
 }
+/// `cat` of a vector or a braced list of trees.
 template <tree T>
-[[nodiscard]] T cat(const std::vector<T>& ts, int64_t dim = 0) {
-  return cat(std::span<const T>(ts), dim);
-}
+[[nodiscard]] T cat(const std::vector<T>& ts, int64_t dim = 0) { return cat(detail::trees(ts), dim); }
 template <tree T>
-[[nodiscard]] T cat(std::initializer_list<T> ts, int64_t dim = 0) {
-  return cat(std::span<const T>(ts.begin(), ts.size()), dim);
-}
+[[nodiscard]] T cat(std::initializer_list<T> ts, int64_t dim = 0) { return cat(detail::trees(ts), dim); }
 
 /// The trees along batch dim `dim`, as `Tensor::unbind` gives them.
 template <tree T>

@@ -95,60 +95,48 @@ template <fixed_string... Keys, tree T>
 /// `select` with dotted keys known only at run time (`"blocks." + std::to_string(i)`): the
 /// same tree with only the leaves at or under `keys` present. A key that names nothing is a
 /// `KeyError` naming it. (A TensorDict selects with its own `select`, which removes entries.)
-template <tree T, class R>
-  requires(!detail::is_tensordict<T> && std::ranges::range<R> &&
-           std::is_convertible_v<std::ranges::range_reference_t<const R&>, std::string_view>)
+template <detail::masked_tree T, detail::key_range R>
 [[nodiscard]] T select(const T& t, const R& keys) {
-  const auto ks = detail::key_views(keys);
-  return detail::masked_runtime("select", t, std::span<const std::string_view>(ks), true);
+  return detail::masked_runtime("select", t, keys, true);
 }
-template <tree T>
-  requires(!detail::is_tensordict<T>)
+template <detail::masked_tree T>
 [[nodiscard]] T select(const T& t, std::initializer_list<std::string_view> keys) {
-  return tensordict::select<T, std::initializer_list<std::string_view>>(t, keys);
-}
-/// `exclude` with dotted keys known only at run time; a key that names nothing is a `KeyError`.
-template <tree T, class R>
-  requires(!detail::is_tensordict<T> && std::ranges::range<R> &&
-           std::is_convertible_v<std::ranges::range_reference_t<const R&>, std::string_view>)
-[[nodiscard]] T exclude(const T& t, const R& keys) {
-  const auto ks = detail::key_views(keys);
-  return detail::masked_runtime("exclude", t, std::span<const std::string_view>(ks), false);
-}
-template <tree T>
-  requires(!detail::is_tensordict<T>)
-[[nodiscard]] T exclude(const T& t, std::initializer_list<std::string_view> keys) {
-  return tensordict::exclude<T, std::initializer_list<std::string_view>>(t, keys);
+  return detail::masked_runtime("select", t, keys, true);
 }
 /// `select` of one dotted key known at run time: `select(model, "blocks." + std::to_string(i))`.
-template <tree T>
-  requires(!detail::is_tensordict<T>)
+template <detail::masked_tree T>
 [[nodiscard]] T select(const T& t, std::string_view key) {
-  return tensordict::select(t, {key});
+  return detail::masked_runtime("select", t, {key}, true);
+}
+
+/// `exclude` with dotted keys known only at run time; a key that names nothing is a `KeyError`.
+template <detail::masked_tree T, detail::key_range R>
+[[nodiscard]] T exclude(const T& t, const R& keys) {
+  return detail::masked_runtime("exclude", t, keys, false);
+}
+template <detail::masked_tree T>
+[[nodiscard]] T exclude(const T& t, std::initializer_list<std::string_view> keys) {
+  return detail::masked_runtime("exclude", t, keys, false);
 }
 /// `exclude` of one dotted key known at run time.
-template <tree T>
-  requires(!detail::is_tensordict<T>)
+template <detail::masked_tree T>
 [[nodiscard]] T exclude(const T& t, std::string_view key) {
-  return tensordict::exclude(t, {key});
+  return detail::masked_runtime("exclude", t, {key}, false);
 }
-/// `split_keys` of one dotted key known at run time.
-template <tree T>
-  requires(!detail::is_tensordict<T>)
-[[nodiscard]] std::pair<T, T> split_keys(const T& t, std::string_view key) {
-  return {tensordict::select(t, {key}), tensordict::exclude(t, {key})};
+
+/// `(select(t, keys), exclude(t, keys))` with run-time keys: a range of dotted keys, a braced
+/// list of them, or one key.
+template <detail::masked_tree T, detail::key_range R>
+[[nodiscard]] std::pair<T, T> split_keys(const T& t, const R& keys) {
+  return {tensordict::select(t, keys), tensordict::exclude(t, keys)};
 }
-/// `(select(t, keys), exclude(t, keys))` with run-time keys.
-template <tree T>
-  requires(!detail::is_tensordict<T>)
+template <detail::masked_tree T>
 [[nodiscard]] std::pair<T, T> split_keys(const T& t, std::initializer_list<std::string_view> keys) {
   return {tensordict::select(t, keys), tensordict::exclude(t, keys)};
 }
-template <tree T, class R>
-  requires(!detail::is_tensordict<T> && std::ranges::range<R> &&
-           std::is_convertible_v<std::ranges::range_reference_t<const R&>, std::string_view>)
-[[nodiscard]] std::pair<T, T> split_keys(const T& t, const R& keys) {
-  return {tensordict::select(t, keys), tensordict::exclude(t, keys)};
+template <detail::masked_tree T>
+[[nodiscard]] std::pair<T, T> split_keys(const T& t, std::string_view key) {
+  return {tensordict::select(t, key), tensordict::exclude(t, key)};
 }
 
 /// Partitions the present leaves: `pred(key_path, leaf)` true goes to the first tree, false to

@@ -6,6 +6,8 @@
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <initializer_list>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -217,12 +219,30 @@ T keep_keys(const char* op, const T& t) {
   }
 }
 
-// Dotted keys from any range of strings.
+// A range of dotted keys known at run time (strings, string views, C strings).
 template <class R>
-std::vector<std::string_view> key_views(const R& keys) {
-  std::vector<std::string_view> out;
-  for (const auto& k : keys) out.emplace_back(k);
-  return out;
+concept key_range = std::ranges::range<R> &&
+                    std::is_convertible_v<std::ranges::range_reference_t<const R&>, std::string_view>;
+
+// A tree whose leaves `select`/`exclude` mark absent (a TensorDict removes entries instead,
+// with its own methods).
+template <class T>
+concept masked_tree = tree<T> && !is_tensordict<T>;
+
+// `masked_runtime` with keys from any range of strings, or a braced list of them.
+template <class T, class R>
+T masked_runtime(const char* op, const T& t, const R& keys, bool select) {
+  if constexpr (std::is_convertible_v<const R&, std::span<const std::string_view>>) {
+    return masked_runtime(op, t, std::span<const std::string_view>(keys), select);
+  } else {
+    std::vector<std::string_view> views;
+    for (const auto& k : keys) views.emplace_back(k);
+    return masked_runtime(op, t, std::span<const std::string_view>(views), select);
+  }
+}
+template <class T>
+T masked_runtime(const char* op, const T& t, std::initializer_list<std::string_view> keys, bool select) {
+  return masked_runtime(op, t, std::span<const std::string_view>(keys.begin(), keys.size()), select);
 }
 
 template <class M, class V>
