@@ -86,18 +86,20 @@ template <tree T>
 
 /// The `(KeyPath, Tensor)` pairs of a tree with containers, as `named_leaves` returns them: a
 /// range of `std::pair<KeyPath, at::Tensor>` that owns the paths' text (a static tree's paths
-/// live in static storage instead). Copies and moves keep every `KeyPath` valid.
-class NamedLeaves {
+/// live in static storage instead). Copies and moves keep every `KeyPath` valid. (A template
+/// only so that a file that never calls `named_leaves` on such a tree compiles none of it.)
+template <class Leaf = at::Tensor>
+class BasicNamedLeaves {
  public:
-  using value_type = std::pair<KeyPath, at::Tensor>;
+  using value_type = std::pair<KeyPath, Leaf>;
 
-  NamedLeaves() = default;
-  NamedLeaves(const NamedLeaves& o)
+  BasicNamedLeaves() = default;
+  BasicNamedLeaves(const BasicNamedLeaves& o)
       : text_(o.text_), parts_(o.parts_), records_(o.records_), items_(o.items_) {
     relink();
   }
-  NamedLeaves(NamedLeaves&&) noexcept = default;  // vectors move their buffers: views stay valid
-  NamedLeaves& operator=(const NamedLeaves& o) {
+  BasicNamedLeaves(BasicNamedLeaves&&) noexcept = default;  // vectors move their buffers: views stay valid
+  BasicNamedLeaves& operator=(const BasicNamedLeaves& o) {
     if (this != &o) {
       text_ = o.text_;
       parts_ = o.parts_;
@@ -107,7 +109,7 @@ class NamedLeaves {
     }
     return *this;
   }
-  NamedLeaves& operator=(NamedLeaves&&) noexcept = default;
+  BasicNamedLeaves& operator=(BasicNamedLeaves&&) noexcept = default;
 
   [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
   [[nodiscard]] bool empty() const noexcept { return items_.empty(); }
@@ -116,7 +118,7 @@ class NamedLeaves {
   [[nodiscard]] auto end() const noexcept { return items_.cend(); }
 
   /// Appends a leaf at `path` (the path's text is copied).
-  void push_back(const KeyPath& path, at::Tensor leaf) {
+  void push_back(const KeyPath& path, Leaf leaf) {
     Record r{parts_.size(), path.depth, text_.size(), path.dotted.size()};
     // Parts are stored as offsets into the dotted text: each part is one dot-separated run of it.
     std::size_t at = r.text;
@@ -151,6 +153,8 @@ class NamedLeaves {
   std::vector<Record> records_;
   std::vector<value_type> items_;
 };
+/// The `(KeyPath, Tensor)` pairs of a tree with containers (see `BasicNamedLeaves`).
+using NamedLeaves = BasicNamedLeaves<>;
 
 /// `(key path, leaf)` for every leaf slot, as `tree_flatten_with_path`: pairs of `KeyPath` and
 /// `Tensor` for every tree — a `std::array` of them for a static tree (paths in static storage),
