@@ -531,6 +531,16 @@ void guarded(const char* op, int rank, int size, const std::string& key, const c
   }
 }
 
+// One message (or one collective) that `start()` starts and returns the work of, waited for
+// at once: a failure names `what` and says what state the tree is in.
+template <class F>
+void one_message(const char* op, int rank, int size, const std::string& what, const char* state,
+                 std::optional<std::chrono::milliseconds> timeout, F&& start) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  guarded(op, rank, size, what, state, [&] { works.push_back(start()); });
+  wait_all(op, rank, size, works, {what}, timeout, state);
+}
+
 // Compares the ranks' structures: one all_gather of a digest; when they differ, a second one
 // of the descriptions, so that every rank names the same first difference.
 template <class C>
@@ -546,10 +556,8 @@ void check_structure(const char* op, C& pg, const std::vector<WireLeaf>& ls,
     std::vector<std::vector<at::Tensor>> outs(1);
     for (int r = 0; r < size; ++r) outs[0].push_back(output[r]);
     std::vector<at::Tensor> ins{input};
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    const std::string what = "(comparing the ranks' tree structures, before any leaf moved)";
-    guarded(op, rank, size, what, "the tree is unchanged", [&] { works.push_back(pg.allgather(outs, ins)); });
-    wait_all(op, rank, size, works, {what}, timeout, "the tree is unchanged");
+    one_message(op, rank, size, "(comparing the ranks' tree structures, before any leaf moved)",
+                "the tree is unchanged", timeout, [&] { return pg.allgather(outs, ins); });
   };
   gather(in, all);
   int other = -1;
@@ -1077,10 +1085,8 @@ void p2p_check(const char* op, C& pg, int peer, bool sending, const std::vector<
   const std::string mine = describe(ls);
   const char* state = sending ? "nothing was sent" : "the tree is unchanged";
   auto run = [&](std::vector<at::Tensor> v, bool send, int tag) {
-    std::vector<c10::intrusive_ptr<c10d::Work>> w;
-    const std::string what = "(comparing the peers' tree structures, before any leaf moved)";
-    guarded(op, rank, size, what, state, [&] { w.push_back(send ? pg.send(v, peer, tag) : pg.recv(v, peer, tag)); });
-    wait_all(op, rank, size, w, {what}, timeout, state);
+    one_message(op, rank, size, "(comparing the peers' tree structures, before any leaf moved)", state, timeout,
+                [&] { return send ? pg.send(v, peer, tag) : pg.recv(v, peer, tag); });
   };
   at::Tensor len = at::empty({1}, at::kLong);
   at::Tensor verdict = at::zeros({1}, at::kLong);
@@ -1393,11 +1399,9 @@ template <class T = TensorDict, class G>
     const auto timeout = o.timeout ? o.timeout : detail::timeout_of(group);
     auto recv_one = [&](at::Tensor& t, int tag) {
       std::vector<at::Tensor> v{t};
-      std::vector<c10::intrusive_ptr<c10d::Work>> w;
       const std::string what = tag == o.init_tag ? "(the header)" : tag == o.init_tag + 1 ? "(the structure)" : "(the leaves' buffer)";
-      detail::guarded("from_remote_init", rank, size, what, "nothing was received",
-                      [&] { w.push_back(pg.recv(v, src, tag)); });
-      detail::wait_all("from_remote_init", rank, size, w, {what}, timeout, "nothing was received");
+      detail::one_message("from_remote_init", rank, size, what, "nothing was received", timeout,
+                          [&] { return pg.recv(v, src, tag); });
     };
     at::Tensor header = at::empty({3}, at::kLong);
     recv_one(header, o.init_tag);

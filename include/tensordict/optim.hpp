@@ -345,20 +345,28 @@ void for_groups(const std::array<tensor_vec, N>& lists, Body&& body) {
   });
 }
 
-// The pure form of every optimizer: the step applied to copies.
-template <class Opt, class P, class S>
-std::pair<P, S> pure_update(const Opt& opt, const P& params, const P& grads, const S& state) {
-  P p = tensordict::clone(tensordict::detach(params));
-  S s = tensordict::clone(state);
-  opt.step(p, grads, s);
-  return {std::move(p), std::move(s)};
-}
+// The pure form every optimizer has, the step applied to copies: `update(params, grads, state)`
+// returns `(new params, new state)` and leaves its arguments as they were.
+template <class Opt>
+class PureForm {
+ public:
+  template <class P, class S>
+  [[nodiscard]] std::pair<P, S> update(const P& params, const P& grads, const S& state) const {
+    P p = tensordict::clone(tensordict::detach(params));
+    S s = tensordict::clone(state);
+    static_cast<const Opt&>(*this).step(p, grads, s);
+    return {std::move(p), std::move(s)};
+  }
+
+ protected:
+  using tensor_list = std::vector<at::Tensor>;
+};
 
 }  // namespace detail
 
 /// Stochastic gradient descent with momentum, Nesterov momentum and weight decay, as
 /// `torch::optim::SGD`.
-class Sgd {
+class Sgd : public detail::PureForm<Sgd> {
  public:
   explicit Sgd(SgdOptions o = {}) : options(std::move(o)) {}
   SgdOptions options;
@@ -405,19 +413,11 @@ class Sgd {
       at::_foreach_add_(l[0], d, -lr);
     });
   }
-  /// The pure form: `(new params, new state)`; the arguments are left as they were.
-  template <class P>
-  [[nodiscard]] std::pair<P, SgdState<P>> update(const P& params, const P& grads,
-                                                 const SgdState<P>& state) const {
-    return detail::pure_update(*this, params, grads, state);
-  }
 
- private:
-  using tensor_list = std::vector<at::Tensor>;
 };
 
 /// Adam (or AdamW, with decoupled weight decay), as `torch::optim::Adam` / `AdamW`.
-class Adam {
+class Adam : public detail::PureForm<Adam> {
  public:
   explicit Adam(AdamOptions o = {}, bool decoupled = false)
       : options(std::move(o)), decoupled_(decoupled) {}
@@ -488,20 +488,13 @@ class Adam {
       at::_foreach_addcdiv_(l[0], l[2], denom, -step_size);
     });
   }
-  /// The pure form: `(new params, new state)`.
-  template <class P>
-  [[nodiscard]] std::pair<P, AdamState<P>> update(const P& params, const P& grads,
-                                                  const AdamState<P>& state) const {
-    return detail::pure_update(*this, params, grads, state);
-  }
 
  private:
-  using tensor_list = std::vector<at::Tensor>;
   bool decoupled_;
 };
 
 /// RMSprop, as `torch::optim::RMSprop`.
-class Rmsprop {
+class Rmsprop : public detail::PureForm<Rmsprop> {
  public:
   explicit Rmsprop(RmspropOptions o = {}) : options(std::move(o)) {}
   RmspropOptions options;
@@ -570,18 +563,11 @@ class Rmsprop {
       }
     });
   }
-  template <class P>
-  [[nodiscard]] std::pair<P, RmspropState<P>> update(const P& params, const P& grads,
-                                                     const RmspropState<P>& state) const {
-    return detail::pure_update(*this, params, grads, state);
-  }
 
- private:
-  using tensor_list = std::vector<at::Tensor>;
 };
 
 /// Adagrad, as `torch::optim::Adagrad` (dense gradients).
-class Adagrad {
+class Adagrad : public detail::PureForm<Adagrad> {
  public:
   explicit Adagrad(AdagradOptions o = {}) : options(std::move(o)) {}
   AdagradOptions options;
@@ -616,14 +602,7 @@ class Adagrad {
       at::_foreach_addcdiv_(l[0], g, sd, -clr);
     });
   }
-  template <class P>
-  [[nodiscard]] std::pair<P, AdagradState<P>> update(const P& params, const P& grads,
-                                                     const AdagradState<P>& state) const {
-    return detail::pure_update(*this, params, grads, state);
-  }
 
- private:
-  using tensor_list = std::vector<at::Tensor>;
 };
 
 /// `td::optim::sgd({.lr = 0.1, .momentum = 0.9})`.
@@ -683,7 +662,7 @@ struct ClipGradValue {
 /// Gradient transforms applied in order, then an optimizer: `chain(clip_grad_norm(1.0),
 /// adam({.lr = schedule}))`. Its state is the optimizer's.
 template <class Opt, class... Transforms>
-class Chain {
+class Chain : public detail::PureForm<Chain<Opt, Transforms...>> {
  public:
   Chain(std::tuple<Transforms...> transforms, Opt opt)
       : transforms_(std::move(transforms)), opt_(std::move(opt)) {}
@@ -705,10 +684,6 @@ class Chain {
         },
         transforms_);
     opt_.step(params, changed ? *changed : grads, state);
-  }
-  template <class P, class S>
-  [[nodiscard]] std::pair<P, S> update(const P& params, const P& grads, const S& state) const {
-    return detail::pure_update(*this, params, grads, state);
   }
   /// The optimizer at the end of the chain.
   const Opt& optimizer() const { return opt_; }

@@ -95,6 +95,14 @@ class JsonScan {
     return true;
   }
 
+  // `true`, `false` or `null`, read as `v`.
+  template <class V>
+  bool literal(std::string_view w, V v, nlohmann::json* out) {
+    if (!word(w)) return false;
+    if (out) *out = v;
+    return true;
+  }
+
   bool value(nlohmann::json* out) {
     skip_space();
     if (p_ == end_) return malformed("the text ends where a value should be");
@@ -110,17 +118,11 @@ class JsonScan {
         return true;
       }
       case 't':
-        if (!word("true")) return false;
-        if (out) *out = true;
-        return true;
+        return literal("true", true, out);
       case 'f':
-        if (!word("false")) return false;
-        if (out) *out = false;
-        return true;
+        return literal("false", false, out);
       case 'n':
-        if (!word("null")) return false;
-        if (out) *out = nullptr;
-        return true;
+        return literal("null", nullptr, out);
       case 'N':
       case 'I':
         return special(out, false);
