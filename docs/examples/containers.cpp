@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/optional.hpp>
+
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
@@ -72,6 +74,16 @@ struct tensordict::node<docs_containers::Ring> {
 };
 // [nodes]
 
+// [optional-node]
+template <class X>
+  requires tensordict::tree_part<X>
+struct tensordict::node<boost::optional<X>> {
+  static bool present(const boost::optional<X>& o) { return o.has_value(); }
+  static auto& value(auto& o) { return *o; }
+  static boost::optional<X> wrap(X x) { return boost::optional<X>(std::move(x)); }
+};
+// [optional-node]
+
 using namespace docs_containers;
 
 TEST_CASE("docs: containers are nodes, keyed as torch's state_dict") {
@@ -121,6 +133,25 @@ TEST_CASE("docs: nodes of your own") {
   auto scaled = td::apply(convs, [](const torch::Tensor& x) { return x * 3; });
   CHECK(torch::equal(scaled[0].weight(), torch::full({2, 2}, 3.0)));
   CHECK(td::leaves(ring)[0].item<float>() == 1.0f);  // the oldest slot first
+}
+
+namespace docs_containers {
+struct Policy {
+  Linear body;
+  boost::optional<Linear> value_head;  // a node, as std::optional<Linear> is
+};
+}  // namespace docs_containers
+
+TEST_CASE("docs: another library's optional, declared as std::optional is") {
+  static_assert(td::static_tree<Policy>);  // the presence is part of the spec
+  static_assert(td::spec<Policy>::keys[3] == "value_head.bias");
+  Policy p{linear(2), boost::none};
+  CHECK(td::key_paths(p) == std::vector<std::string>{"body.weight", "body.bias"});
+  p.value_head = linear(2);
+  Policy q = td::apply(p, [](const torch::Tensor& x) { return x + 1; });
+  CHECK(torch::equal(q.value_head->bias, torch::ones({2})));
+  Policy back = td::from_tensordict<Policy>(td::to_tensordict(q));
+  CHECK(back.value_head->weight.is_same(q.value_head->weight));
 }
 
 namespace docs_containers {

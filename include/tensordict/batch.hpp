@@ -116,12 +116,12 @@ void check_level(const char* op, const M& v, const BatchSize& inherited, Cursor&
       ((c.push(static_node<M>::template key<I>), check_level(op, child<I>(v), bs, c), c.pop()), ...);
     }(std::make_index_sequence<static_node<M>::size>{});
   } else if constexpr (k == FieldKind::optional_subtree) {
-    if (v) check_level(op, *v, inherited, c);
+    if (node<M>::present(v)) check_level(op, node<M>::value(v), inherited, c);
   } else if constexpr (k == FieldKind::entry) {
-    if (v.is_tensor()) {
-      check_level(op, v.tensor(), inherited, c);
-    } else if (v.is_tensordict()) {
-      check_level(op, v.tensordict(), inherited, c);
+    if (node<M>::is_leaf(v)) {
+      check_level(op, node<M>::leaf(v), inherited, c);
+    } else if (node<M>::is_subtree(v)) {
+      check_level(op, node<M>::subtree(v), inherited, c);
     }
   } else if constexpr (k == FieldKind::container) {
     using N = dynamic_node<M>;

@@ -56,7 +56,7 @@ void put_child(TensorDict& out, std::string_view name, const M& x) {
   } else if constexpr (k == FieldKind::subtree || k == FieldKind::container) {
     out.set(name, node_to_tensordict<Strict>(x, out.batch_size()));
   } else if constexpr (k == FieldKind::optional_subtree) {
-    if (x) put_child<Strict>(out, name, *x);
+    if (node<M>::present(x)) put_child<Strict>(out, name, node<M>::value(x));
   } else if constexpr (k == FieldKind::static_field) {
     out.set(name, NonTensorData{static_json<Strict>(x)});
   }
@@ -68,7 +68,7 @@ TensorDict node_to_tensordict(const M& v, const BatchSize& inherited) {
   if constexpr (is_tensordict<M>) {
     return v;  // a TensorDict member is one already, with its own batch size
   } else if constexpr (k == FieldKind::optional_subtree) {
-    return v ? node_to_tensordict<Strict>(*v, inherited) : TensorDict(inherited);
+    return node<M>::present(v) ? node_to_tensordict<Strict>(node<M>::value(v), inherited) : TensorDict(inherited);
   } else if constexpr (k == FieldKind::subtree) {
     // The batch size first: every entry is checked against it.
     const BatchSize* own = own_batch_size(v);
@@ -159,7 +159,7 @@ void read_child(const Entry* e, M& out, const M* like, const NestedKey& key) {
     return;  // the level's batch size, set by the caller
   } else if constexpr (k == FieldKind::optional_leaf || k == FieldKind::optional_subtree) {
     if (!e) {
-      out.reset();
+      out = M{};
       return;
     }
   }
@@ -185,19 +185,20 @@ void read_child(const Entry* e, M& out, const M* like, const NestedKey& key) {
     if (!require_kind(key, *e, e->is_tensordict(), "a TensorDict")) return;
     node_from_tensordict<Root>(e->tensordict(), out, like, key);
   } else if constexpr (k == FieldKind::optional_subtree) {
-    using X = std::remove_cv_t<typename M::value_type>;
-    const X* lx = like && *like ? &**like : nullptr;
+    using N = node<M>;
+    using X = optional_child_t<M>;
+    const X* lx = like && N::present(*like) ? &N::value(*like) : nullptr;
     if (lx) {
-      out = *lx;
+      out = N::wrap(*lx);
     } else if constexpr (std::is_default_constructible_v<X>) {
-      out.emplace();
+      out = N::wrap(X{});
     } else {
       std::ostringstream os;
       os << "from_tensordict: key " << key << " holds a " << type_name_v<X>
          << ", which has no default constructor: pass a `like` tree that has it";
       throw SpecMismatchError(os.str());
     }
-    read_child<Root>(e, *out, lx, key);
+    read_child<Root>(e, N::value(out), lx, key);
   } else if constexpr (k == FieldKind::static_field) {
     static_assert(json_convertible<M>,
                   "tensordict: a static field has no JSON form, so it cannot be read from a "
@@ -308,34 +309,27 @@ void node_from_tensordict(const TensorDict& td, M& out, const M* like, const Nes
   } else if constexpr (k == FieldKind::container) {
     using N = dynamic_node<M>;
     using C = typename N::child_t;
-    if constexpr (is_instance<M, std::vector>::value) {
+    if constexpr (N::indexed) {
       const std::size_t n = sequence_length(td, prefix);
-      if (like && like->size() != n) {
-        std::ostringstream os;
-        os << "from_tensordict: the sequence at " << prefix << " has " << n
-           << " elements, the tree it is read into " << like->size();
-        throw SpecMismatchError(os.str());
-      }
-      if (like) {
-        out = *like;
-      } else if constexpr (std::is_default_constructible_v<C>) {
-        out.clear();
-        out.resize(n);
-      } else {
-        std::ostringstream os;
-        os << "from_tensordict: the sequence at " << prefix << " holds " << type_name_v<C>
-           << ", which has no default constructor: pass a `like` tree of the right length";
-        throw SpecMismatchError(os.str());
-      }
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::string key = std::to_string(i);
-        read_child<Root>(dynamic_node<TensorDict>::lookup(td, key), out[i], like ? &(*like)[i] : nullptr,
-                         prefix / key);
-      }
-    } else if constexpr (N::indexed) {
-      // A node of the user's: its length comes from the tree read into.
-      const std::size_t n = sequence_length(td, prefix);
-      if (N::size(out) != n) {
+      if constexpr (N::resizable) {
+        if (like && N::size(*like) != n) {
+          std::ostringstream os;
+          os << "from_tensordict: the sequence at " << prefix << " has " << n
+             << " elements, the tree it is read into " << N::size(*like);
+          throw SpecMismatchError(os.str());
+        }
+        if (like) {
+          out = *like;
+        } else if constexpr (std::is_default_constructible_v<C>) {
+          N::resize(out, n);
+        } else {
+          std::ostringstream os;
+          os << "from_tensordict: the sequence at " << prefix << " holds " << type_name_v<C>
+             << ", which has no default constructor: pass a `like` tree of the right length";
+          throw SpecMismatchError(os.str());
+        }
+      } else if (N::size(out) != n) {
+        // A node that cannot be resized keeps the length of the tree read into.
         std::ostringstream os;
         os << "from_tensordict: the node at " << prefix << " has " << n
            << " children, the tree it is read into " << N::size(out)
@@ -349,8 +343,8 @@ void node_from_tensordict(const TensorDict& td, M& out, const M* like, const Nes
       }
     } else {
       if (like) {
-        bool same = like->size() == td.size();
-        for (const auto& [key, v] : td.entries()) same = same && like->find(key) != like->end();
+        bool same = N::size(*like) == td.size();
+        for (const auto& [key, v] : td.entries()) same = same && N::lookup(*like, key) != nullptr;
         if (!same) {
           std::ostringstream os;
           os << "from_tensordict: the map at " << prefix << " has keys [";
@@ -360,10 +354,10 @@ void node_from_tensordict(const TensorDict& td, M& out, const M* like, const Nes
           throw SpecMismatchError(os.str());
         }
       }
-      out.clear();
+      N::clear(out);
       for (const auto& [key, v] : td.entries()) {
         const C* lc = nullptr;
-        if (like) lc = &like->find(key)->second;
+        if (like) lc = N::lookup(*like, key);
         C c = [&] {
           if (lc) return *lc;
           if constexpr (std::is_default_constructible_v<C>) {
@@ -377,7 +371,7 @@ void node_from_tensordict(const TensorDict& td, M& out, const M* like, const Nes
           }
         }();
         read_child<Root>(&v, c, lc, prefix / key);
-        out.emplace(key, std::move(c));
+        N::insert(out, key, std::move(c));
       }
     }
   } else if constexpr (k == FieldKind::optional_subtree) {
@@ -388,13 +382,15 @@ void node_from_tensordict(const TensorDict& td, M& out, const M* like, const Nes
 template <class T>
 void from_tensordict_impl(const TensorDict& td, T& out, const T* like, const NestedKey& prefix) {
   if constexpr (field_kind_v<T> == FieldKind::optional_subtree) {
-    using X = std::remove_cv_t<typename T::value_type>;
+    using N = node<T>;
+    using X = optional_child_t<T>;
     if (td.size() == 0) {
-      out.reset();
+      out = T{};
       return;
     }
-    if (!out) out.emplace(like && *like ? **like : X{});
-    node_from_tensordict<T>(td, *out, like && *like ? &**like : nullptr, prefix);
+    const X* lx = like && N::present(*like) ? &N::value(*like) : nullptr;
+    if (!N::present(out)) out = N::wrap(lx ? *lx : X{});
+    node_from_tensordict<T>(td, N::value(out), lx, prefix);
   } else {
     node_from_tensordict<T>(td, out, like, prefix);
   }

@@ -42,10 +42,8 @@ namespace tensordict {
 
 
 class TensorDict;
-namespace detail {
 template <>
-struct dynamic_node<TensorDict>;
-}  // namespace detail
+struct node<TensorDict>;
 
 /// One entry of a `TensorDict`: a tensor, a nested `TensorDict`, or non-tensor data.
 /// Strings become `NonTensorData`; numbers and bools become 0-dim tensors, as in Python.
@@ -130,7 +128,7 @@ class Entry {
   template <class = void>
   [[gnu::noinline]] void destroy_boxed() noexcept;
   friend class TensorDict;
-  friend struct detail::dynamic_node<TensorDict>;
+  friend struct node<TensorDict>;
   // Holds `t` from now on; an entry that holds a tensor already keeps its slot (`set`'s hot path).
   void assign(const at::Tensor& t);
   union {
@@ -876,7 +874,7 @@ class TensorDict : public operators::found_by_lookup {
 
  private:
   friend class Entry;
-  friend struct detail::dynamic_node<TensorDict>;
+  friend struct node<TensorDict>;
 
 
 
@@ -1199,22 +1197,18 @@ inline void Entry::assign(const at::Tensor& t) {
   }
 }
 
-namespace detail {
-
 // A TensorDict is a node of the tree engine: its children are its entries, in insertion order,
 // keyed by name, and its batch size is visited as a struct's BatchSize member is. Zipped trees
 // find each other's entries by position when they share a key table or hold the same name at
 // the same position, and by hashed name otherwise.
 template <>
-struct dynamic_node<TensorDict> {
-  using child_t = Entry;
-  static constexpr bool indexed = false;
+struct node<TensorDict> {
   static constexpr const char* what = "TensorDict";
   static std::size_t size(const TensorDict& t) noexcept { return t.values_.size(); }
   // An entry and its name, as `ordered` lists them (`kv->first`, `kv->second`).
   template <class E>
   struct Item {
-    TableKey first;
+    detail::TableKey first;
     E& second;
     const Item* operator->() const noexcept { return this; }
   };
@@ -1222,28 +1216,28 @@ struct dynamic_node<TensorDict> {
   template <class V>
   static auto ordered(V& t) noexcept {
     using E = std::conditional_t<std::is_const_v<V>, const Entry, Entry>;
-    const KeyTable* table = t.keys_.get();
+    const detail::KeyTable* table = t.keys_.get();
     return std::views::iota(std::size_t{0}, t.values_.size()) |
            std::views::transform([&t, table](std::size_t i) {
-             return Item<E>{TableKey{*table->order[i], table, static_cast<std::uint32_t>(i)},
+             return Item<E>{detail::TableKey{*table->order[i], table, static_cast<std::uint32_t>(i)},
                             t.values_[i]};
            });
   }
   // The entry named `key`, or null. A name from a tree of the same key table is found by its
   // position; one from another TensorDict brings its hash along.
   template <class V>
-  static auto* lookup(V& t, const TableKey& key) {
+  static auto* lookup(V& t, const detail::TableKey& key) {
     if (t.keys_.get() == key.table) return &t.values_[key.pos];
     // Trees built the same way hold their keys in the same order: try the same position first.
     if (key.pos < t.values_.size()) {
-      const HashedName& here = *t.keys_->order[key.pos];
+      const detail::HashedName& here = *t.keys_->order[key.pos];
       if (here.hash == key.name.hash && here.name == key.name.name) return &t.values_[key.pos];
     }
-    return t.lookup(NameRef(key.name));
+    return t.lookup(detail::NameRef(key.name));
   }
   template <class V, class K>
   static auto* lookup(V& t, const K& key) {
-    return t.lookup(NameRef(key));
+    return t.lookup(detail::NameRef(key));
   }
   template <class V, class F>
   static void each(V& t, F&& f) {
@@ -1282,7 +1276,7 @@ struct dynamic_node<TensorDict> {
     for (std::size_t i = 0; i < out.values_.size(); ++i) {
       Entry& e = out.values_[i];
       if (!e.is_tensordict()) continue;
-      const Entry* from = src.lookup(NameRef(out.name_at(i)));
+      const Entry* from = src.lookup(detail::NameRef(out.name_at(i)));
       if (!from || !from->is_tensordict()) continue;
       drop_emptied(e.tensordict(), from->tensordict());
       if (emptied(e, *from)) {
@@ -1345,7 +1339,7 @@ struct dynamic_node<TensorDict> {
         return;
       }
       if (check_device && x->device() != *t.device_) *x = x->to(*t.device_);
-      if (check_batch && !starts_with(x->sizes(), t.batch_size_)) [[unlikely]] bad_batch(i, *x);
+      if (check_batch && !detail::starts_with(x->sizes(), t.batch_size_)) [[unlikely]] bad_batch(i, *x);
     }
   };
   // mk(entry), converted to an Entry where the vector places it (no temporary entry is moved).
@@ -1357,5 +1351,25 @@ struct dynamic_node<TensorDict> {
   };
 };
 
-}  // namespace detail
+/// A TensorDict's entry is a variant node: a leaf, a nested TensorDict, or non-tensor data (a
+/// static value).
+template <>
+struct node<Entry> {
+  static bool is_leaf(const Entry& e) noexcept { return e.is_tensor(); }
+  template <class V>
+  [[gnu::always_inline]] static auto& leaf(V& e) {
+    return e.tensor();
+  }
+  static bool is_subtree(const Entry& e) noexcept { return e.is_tensordict(); }
+  template <class V>
+  static auto& subtree(V& e) {
+    return e.tensordict();
+  }
+  template <class X>
+  static Entry wrap(X&& x) {
+    return Entry(std::forward<X>(x));
+  }
+  static const char* what(const Entry& e) noexcept { return e.kind(); }
+};
+
 }  // namespace tensordict

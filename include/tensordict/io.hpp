@@ -138,7 +138,7 @@ void class_tree_of(const M& v, ClassTree& out) {
   if constexpr (is_tensordict<M>) {
     return;
   } else if constexpr (k == FieldKind::optional_subtree) {
-    if (v) class_tree_of(*v, out);
+    if (node<M>::present(v)) class_tree_of(node<M>::value(v), out);
   } else if constexpr (k == FieldKind::subtree) {
     if constexpr (static_node<M>::is_struct) out.cls = python_class_name<M>();
     [&]<std::size_t... I>(std::index_sequence<I...>) {

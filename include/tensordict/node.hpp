@@ -15,7 +15,10 @@
 /// Keys follow PyTorch's `named_parameters()`: struct fields by name, sequence elements by
 /// position (`blocks.0.attn.weight`), map entries by their key; an optional adds no key.
 ///
-/// A type of your own becomes a node by specialising `tensordict::node<T>` (see `node`).
+/// Every node but a reflectable struct is a specialisation of `tensordict::node<T>` (see
+/// `node`): the standard containers in `node/sequence.hpp`, `node/map.hpp` and
+/// `node/optional.hpp`, `TensorDict` and its `Entry` in dict.hpp, a type of your own wherever you
+/// declare it. `detail::kind_of` below is the one place that decides what a value is.
 
 #include <algorithm>
 #include <array>
@@ -41,26 +44,49 @@ namespace tensordict {
 class TensorDict;
 class Entry;
 
-/// The customization point that makes a type of your own a node. Specialise it in namespace
-/// `tensordict` in one of two shapes:
+/// The customization point that makes a type a node: the library declares its own nodes
+/// (std::array, std::tuple, std::pair, std::vector, string-keyed maps, std::optional,
+/// `TensorDict` and its `Entry`) with it, in `node/*.hpp` and dict.hpp, and a type of your own
+/// becomes one the same way. Specialise it in namespace `tensordict` in one of five shapes:
 ///
-/// A fixed set of children (a class with private members; make the specialisation a friend):
+/// **Fixed** children (a class with private members; make the specialisation a friend):
 ///
 ///     template <> struct tensordict::node<Conv> {
 ///       static constexpr std::array<std::string_view, 3> keys{"weight", "bias", "stride"};
 ///       static auto children(auto& c) { return std::tie(c.weight_, c.bias_, c.stride_); }
 ///     };
 ///
-/// A run-time number of children of one type (a ring buffer):
+/// (`template <std::size_t I> static auto& child(auto& c)` may replace `children`;
+/// `static constexpr bool aggregate = true` says that `T{children...}` builds the node, so that
+/// it is built in one expression rather than copied and overwritten.)
+///
+/// **Indexed**: a run-time number of children of one type, keyed "0", "1", ... (a ring buffer):
 ///
 ///     template <> struct tensordict::node<Ring> {
 ///       static std::size_t size(const Ring& r) { return r.slots.size(); }
 ///       static auto& child(auto& r, std::size_t i) { return r.slots[i]; }
 ///     };
 ///
+/// (optional: `like(t, mk)`, a node of t's length whose children are `mk(child)`;
+/// `resize(t, n)`, so that reading one from a TensorDict needs no `like` tree; `what`, its
+/// name in messages.)
+///
+/// **Keyed**: children of one type under run-time string keys: `size(t)`; `ordered(t)`, the
+/// entries in traversal order as pointers to pairs (`kv->first`, `kv->second`); `lookup(t, key)`,
+/// the child or null; `each(t, f)`, f(child) in any order; `like(t, mk)`; `clear(t)` and
+/// `insert(t, key, child)`, to read one from a TensorDict. Optional: `sorted` (false when `like`
+/// visits children in another order than `ordered`), `what`.
+///
+/// **Optional**: one child that may be absent, adding no key: `present(t)`, `value(t)` (the
+/// child), `wrap(child)` (a present node); a value-initialised `T{}` is absent.
+///
+/// **Variant**: at run time a leaf, one subtree type or a static value (a TensorDict's `Entry`):
+/// `is_leaf(t)`, `leaf(t)`, `is_subtree(t)`, `subtree(t)`, `wrap(x)` for a leaf or a subtree,
+/// `what(t)` (which one, in words).
+///
 /// Children may be tensors, nested trees or static fields (any other value, compared with
-/// `==`: this is the node's aux data). The node is rebuilt by copying it and writing its
-/// children, so it must be copyable. Children of a run-time node are keyed "0", "1", ...
+/// `==`: this is the node's aux data). A fixed node without `aggregate`, or an indexed one
+/// without `like`, is rebuilt by copying it and writing its children, so it must be copyable.
 template <class T>
 struct node {};
 
@@ -90,30 +116,36 @@ struct is_instance : std::false_type {};
 template <template <class...> class Tmpl, class... A>
 struct is_instance<Tmpl<A...>, Tmpl> : std::true_type {};
 
+// The five shapes of `node<T>` (see `node`). Each built-in node and each of the user's is one
+// of them; nothing else in the library tests for a particular container type.
 template <class T>
-struct is_tuple_like_node : std::false_type {};
-template <class... A>
-struct is_tuple_like_node<std::tuple<A...>> : std::true_type {};
-template <class A, class B>
-struct is_tuple_like_node<std::pair<A, B>> : std::true_type {};
-
-template <class T>
-struct is_string_map : std::false_type {};
-template <class X, class C, class A>
-struct is_string_map<std::map<std::string, X, C, A>> : std::true_type {};
-template <class X, class H, class E, class A>
-struct is_string_map<std::unordered_map<std::string, X, H, E, A>> : std::true_type {};
-
-template <class T>
-concept user_static_node = requires(T& t) {
+concept fixed_shape = requires {
   { node<T>::keys.size() } -> std::convertible_to<std::size_t>;
-  node<T>::children(t);
 };
 template <class T>
-concept user_dynamic_node = requires(T& t, const T& c) {
+concept indexed_shape = requires(T& t, const T& c) {
   { node<T>::size(c) } -> std::convertible_to<std::size_t>;
   node<T>::child(t, std::size_t{0});
   node<T>::child(c, std::size_t{0});
+};
+template <class T>
+concept keyed_shape = requires(T& t, const T& c) {
+  { node<T>::size(c) } -> std::convertible_to<std::size_t>;
+  node<T>::ordered(c);
+  node<T>::ordered(t);
+};
+template <class T>
+concept optional_shape = requires(T& t, const T& c) {
+  { node<T>::present(c) } -> std::convertible_to<bool>;
+  node<T>::value(t);
+  node<T>::value(c);
+};
+template <class T>
+concept variant_shape = requires(T& t, const T& c) {
+  { node<T>::is_leaf(c) } -> std::convertible_to<bool>;
+  { node<T>::is_subtree(c) } -> std::convertible_to<bool>;
+  node<T>::subtree(t);
+  node<T>::subtree(c);
 };
 
 // A type that holds a tensor somewhere in its template arguments (std::list<Tensor>,
@@ -129,49 +161,22 @@ struct holds_tensor_impl<std::array<U, N>> : holds_tensor_impl<std::remove_cv_t<
 template <class M>
 consteval FieldKind kind_of();
 
-// The runtime TensorDict holds tensors without being a template: named so that a struct member
-// of that type is never taken for a static field.
+// The runtime TensorDict and its entries: named here, before dict.hpp completes them, so that
+// a struct member of either type is never taken for a static field.
 template <class M>
 inline constexpr bool is_tensordict = std::is_same_v<M, TensorDict>;
 template <class M>
 inline constexpr bool is_entry = std::is_same_v<M, Entry>;
 
-// Whether a child of this type makes its container a node (rather than a static value).
+// Whether a child of this type makes its container a node (rather than a static value): the
+// condition of every built-in container's `node` specialisation.
 template <class M>
 consteval bool is_tree_part() {
   constexpr FieldKind k = kind_of<M>();
   return k != FieldKind::static_field && k != FieldKind::batch_size;
 }
-
-template <class M>
-struct elem_of {
-  using type = void;
-};
-template <class U, std::size_t N>
-struct elem_of<std::array<U, N>> {
-  using type = U;
-};
-template <class U, class A>
-struct elem_of<std::vector<U, A>> {
-  using type = U;
-};
-template <class M>
-  requires is_string_map<M>::value
-struct elem_of<M> {
-  using type = typename M::mapped_type;
-};
-template <class U>
-struct elem_of<std::optional<U>> {
-  using type = U;
-};
-
-template <class M>
-consteval bool tuple_has_tree_part() {
-  return []<std::size_t... I>(std::index_sequence<I...>) {
-    return (is_tree_part<std::remove_cv_t<std::tuple_element_t<I, M>>>() || ...);
-  }(std::make_index_sequence<std::tuple_size_v<M>>{});
-}
-
+// The one place that decides what a value is in a tree. Tensors, batch sizes and the run-time
+// TensorDict's own types first; then the shape of `node<M>`; then reflection.
 template <class M>
 consteval FieldKind kind_of() {
   if constexpr (std::is_same_v<M, at::Tensor>) {
@@ -186,22 +191,14 @@ consteval FieldKind kind_of() {
     return FieldKind::entry;
   } else if constexpr (treat_as_static<M>::value) {
     return FieldKind::static_field;
-  } else if constexpr (user_static_node<M>) {
+  } else if constexpr (fixed_shape<M>) {
     return FieldKind::subtree;
-  } else if constexpr (user_dynamic_node<M>) {
+  } else if constexpr (indexed_shape<M> || keyed_shape<M>) {
     return FieldKind::container;
-  } else if constexpr (is_std_array<M>::value) {
-    return is_tree_part<std::remove_cv_t<typename elem_of<M>::type>>() ? FieldKind::subtree
-                                                                        : FieldKind::static_field;
-  } else if constexpr (is_tuple_like_node<M>::value) {
-    return tuple_has_tree_part<M>() ? FieldKind::subtree : FieldKind::static_field;
-  } else if constexpr (is_instance<M, std::optional>::value) {
-    return is_tree_part<std::remove_cv_t<typename elem_of<M>::type>>()
-               ? FieldKind::optional_subtree
-               : FieldKind::static_field;
-  } else if constexpr (is_instance<M, std::vector>::value || is_string_map<M>::value) {
-    return is_tree_part<std::remove_cv_t<typename elem_of<M>::type>>() ? FieldKind::container
-                                                                        : FieldKind::static_field;
+  } else if constexpr (optional_shape<M>) {
+    return FieldKind::optional_subtree;
+  } else if constexpr (variant_shape<M>) {
+    return FieldKind::entry;
   } else if constexpr (reflectable<M>) {
     return FieldKind::subtree;
   } else {
@@ -210,6 +207,12 @@ consteval FieldKind kind_of() {
 }
 
 }  // namespace detail
+
+/// A value that is part of a tree's structure (a tensor, or a node holding tensors), not a
+/// static field: the condition under which the standard containers of M are nodes, for a
+/// `node` specialisation of yours to use as well.
+template <class M>
+concept tree_part = detail::is_tree_part<std::remove_cv_t<M>>();
 
 /// The kind of a value of type M in a tree.
 template <class M>
@@ -240,13 +243,21 @@ struct index_name_storage {
   static constexpr std::string_view view{data.data(), digits_of<K>()};
 };
 
-// A node with compile-time children: their number, types, keys and access. One interface for
-// structs, arrays, tuples and users' fixed nodes; the engine knows nothing else about them.
+/// The keys "0", "1", ..., "N-1" of a fixed node whose children are numbered.
+template <std::size_t N>
+consteval std::array<std::string_view, N> index_keys() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return std::array<std::string_view, N>{index_name_storage<I>::view...};
+  }(std::make_index_sequence<N>{});
+}
+
+// The engine's view of a node with compile-time children: their number, types, keys and
+// access, for reflectable structs and for fixed `node`s alike.
 template <class T>
 struct static_node;
 
 template <class T>
-  requires reflectable<T> && (!user_static_node<T>)
+  requires reflectable<T> && (!fixed_shape<T>)
 struct static_node<T> {
   static constexpr std::size_t size = field_count_v<T>;
   template <std::size_t I>
@@ -260,48 +271,22 @@ struct static_node<T> {
   static constexpr bool is_struct = true;
 };
 
-template <class U, std::size_t N>
-struct static_node<std::array<U, N>> {
-  static constexpr std::size_t size = N;
-  template <std::size_t I>
-  using child_t = std::remove_cv_t<U>;
-  template <std::size_t I>
-  static constexpr std::string_view key = index_name_storage<I>::view;
-  template <std::size_t I, class A>
-  [[gnu::always_inline]] static constexpr auto& get(A& t) noexcept {
-    return t[I];
-  }
-  static constexpr bool is_struct = false;
-};
-
 template <class T>
-  requires is_tuple_like_node<T>::value
-struct static_node<T> {
-  static constexpr std::size_t size = std::tuple_size_v<T>;
-  template <std::size_t I>
-  using child_t = std::remove_cv_t<std::tuple_element_t<I, T>>;
-  template <std::size_t I>
-  static constexpr std::string_view key = index_name_storage<I>::view;
-  template <std::size_t I, class A>
-  [[gnu::always_inline]] static constexpr auto& get(A& t) noexcept {
-    return std::get<I>(t);
-  }
-  static constexpr bool is_struct = false;
-};
-
-template <class T>
-  requires user_static_node<T>
+  requires fixed_shape<T>
 struct static_node<T> {
   static constexpr std::size_t size = node<T>::keys.size();
-  template <std::size_t I>
-  using child_t = std::remove_cvref_t<std::tuple_element_t<
-      I, decltype(node<T>::children(std::declval<T&>()))>>;
   template <std::size_t I>
   static constexpr std::string_view key = node<T>::keys[I];
   template <std::size_t I, class A>
   [[gnu::always_inline]] static constexpr auto& get(A& t) noexcept {
-    return std::get<I>(node<T>::children(t));
+    if constexpr (requires { node<T>::template child<I>(t); }) {
+      return node<T>::template child<I>(t);
+    } else {
+      return std::get<I>(node<T>::children(t));
+    }
   }
+  template <std::size_t I>
+  using child_t = std::remove_cvref_t<decltype(get<I>(std::declval<T&>()))>;
   static constexpr bool is_struct = false;
 };
 
@@ -317,13 +302,22 @@ inline std::string_view index_key(std::size_t i, std::array<char, 24>& buf) {
   return {buf.data(), n};
 }
 
-// A node whose children are known at run time: `size(t)`; an indexed node gives `at(t, i)`, a
-// keyed one `ordered(t)` (its (key, child) pairs in traversal order), `lookup(t, key)` (the
-// child or null) and `each(t, f)`. `like(t, mk)` rebuilds a node of t's shape whose children
-// are `mk(child)`. A keyed node may give `name_at(t, i)` (the name of its i-th child, in
-// traversal order): paths then name its children only when read. A node with its own batch
-// size (a TensorDict level) gives `batch(t)`, `name_at(t, i)`, and `settle(t, bad_batch)`,
-// which makes of t what `apply` makes of a level with a batch size (see `settle_level`).
+template <class T>
+consteval const char* node_what() {
+  if constexpr (requires { node<T>::what; }) {
+    return node<T>::what;
+  } else {
+    return "node";
+  }
+}
+
+// The engine's view of a node whose children are known at run time: `size(t)`; an indexed node
+// gives `at(t, i)`, a keyed one `ordered(t)`, `lookup(t, key)` and `each(t, f)` (see `node`).
+// `like(t, mk)` rebuilds a node of t's shape whose children are `mk(child)`. A keyed node may
+// give `name_at(t, i)` (the name of its i-th child, in traversal order): paths then name its
+// children only when read. A node with its own batch size (a TensorDict level) gives
+// `batch(t)`, `name_at(t, i)`, and `settle(t, bad_batch)`, which makes of t what `apply` makes
+// of a level with a batch size (see `settle_level`).
 template <class T>
 struct dynamic_node;
 
@@ -331,92 +325,67 @@ struct dynamic_node;
 template <class T>
 concept batched_node = requires(T& t) { dynamic_node<T>::batch(t); };
 
-template <class U, class A>
-struct dynamic_node<std::vector<U, A>> {
-  using child_t = std::remove_cv_t<U>;
-  static constexpr bool indexed = true;
-  static std::size_t size(const std::vector<U, A>& t) noexcept { return t.size(); }
-  template <class V>
-  [[gnu::always_inline]] static auto& at(V& t, std::size_t i) noexcept {
-    return t[i];
-  }
-  template <class Mk>
-  static std::vector<U, A> like(const std::vector<U, A>& t, Mk&& mk) {
-    std::vector<U, A> out;
-    out.reserve(t.size());
-    for (const auto& x : t) out.push_back(mk(x));
-    return out;
-  }
-  static constexpr const char* what = "std::vector";
-};
-
 template <class T>
-  requires user_dynamic_node<T>
+  requires indexed_shape<T>
 struct dynamic_node<T> {
-  using child_t = std::remove_cvref_t<decltype(node<T>::child(std::declval<T&>(), 0))>;
+  using N = node<T>;
+  using child_t = std::remove_cvref_t<decltype(N::child(std::declval<T&>(), 0))>;
   static constexpr bool indexed = true;
-  static std::size_t size(const T& t) { return node<T>::size(t); }
+  static constexpr bool resizable = requires(T& t) { N::resize(t, std::size_t{0}); };
+  static std::size_t size(const T& t) { return N::size(t); }
   template <class V>
   [[gnu::always_inline]] static auto& at(V& t, std::size_t i) {
-    return node<T>::child(t, i);
+    return N::child(t, i);
   }
   template <class Mk>
   static T like(const T& t, Mk&& mk) {
-    T out = t;
-    for (std::size_t i = 0, n = size(t); i < n; ++i) node<T>::child(out, i) = mk(node<T>::child(t, i));
-    return out;
+    if constexpr (requires { N::like(t, mk); }) {
+      return N::like(t, mk);
+    } else {
+      T out = t;
+      for (std::size_t i = 0, n = size(t); i < n; ++i) N::child(out, i) = mk(N::child(t, i));
+      return out;
+    }
   }
-  static constexpr const char* what = "node";
+  static void resize(T& t, std::size_t n) { N::resize(t, n); }
+  static constexpr const char* what = node_what<T>();
 };
 
-// String-keyed maps: children in the map's own order for std::map (sorted), in sorted key
-// order for std::unordered_map, so that traversal never depends on hashing.
-template <class M>
-  requires is_string_map<M>::value
-struct dynamic_node<M> {
-  using child_t = std::remove_cv_t<typename M::mapped_type>;
+template <class T>
+  requires keyed_shape<T>
+struct dynamic_node<T> : node<T> {
+  using child_t =
+      std::remove_cvref_t<decltype((*std::begin(node<T>::ordered(std::declval<T&>())))->second)>;
   static constexpr bool indexed = false;
-  static constexpr bool sorted = is_instance<M, std::map>::value;
-  static std::size_t size(const M& t) noexcept { return t.size(); }
-  // The entries in traversal order.
-  template <class V>
-  static auto ordered(V& t) {
-    using P = std::conditional_t<std::is_const_v<V>, const typename M::value_type,
-                                 typename M::value_type>;
-    std::vector<P*> out;
-    out.reserve(t.size());
-    for (auto& kv : t) out.push_back(&kv);
-    if constexpr (!sorted) {
-      std::sort(out.begin(), out.end(), [](P* a, P* b) { return a->first < b->first; });
+  static constexpr bool resizable = false;
+  static constexpr bool sorted = [] {
+    if constexpr (requires { node<T>::sorted; }) {
+      return bool(node<T>::sorted);
+    } else {
+      return true;
     }
-    return out;
-  }
-  // The child at `key`, or null.
-  template <class V, class K>
-  static auto* lookup(V& t, const K& key) {
-    auto it = [&] {
-      if constexpr (requires { t.find(key); }) {
-        return t.find(key);
-      } else {
-        return t.find(std::string(key));
-      }
-    }();
-    return it == t.end() ? nullptr : &it->second;
-  }
-  // Calls f(child) for every child, in no particular order.
-  template <class V, class F>
-  static void each(V& t, F&& f) {
-    for (auto& kv : t) f(kv.second);
-  }
-  template <class Mk>
-  static M like(const M& t, Mk&& mk) {
-    M out;
-    if constexpr (requires { out.reserve(t.size()); }) out.reserve(t.size());
-    for (const auto& [k, v] : t) out.emplace(k, mk(v));
-    return out;
-  }
-  static constexpr const char* what = sorted ? "std::map" : "std::unordered_map";
+  }();
+  static constexpr const char* what = node_what<T>();
 };
+
+// The engine's view of an optional node: its child's type; the hooks are `node<T>`'s.
+template <class T>
+using optional_child_t = std::remove_cvref_t<decltype(node<T>::value(std::declval<T&>()))>;
+
+// The engine's view of a variant node (a TensorDict's entry): its subtree's type.
+template <class T>
+using variant_subtree_t = std::remove_cvref_t<decltype(node<T>::subtree(std::declval<T&>()))>;
+
+// Whether all of several optional nodes zipped together are present; the first decides (the
+// others were checked to match).
+template <class First, class... Rest>
+[[gnu::always_inline]] constexpr bool first_present(const First& first, const Rest&...) {
+  return node<std::remove_cv_t<First>>::present(first);
+}
 
 }  // namespace detail
 }  // namespace tensordict
+
+#include "node/sequence.hpp"
+#include "node/map.hpp"
+#include "node/optional.hpp"

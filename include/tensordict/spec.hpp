@@ -55,7 +55,7 @@ constexpr void visit_key_paths_of(V& v, PathBuf& p) {
   } else if constexpr (kind == FieldKind::subtree) {
     visit_key_paths<M>(v, p);
   } else if constexpr (kind == FieldKind::optional_subtree) {
-    visit_key_paths_of<std::remove_cv_t<typename M::value_type>>(v, p);
+    visit_key_paths_of<optional_child_t<M>>(v, p);
   } else if constexpr (kind == FieldKind::static_field) {
     v.static_field(p);
   }
@@ -265,13 +265,13 @@ template <class M>
 consteval bool check_value() {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::subtree) {
-    if constexpr (reflectable<M> && !user_static_node<M>) {
+    if constexpr (reflectable<M> && !fixed_shape<M>) {
       return check_struct_type<M>() && check_node_children<M>();
     } else {
       return check_node_children<M>();
     }
   } else if constexpr (k == FieldKind::optional_subtree) {
-    return check_value<std::remove_cv_t<typename M::value_type>>();
+    return check_value<optional_child_t<M>>();
   } else if constexpr (k == FieldKind::container) {
     return check_value<typename dynamic_node<M>::child_t>();
   } else if constexpr (k == FieldKind::static_field) {
@@ -326,7 +326,7 @@ consteval bool runtime_part() {
   if constexpr (k == FieldKind::container || k == FieldKind::entry) {
     return true;
   } else if constexpr (k == FieldKind::optional_subtree) {
-    return Optionals || runtime_part<std::remove_cv_t<typename M::value_type>, Optionals>();
+    return Optionals || runtime_part<optional_child_t<M>, Optionals>();
   } else if constexpr (k == FieldKind::subtree) {
     return []<std::size_t... I>(std::index_sequence<I...>) {
       return (runtime_part<typename static_node<M>::template child_t<I>, Optionals>() || ...);

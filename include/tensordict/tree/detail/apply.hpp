@@ -130,8 +130,9 @@ M map_like(const char* op, const M& v, F& f, Cursor& c) {
       return y;
     }
   } else if constexpr (k == FieldKind::entry) {
-    if (v.is_tensor()) return M(map_like<Root, Mode>(op, v.tensor(), f, c));
-    if (v.is_tensordict()) return M(map_like<Root, Mode>(op, v.tensordict(), f, c));
+    using N = node<M>;
+    if (N::is_leaf(v)) return N::wrap(map_like<Root, Mode>(op, N::leaf(v), f, c));
+    if (N::is_subtree(v)) return N::wrap(map_like<Root, Mode>(op, N::subtree(v), f, c));
     return v;
   } else {
     using N = dynamic_node<M>;

@@ -29,15 +29,29 @@ namespace tensordict::detail {
 template <class T>
 consteval bool direct_constructible();
 
+// A node built from its children in one list-initialisation, `T{children...}` (evaluated in
+// order): a plain aggregate, or a fixed `node` that says `aggregate` (std::array, std::tuple,
+// std::pair).
+template <class T>
+consteval bool list_built() {
+  if constexpr (fixed_shape<T>) {
+    if constexpr (requires { node<T>::aggregate; }) {
+      return node<T>::aggregate;
+    } else {
+      return false;
+    }
+  } else {
+    return plain_aggregate<T>;
+  }
+}
+template <class T>
+concept made_from_children = list_built<T>();
+
 template <class M>
 consteval bool direct_child() {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::subtree) {
-    if constexpr (is_std_array<M>::value) {
-      return field_kind_v<typename M::value_type> == FieldKind::leaf;
-    } else {
-      return direct_constructible<M>();
-    }
+    return direct_constructible<M>();
   } else {
     return k != FieldKind::optional_subtree && k != FieldKind::container;
   }
@@ -45,8 +59,7 @@ consteval bool direct_child() {
 
 template <class T>
 consteval bool direct_constructible() {
-  if constexpr (!(plain_aggregate<T> && std::is_default_constructible_v<T> &&
-                  !user_static_node<T>)) {
+  if constexpr (!(made_from_children<T> && std::is_default_constructible_v<T>)) {
     return false;
   } else {
     return []<std::size_t... I>(std::index_sequence<I...>) {
@@ -61,12 +74,8 @@ M skeleton_value(const M& v);
 
 template <class M, std::size_t... I>
 M skeleton_children(const M& v, std::index_sequence<I...>) {
-  if constexpr (plain_aggregate<M> && !user_static_node<M>) {
+  if constexpr (made_from_children<M>) {
     return M{skeleton_value(child<I>(v))...};
-  } else if constexpr (is_std_array<M>::value) {
-    return M{skeleton_value(child<I>(v))...};
-  } else if constexpr (is_tuple_like_node<M>::value) {
-    return M(skeleton_value(child<I>(v))...);
   } else {
     // Hana structs and users' nodes may hold members that are not children: copy, then clear.
     M out = v;
@@ -83,12 +92,13 @@ M skeleton_value(const M& v) {
   } else if constexpr (k == FieldKind::subtree) {
     return skeleton_children(v, std::make_index_sequence<static_node<M>::size>{});
   } else if constexpr (k == FieldKind::optional_subtree) {
-    return v ? M(skeleton_value(*v)) : M();
+    return node<M>::present(v) ? node<M>::wrap(skeleton_value(node<M>::value(v))) : M{};
   } else if constexpr (k == FieldKind::container) {
     return dynamic_node<M>::like(v, [](const auto& x) { return skeleton_value(x); });
   } else if constexpr (k == FieldKind::entry) {
-    if (v.is_tensor()) return M(at::Tensor());
-    if (v.is_tensordict()) return M(skeleton_value(v.tensordict()));
+    using N = node<M>;
+    if (N::is_leaf(v)) return N::wrap(at::Tensor());
+    if (N::is_subtree(v)) return N::wrap(skeleton_value(N::subtree(v)));
     return v;
   } else {
     return v;
@@ -114,11 +124,6 @@ T skeleton_like(const T& t) {
 template <class T, std::size_t LB, class G>
 TENSORDICT_INLINE T build_like(const T& src, G& gen);
 
-template <class M, std::size_t LB, class G, std::size_t... K>
-TENSORDICT_INLINE M build_like_array(G& gen, std::index_sequence<K...>) {
-  return M{gen.template leaf<LB + K>()...};
-}
-
 template <class T, std::size_t I, std::size_t LB, class G>
 TENSORDICT_INLINE std::remove_cv_t<child_t<T, I>> build_like_field(const T& src, G& gen) {
   using M = std::remove_cv_t<child_t<T, I>>;
@@ -128,8 +133,6 @@ TENSORDICT_INLINE std::remove_cv_t<child_t<T, I>> build_like_field(const T& src,
   } else if constexpr (k == FieldKind::optional_leaf) {
     at::Tensor x = gen.template leaf<LB>();
     return x.defined() ? M(std::move(x)) : M();
-  } else if constexpr (k == FieldKind::subtree && is_std_array<M>::value) {
-    return build_like_array<M, LB>(gen, std::make_index_sequence<std::tuple_size_v<M>>{});
   } else if constexpr (k == FieldKind::subtree) {
     return build_like<M, LB>(child<I>(src), gen);
   } else {
@@ -232,11 +235,6 @@ struct no_leaves {
 template <class T, std::size_t LB, std::size_t SB, class L, class Tup>
 TENSORDICT_INLINE T build(const L& leaves, const Tup& nl);
 
-template <class M, std::size_t LB, class L, std::size_t... K>
-TENSORDICT_INLINE M build_array(const L& leaves, std::index_sequence<K...>) {
-  return M{leaves[LB + K]...};
-}
-
 template <class T, std::size_t I, std::size_t LB, std::size_t SB, class L, class Tup>
 TENSORDICT_INLINE std::remove_cv_t<child_t<T, I>> build_field(const L& leaves,
                                                                  const Tup& nl) {
@@ -247,8 +245,6 @@ TENSORDICT_INLINE std::remove_cv_t<child_t<T, I>> build_field(const L& leaves,
   } else if constexpr (k == FieldKind::optional_leaf) {
     const at::Tensor& x = leaves[LB];
     return x.defined() ? M(x) : M();
-  } else if constexpr (k == FieldKind::subtree && is_std_array<M>::value) {
-    return build_array<M, LB>(leaves, std::make_index_sequence<std::tuple_size_v<M>>{});
   } else if constexpr (k == FieldKind::subtree) {
     return build<M, LB, SB>(leaves, nl);
   } else {

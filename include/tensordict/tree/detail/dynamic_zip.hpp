@@ -14,8 +14,8 @@ namespace tensordict::detail {
 
 template <class M, class F, class... Ts>
 TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts);
-template <class F, class First, class... Rest>
-void dzip_entry(Cursor& c, F& f, First& first, Rest&... rest);
+template <class M, class F, class First, class... Rest>
+void dzip_variant(Cursor& c, F& f, First& first, Rest&... rest);
 
 template <class T, std::size_t I, class F, class... Ts>
 TENSORDICT_INLINE void dzip_child(Cursor& c, F& f, Ts&... ts) {
@@ -82,7 +82,7 @@ TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
   } else if constexpr (k == FieldKind::subtree) {
     dzip_children<M>(c, f, std::make_index_sequence<static_node<M>::size>{}, ts...);
   } else if constexpr (k == FieldKind::optional_subtree) {
-    if (first_engaged(ts...)) dzip_value<std::remove_cv_t<typename M::value_type>>(c, f, *ts...);
+    if (first_present(ts...)) dzip_value<optional_child_t<M>>(c, f, node<M>::value(ts)...);
   } else if constexpr (k == FieldKind::container) {
     if constexpr (batched_node<M>) {
       f(node_tag{}, DynLoc{&c}, ts...);
@@ -101,21 +101,22 @@ TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
       dzip_map<M>(c, f, ts...);
     }
   } else if constexpr (k == FieldKind::entry) {
-    dzip_entry(c, f, ts...);
+    dzip_variant<M>(c, f, ts...);
   }
 }
 
-// A TensorDict's entry: a leaf, a nested TensorDict or a static (non-tensor) value, decided by
-// the first tree; the others have the same kind (their shapes were checked). A non-tensor
-// entry is visited as the entry itself, so that an operation may change its kind (stacking
-// values that differ makes a NonTensorStack of them).
-template <class F, class First, class... Rest>
-void dzip_entry(Cursor& c, F& f, First& first, Rest&... rest) {
-  if (first.is_tensor()) {
-    f(leaf_tag{}, DynLoc{&c}, first.tensor(), rest.tensor()...);
+// A variant node (a TensorDict's entry): a leaf, a subtree or a static value, decided by the
+// first tree; the others have the same kind (their shapes were checked). A static value is
+// visited as the node itself, so that an operation may change its kind (stacking values that
+// differ makes a NonTensorStack of them).
+template <class M, class F, class First, class... Rest>
+void dzip_variant(Cursor& c, F& f, First& first, Rest&... rest) {
+  using N = node<M>;
+  if (N::is_leaf(first)) {
+    f(leaf_tag{}, DynLoc{&c}, N::leaf(first), N::leaf(rest)...);
     ++c.leaf;
-  } else if (first.is_tensordict()) {
-    dzip_value<TensorDict>(c, f, first.tensordict(), rest.tensordict()...);
+  } else if (N::is_subtree(first)) {
+    dzip_value<variant_subtree_t<M>>(c, f, N::subtree(first), N::subtree(rest)...);
   } else {
     f(static_tag{}, DynLoc{&c}, first, rest...);
   }

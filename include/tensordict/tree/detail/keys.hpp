@@ -65,11 +65,11 @@ constexpr decltype(auto) at_key(T& t) {
   constexpr std::string_view seg = key.substr(Pos, dot == npos ? npos : dot - Pos);
   constexpr FieldKind uk = field_kind_v<U>;
   if constexpr (uk == FieldKind::optional_subtree) {
-    if (!t.has_value()) throw_missing_key(key, "goes through an absent std::optional");
-    return at_key<Key, Pos>(*t);
+    if (!node<U>::present(t)) throw_missing_key(key, "goes through an absent std::optional");
+    return at_key<Key, Pos>(node<U>::value(t));
   } else if constexpr (uk == FieldKind::entry) {
-    if (!t.is_tensordict()) throw_missing_key(key, "goes through an entry that is no TensorDict");
-    return at_key<Key, Pos>(t.tensordict());
+    if (!node<U>::is_subtree(t)) throw_missing_key(key, "goes through an entry that is no TensorDict");
+    return at_key<Key, Pos>(node<U>::subtree(t));
   } else if constexpr (uk == FieldKind::container) {
     using N = dynamic_node<U>;
     auto& c = [&]() -> auto& {
@@ -134,7 +134,7 @@ template <class M>
 consteval bool key_valid(std::string_view key) {
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::optional_subtree) {
-    return key_valid<std::remove_cv_t<typename M::value_type>>(key);
+    return key_valid<optional_child_t<M>>(key);
   } else if constexpr (k == FieldKind::container) {
     return !key.empty();
   } else if constexpr (k == FieldKind::subtree) {

@@ -55,11 +55,12 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
   if constexpr (k == FieldKind::subtree) {
     return shape_diff_children(c, a, b, why, std::make_index_sequence<static_node<M>::size>{});
   } else if constexpr (k == FieldKind::optional_subtree) {
-    if (a.has_value() != b.has_value()) {
-      why = a.has_value() ? "present in tree #1, absent in tree #" : "absent in tree #1, present in tree #";
+    using N = node<M>;
+    if (N::present(a) != N::present(b)) {
+      why = N::present(a) ? "present in tree #1, absent in tree #" : "absent in tree #1, present in tree #";
       return true;
     }
-    return a.has_value() && shape_diff(c, *a, *b, why);
+    return N::present(a) && shape_diff(c, N::value(a), N::value(b), why);
   } else if constexpr (k == FieldKind::container) {
     using N = dynamic_node<M>;
     if constexpr (N::indexed) {
@@ -97,12 +98,13 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
       return false;
     }
   } else if constexpr (k == FieldKind::entry) {
-    // Non-tensor data and non-tensor stacks are one kind here: both are static values.
-    if (a.is_tensor() != b.is_tensor() || a.is_tensordict() != b.is_tensordict()) {
-      why = std::string("holds ") + a.kind() + " in tree #1, " + b.kind() + " in tree #";
+    // Static values of different kinds (non-tensor data and stacks) are one kind here.
+    using N = node<M>;
+    if (N::is_leaf(a) != N::is_leaf(b) || N::is_subtree(a) != N::is_subtree(b)) {
+      why = std::string("holds ") + N::what(a) + " in tree #1, " + N::what(b) + " in tree #";
       return true;
     }
-    return a.is_tensordict() && shape_diff(c, a.tensordict(), b.tensordict(), why);
+    return N::is_subtree(a) && shape_diff(c, N::subtree(a), N::subtree(b), why);
   } else {
     return false;
   }

@@ -83,10 +83,6 @@ template <class First, class... Rest>
 TENSORDICT_INLINE constexpr First& first_of(First& first, Rest&...) noexcept {
   return first;
 }
-template <class First, class... Rest>
-TENSORDICT_INLINE constexpr bool first_engaged(const First& first, const Rest&...) {
-  return first.has_value();
-}
 
 template <class M, std::size_t Off, class F, class... Ts>
 TENSORDICT_INLINE constexpr void zip_value(F& f, Ts&... ts) {
@@ -96,7 +92,7 @@ TENSORDICT_INLINE constexpr void zip_value(F& f, Ts&... ts) {
   } else if constexpr (k == FieldKind::subtree) {
     zip_children<M, Off>(f, std::make_index_sequence<static_node<M>::size>{}, ts...);
   } else if constexpr (k == FieldKind::optional_subtree) {
-    if (first_engaged(ts...)) zip_value<std::remove_cv_t<typename M::value_type>, Off>(f, *ts...);
+    if (first_present(ts...)) zip_value<optional_child_t<M>, Off>(f, node<M>::value(ts)...);
   }
 }
 
@@ -129,9 +125,7 @@ constexpr void zip_nonleaf_value(F& f, B& b, Ts&... ts) {
   } else if constexpr (k == FieldKind::subtree) {
     zip_nonleaf_children<M, Off>(f, b, std::make_index_sequence<static_node<M>::size>{}, ts...);
   } else if constexpr (k == FieldKind::optional_subtree) {
-    if (first_engaged(ts...)) {
-      zip_nonleaf_value<std::remove_cv_t<typename M::value_type>, Off>(f, b, *ts...);
-    }
+    if (first_present(ts...)) zip_nonleaf_value<optional_child_t<M>, Off>(f, b, node<M>::value(ts)...);
   }
 }
 

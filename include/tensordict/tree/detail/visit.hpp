@@ -100,7 +100,7 @@ std::size_t count_leaves(const M& v) {
       return (std::size_t{0} + ... + count_leaves(child<I>(v)));
     }(std::make_index_sequence<static_node<M>::size>{});
   } else if constexpr (k == FieldKind::optional_subtree) {
-    return v ? count_leaves(*v) : 0;
+    return node<M>::present(v) ? count_leaves(node<M>::value(v)) : 0;
   } else if constexpr (k == FieldKind::container) {
     using N = dynamic_node<M>;
     using C = typename N::child_t;
@@ -116,7 +116,8 @@ std::size_t count_leaves(const M& v) {
       return n;
     }
   } else if constexpr (k == FieldKind::entry) {
-    return v.is_tensor() ? 1 : v.is_tensordict() ? count_leaves(v.tensordict()) : 0;
+    using N = node<M>;
+    return N::is_leaf(v) ? 1 : N::is_subtree(v) ? count_leaves(N::subtree(v)) : 0;
   } else {
     return 0;
   }
