@@ -656,6 +656,26 @@ void same_batch(const char* op, std::span<const T> ts, int64_t except = -1) {
   }
 }
 
+// The batch dim and the result's batch size of `stack` (a new dim at `dim`; every tree's batch
+// size the same) or `cat` (along dim `dim`; the others the same), checked in that order.
+template <class T>
+std::pair<int64_t, BatchSize> joined_batch(const char* op, std::span<const T> ts, int64_t dim,
+                                           bool new_dim) {
+  if (ts.empty()) throw Error(std::string(op) + ": no trees given");
+  if (new_dim) same_batch(op, ts);
+  const BatchSize bs = batch_size(ts[0]);
+  const int64_t d = batch_dim(op, dim, bs.size(), bs, new_dim);
+  std::vector<int64_t> to(bs.begin(), bs.end());
+  if (new_dim) {
+    to.insert(to.begin() + d, static_cast<int64_t>(ts.size()));
+  } else {
+    same_batch(op, ts, d);
+    to[static_cast<std::size_t>(d)] = 0;
+    for (const auto& t : ts) to[static_cast<std::size_t>(d)] += batch_size(t)[static_cast<std::size_t>(d)];
+  }
+  return {d, BatchSize(c10::IntArrayRef(to))};
+}
+
 // Static values of trees combined into one: they must be equal, except a TensorDict's
 // non-tensor entries, which become a NonTensorStack of every element's values when they differ
 // (a MetaData is one value for all and must not differ). `f` combines element positions as it
@@ -791,38 +811,20 @@ T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
 /// dim (`cat` likewise).
 template <tree T>
 [[nodiscard]] T stack(std::span<const T> ts, int64_t dim = 0) {
-  detail::same_batch("stack", ts);
-  const BatchSize bs = batch_size(ts[0]);
-  const int64_t d = detail::batch_dim("stack", dim, bs.size(), bs, true);
-  std::vector<int64_t> to(bs.begin(), bs.end());
-  to.insert(to.begin() + d, static_cast<int64_t>(ts.size()));
-  return detail::combine<T>("stack", ts, [&](at::TensorList xs) { return at::stack(xs, d); },
-                            BatchSize(c10::IntArrayRef(to)));
+  const auto [d, bs] = detail::joined_batch("stack", ts, dim, true);
+  return detail::combine<T>("stack", ts, [d = d](at::TensorList xs) { return at::stack(xs, d); }, bs);
 }
-/// `stack` of a vector or a braced list of trees.
-template <tree T>
-[[nodiscard]] T stack(const std::vector<T>& ts, int64_t dim = 0) { return stack(detail::trees(ts), dim); }
-template <tree T>
-[[nodiscard]] T stack(std::initializer_list<T> ts, int64_t dim = 0) { return stack(detail::trees(ts), dim); }
-
 /// The trees concatenated along batch dim `dim`; the other batch dims must agree.
 template <tree T>
 [[nodiscard]] T cat(std::span<const T> ts, int64_t dim = 0) {
-  if (ts.empty()) throw Error("cat: no trees given");
-  const BatchSize bs = batch_size(ts[0]);
-  const int64_t d = detail::batch_dim("cat", dim, bs.size(), bs);
-  detail::same_batch("cat", ts, d);
-  std::vector<int64_t> to(bs.begin(), bs.end());
-  to[static_cast<std::size_t>(d)] = 0;
-  for (const auto& t : ts) to[static_cast<std::size_t>(d)] += batch_size(t)[static_cast<std::size_t>(d)];
-  return detail::combine<T>("cat", ts, [&](at::TensorList xs) { return at::cat(xs, d); },
-                            BatchSize(c10::IntArrayRef(to)));
+  const auto [d, bs] = detail::joined_batch("cat", ts, dim, false);
+  return detail::combine<T>("cat", ts, [d = d](at::TensorList xs) { return at::cat(xs, d); }, bs);
 }
-/// `cat` of a vector or a braced list of trees.
-template <tree T>
-[[nodiscard]] T cat(const std::vector<T>& ts, int64_t dim = 0) { return cat(detail::trees(ts), dim); }
-template <tree T>
-[[nodiscard]] T cat(std::initializer_list<T> ts, int64_t dim = 0) { return cat(detail::trees(ts), dim); }
+/// `stack` and `cat` of a vector or a braced list of trees.
+template <tree T> [[nodiscard]] T stack(const std::vector<T>& ts, int64_t dim = 0) { return stack(detail::trees(ts), dim); }
+template <tree T> [[nodiscard]] T stack(std::initializer_list<T> ts, int64_t dim = 0) { return stack(detail::trees(ts), dim); }
+template <tree T> [[nodiscard]] T cat(const std::vector<T>& ts, int64_t dim = 0) { return cat(detail::trees(ts), dim); }
+template <tree T> [[nodiscard]] T cat(std::initializer_list<T> ts, int64_t dim = 0) { return cat(detail::trees(ts), dim); }
 
 /// The trees along batch dim `dim`, as `Tensor::unbind` gives them.
 template <tree T>

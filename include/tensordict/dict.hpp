@@ -45,6 +45,35 @@ class TensorDict;
 template <>
 struct node<TensorDict>;
 
+/// The keys of a TensorDict's `select`, `exclude` or `split_keys`, in whichever form the caller
+/// has them: a braced list (`{"a", "b"}` is two keys; `{{"a", "b"}}` one nested key), a range
+/// of keys built at run time, or one key. It refers to the caller's strings for the length of
+/// the call. A string is one key, not a range of characters.
+class KeyArgs {
+ public:
+  KeyArgs(std::initializer_list<Key> keys) noexcept : view_(keys.begin(), keys.size()) {}  // NOLINT
+  template <std::ranges::range R>
+    requires(!std::is_convertible_v<const R&, Key>)
+  KeyArgs(const R& keys) {  // NOLINT: implicit by design
+    for (const auto& k : keys) own_.emplace_back(k);
+    view_ = own_;
+  }
+  KeyArgs(const Key& key) noexcept : view_(&key, 1) {}  // NOLINT
+  template <class K>
+    requires std::is_convertible_v<const K&, Key> && (!std::is_same_v<K, Key>)
+  KeyArgs(const K& key) {  // NOLINT
+    own_.emplace_back(key);  // built in place: a Key is not copied
+    view_ = own_;
+  }
+  KeyArgs(const KeyArgs&) = delete;
+  KeyArgs& operator=(const KeyArgs&) = delete;
+  std::span<const Key> view() const noexcept { return view_; }
+
+ private:
+  std::vector<Key> own_;
+  std::span<const Key> view_;
+};
+
 /// One entry of a `TensorDict`: a tensor, a nested `TensorDict`, or non-tensor data.
 /// Strings become `NonTensorData`; numbers and bools become 0-dim tensors, as in Python.
 /// A moved-from entry holds an undefined tensor.
@@ -639,43 +668,36 @@ class TensorDict : public operators::found_by_lookup {
   }
   /// `(selected, rest)`: the entries at `keys` and every other entry. As in Python, levels of
   /// the rest that hold no entry are dropped (`exclude` keeps them).
-  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(std::initializer_list<Key> keys) const {
+  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const KeyArgs& keys) const {
     return {select(keys), without_empty_levels(exclude(keys))};
-  }
-  /// `split_keys` with keys from any range (a key list built at run time).
-  template <std::ranges::range R>
-    requires(!std::is_convertible_v<const R&, Key>)
-  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const R& keys) const {
-    return {select(keys), without_empty_levels(exclude(keys))};
-  }
-  /// `split_keys` of one key (a name, or a `NestedKey`).
-  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const Key& key) const {
-    return split_keys({key});
   }
   /// A tree of only the entries at `keys` (nested keys allowed; a missing key is a `KeyError`).
-  [[nodiscard]] TensorDict select(std::initializer_list<Key> keys) const {
-    return select_impl(keys.begin(), keys.end());
+  [[nodiscard]] TensorDict select(const KeyArgs& keys) const {
+    TensorDict out(batch_size_, device_);
+    for (const Key& key : keys.view()) {
+      const Entry& e = entry(key);
+      // Intermediate levels keep their own batch size and device.
+      TensorDict* dst = &out;
+      const TensorDict* src = this;
+      for (std::size_t i = 0; i + 1 < key.size(); ++i) {
+        src = &src->entry(key[i]).tensordict();
+        if (!dst->contains(key[i])) dst->set_here(key, key[i], TensorDict(src->batch_size_, src->device_));
+        dst = &dst->entry(key[i]).tensordict();
+      }
+      dst->set_here(key, key[key.size() - 1], e);
+    }
+    return out;
   }
-  /// `select` with keys from any range. A string is one key, not a range of characters.
-  template <std::ranges::range R>
-    requires(!std::is_convertible_v<const R&, Key>)
-  [[nodiscard]] TensorDict select(const R& keys) const {
-    return select_impl(std::ranges::begin(keys), std::ranges::end(keys));
-  }
-  /// `select` of one key: `td.select("layer")`.
-  [[nodiscard]] TensorDict select(const Key& key) const { return select({key}); }
   /// A tree without the entries at `keys` (missing keys are ignored, as in Python).
-  [[nodiscard]] TensorDict exclude(std::initializer_list<Key> keys) const {
-    return exclude_impl(keys.begin(), keys.end());
+  [[nodiscard]] TensorDict exclude(const KeyArgs& keys) const {
+    TensorDict out = *this;
+    out.locked_ = false;
+    for (const Key& key : keys.view()) {
+      if (out.contains(key)) out.pop(key);
+    }
+    if (locked_) out.lock_();
+    return out;
   }
-  /// `exclude` with keys from any range. A string is one key, not a range of characters.
-  template <std::ranges::range R>
-    requires(!std::is_convertible_v<const R&, Key>)
-  [[nodiscard]] TensorDict exclude(const R& keys) const {
-    return exclude_impl(std::ranges::begin(keys), std::ranges::end(keys));
-  }
-  /// `exclude` of one key: `td.exclude("layer")`.
-  [[nodiscard]] TensorDict exclude(const Key& key) const { return exclude({key}); }
   /// Sets every leaf of `other` into this tree, merging nested levels; returns this tree.
   TensorDict& update(const TensorDict& other) {
     for (const auto& [k, v] : other.nodes()) {
@@ -1114,37 +1136,6 @@ class TensorDict : public operators::found_by_lookup {
         no.set_here(key, k, v);
       }
     }
-  }
-
-  template <class It, class End>
-  TensorDict select_impl(It it, End end) const {
-    TensorDict out(batch_size_, device_);
-    for (; it != end; ++it) {
-      const Key key(*it);
-      const Entry& e = entry(key);
-      // Intermediate levels keep their own batch size and device.
-      TensorDict* dst = &out;
-      const TensorDict* src = this;
-      for (std::size_t i = 0; i + 1 < key.size(); ++i) {
-        src = &src->entry(key[i]).tensordict();
-        if (!dst->contains(key[i])) dst->set_here(key, key[i], TensorDict(src->batch_size_, src->device_));
-        dst = &dst->entry(key[i]).tensordict();
-      }
-      dst->set_here(key, key[key.size() - 1], e);
-    }
-    return out;
-  }
-
-  template <class It, class End>
-  TensorDict exclude_impl(It it, End end) const {
-    TensorDict out = *this;
-    out.locked_ = false;
-    for (; it != end; ++it) {
-      const Key key(*it);
-      if (out.contains(key)) out.pop(key);
-    }
-    if (locked_) out.lock_();
-    return out;
   }
 
   BatchSize batch_size_;

@@ -372,14 +372,15 @@ inline tensor_vec fused_outputs(const tensor_vec& xs) {
 }
 
 // Runs the elementwise `f(fma, x, ys...)` (on float or double values) fused over all leaves
-// when the lists allow it, out of place; returns false (nothing done) when they do not.
+// when the lists allow it: into fresh tensors `*out`, or in place (x = f(...)) when `out` is
+// null; returns false (nothing done) when the lists do not allow it.
 template <std::size_t N, class F>
-bool try_fused_map(const std::array<tensor_vec, N>& lists, tensor_vec& out, F&& f) {
+bool try_fused(const std::array<tensor_vec, N>& lists, tensor_vec* out, F&& f) {
   const c10::ScalarType st = fusable(lists);
-  if (st == c10::ScalarType::Undefined) return false;
+  if (st == c10::ScalarType::Undefined || (!out && !no_partial_overlap(lists))) return false;
   auto run = [&]<class S>(S) {
-    out = fused_outputs(lists[0]);
-    fused_loop<S>(lists, &out, [&](int64_t i, S* o, const std::array<S*, N>& p, auto fm) {
+    if (out) *out = fused_outputs(lists[0]);
+    fused_loop<S>(lists, out, [&](int64_t i, S* o, const std::array<S*, N>& p, auto fm) {
       o[i] = [&]<std::size_t... I>(std::index_sequence<I...>) {
         return static_cast<S>(f(fm, p[I][i]...));
       }(std::make_index_sequence<N>{});
@@ -390,27 +391,9 @@ bool try_fused_map(const std::array<tensor_vec, N>& lists, tensor_vec& out, F&& 
   } else {
     run(double{});
   }
-  return true;
-}
-
-// In place: x = f(fma, x, ys...), fused, when the lists allow it.
-template <std::size_t N, class F>
-bool try_fused_update(const std::array<tensor_vec, N>& lists, F&& f) {
-  const c10::ScalarType st = fusable(lists);
-  if (st == c10::ScalarType::Undefined || !no_partial_overlap(lists)) return false;
-  auto run = [&]<class S>(S) {
-    fused_loop<S>(lists, nullptr, [&](int64_t i, S* o, const std::array<S*, N>& p, auto fm) {
-      o[i] = [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return static_cast<S>(f(fm, p[I][i]...));
-      }(std::make_index_sequence<N>{});
-    });
-  };
-  if (st == at::kFloat) {
-    run(float{});
-  } else {
-    run(double{});
+  if (!out) {
+    for (const auto& x : lists[0]) x.unsafeGetTensorImpl()->bump_version();
   }
-  for (const auto& x : lists[0]) x.unsafeGetTensorImpl()->bump_version();
   return true;
 }
 
@@ -492,11 +475,11 @@ T map_op(const char* op, const T& t, Fe&& fe, Leaf&& leaf, Elem&& elem, const Os
     return map_erased(op, t, fe, leaf, [](const auto&, tensor_vec&) { return false; }, os...);
   } else if constexpr (is_real_scalar<E>) {
     return map_erased(op, t, fe, leaf, [&](const auto& l, tensor_vec& out) {
-      return (elem.s.isFloatingPoint() || elem.s.isIntegral(false)) && try_fused_map(l, out, elem.e);
+      return (elem.s.isFloatingPoint() || elem.s.isIntegral(false)) && try_fused(l, &out, elem.e);
     }, os...);
   } else {
     return map_erased(op, t, fe, leaf, [&](const auto& l, tensor_vec& out) {
-      return try_fused_map(l, out, elem);
+      return try_fused(l, &out, elem);
     }, os...);
   }
 }
@@ -578,7 +561,7 @@ T& update_op(const char* op, T& t, Fe&& fe, Elem&& elem, const Os&... os) {
   if constexpr (std::is_same_v<std::decay_t<Elem>, std::nullptr_t>) {
     return update_erased(op, t, fe, [](const auto&) { return false; }, os...);
   } else {
-    return update_erased(op, t, fe, [&](const auto& l) { return try_fused_update(l, elem); }, os...);
+    return update_erased(op, t, fe, [&](const auto& l) { return try_fused(l, nullptr, elem); }, os...);
   }
 }
 
@@ -630,101 +613,127 @@ S minimum_value(S a, S b) {
   return (a != a || b != b) ? a + b : std::min(a, b);
 }
 
+// The four arithmetic operations as one table: for each, its foreach call (out of place and in
+// place), its per-leaf call and its element value; `arith` and `arith_` below run any row with
+// a tree or a scalar, through map_op and update_op.
+enum class Arith { add, sub, mul, div };
+template <Arith Op, bool InPlace>
+consteval const char* arith_name() {
+  constexpr const char* names[2][4] = {{"add", "sub", "mul", "div"}, {"add_", "sub_", "mul_", "div_"}};
+  return names[InPlace ? 1 : 0][static_cast<int>(Op)];
+}
+template <Arith Op, class... A>
+tensor_vec arith_foreach(A&&... a) {
+  if constexpr (Op == Arith::add) return at::_foreach_add(std::forward<A>(a)...);
+  else if constexpr (Op == Arith::sub) return at::_foreach_sub(std::forward<A>(a)...);
+  else if constexpr (Op == Arith::mul) return at::_foreach_mul(std::forward<A>(a)...);
+  else return at::_foreach_div(std::forward<A>(a)...);
+}
+template <Arith Op, class... A>
+void arith_foreach_(A&&... a) {
+  if constexpr (Op == Arith::add) at::_foreach_add_(std::forward<A>(a)...);
+  else if constexpr (Op == Arith::sub) at::_foreach_sub_(std::forward<A>(a)...);
+  else if constexpr (Op == Arith::mul) at::_foreach_mul_(std::forward<A>(a)...);
+  else at::_foreach_div_(std::forward<A>(a)...);
+}
+template <Arith Op, class... A>
+at::Tensor arith_leaf(const at::Tensor& x, const A&... a) {
+  if constexpr (Op == Arith::add) return x.add(a...);
+  else if constexpr (Op == Arith::sub) return x.sub(a...);
+  else if constexpr (Op == Arith::mul) return x.mul(a...);
+  else return x.div(a...);
+}
+// x op alpha * y on values of two trees (alpha: add and sub only), in one rounding where the
+// CPU has fused multiply-add.
+template <Arith Op, class Fma, class S>
+S arith_value(Fma fm, S x, S y, S alpha = S(1)) {
+  if constexpr (Op == Arith::add) return fmadd(fm, y, alpha, x);
+  else if constexpr (Op == Arith::sub) return fmadd(fm, y, -alpha, x);
+  else if constexpr (Op == Arith::mul) return x * y;
+  else return x / y;
+}
+// x op s on the values of a tree and a scalar.
+template <Arith Op, class S>
+S arith_scalar_value(S x, S s) {
+  if constexpr (Op == Arith::add) return x + s;
+  else if constexpr (Op == Arith::sub) return x - s;
+  else if constexpr (Op == Arith::mul) return x * s;
+  else return x / s;
+}
+
+// a op b leaf by leaf (with alpha: add and sub), out of place.
+template <Arith Op, class T, class... Alpha>
+T arith(const T& a, const T& b, const Alpha&... alpha) {
+  return map_op(
+      arith_name<Op, false>(), a, [&](auto xs, auto ys) { return arith_foreach<Op>(xs, ys, alpha...); },
+      [&](const at::Tensor& x, const at::Tensor& y) { return arith_leaf<Op>(x, y, alpha...); },
+      [&](auto fm, auto x, auto y) { return arith_value<Op>(fm, x, y, as<decltype(x)>(alpha)...); }, b);
+}
+// a op s on every leaf, out of place.
+template <Arith Op, class T>
+T arith(const T& a, const at::Scalar& s) {
+  return map_op(
+      arith_name<Op, false>(), a, [&](auto xs) { return arith_foreach<Op>(xs, s); },
+      [&](const at::Tensor& x) { return arith_leaf<Op>(x, s); },
+      real_scalar(s, [&](auto, auto x) { return arith_scalar_value<Op>(x, as<decltype(x)>(s)); }));
+}
+// a op= b on every leaf (with alpha: add_ and sub_).
+template <Arith Op, class T, class... Alpha>
+T& arith_(T& a, const T& b, const Alpha&... alpha) {
+  return update_op(
+      arith_name<Op, true>(), a, [&](auto xs, auto ys) { arith_foreach_<Op>(xs, ys, alpha...); },
+      [&](auto fm, auto x, auto y) { return arith_value<Op>(fm, x, y, as<decltype(x)>(alpha)...); }, b);
+}
+// a op= s on every leaf; the scalar must fit the leaves' dtypes.
+template <Arith Op, class T>
+T& arith_(T& a, const at::Scalar& s) {
+  constexpr const char* op = arith_name<Op, true>();
+  check_scalar_update(op, a, present_leaves(op, a)[0], s);
+  return update_op(op, a, [&](auto xs) { arith_foreach_<Op>(xs, s); },
+                   [&](auto, auto x) { return arith_scalar_value<Op>(x, as<decltype(x)>(s)); });
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Between trees of one structure and with scalars. Out of place, with the graph recorded.
 
-/// `a + alpha * b`, leaf by leaf (`a.add(b, alpha)`).
-template <tree T>
-[[nodiscard]] T add(const T& a, const T& b, const at::Scalar& alpha = 1) {
-  return detail::map_op(
-      "add", a, [&](auto xs, auto ys) { return at::_foreach_add(xs, ys, alpha); },
-      [&](const at::Tensor& x, const at::Tensor& y) { return x.add(y, alpha); },
-      [&](auto fm, auto x, auto y) {
-        return detail::fmadd(fm, y, detail::as<decltype(x)>(alpha), x);
-      },
-      b);
+/// `a + alpha * b`, leaf by leaf (`a.add(b, alpha)`); `a + s` on every leaf.
+template <tree T> [[nodiscard]] T add(const T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith<detail::Arith::add>(a, b, alpha); }
+template <tree T> [[nodiscard]] T add(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::add>(a, s); }
+/// `a - alpha * b`, leaf by leaf; `a - s` on every leaf.
+template <tree T> [[nodiscard]] T sub(const T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith<detail::Arith::sub>(a, b, alpha); }
+template <tree T> [[nodiscard]] T sub(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::sub>(a, s); }
+/// `a * b`, leaf by leaf; `a * s` on every leaf.
+template <tree T> [[nodiscard]] T mul(const T& a, const T& b) { return detail::arith<detail::Arith::mul>(a, b); }
+template <tree T> [[nodiscard]] T mul(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::mul>(a, s); }
+/// `a / b`, leaf by leaf (true division: integer leaves give floats); `a / s` on every leaf.
+template <tree T> [[nodiscard]] T div(const T& a, const T& b) { return detail::arith<detail::Arith::div>(a, b); }
+template <tree T> [[nodiscard]] T div(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::div>(a, s); }
+
+namespace detail {
+// The elementwise maximum (Larger) or minimum of two trees, NaN propagating.
+template <bool Larger, class T>
+T extremum(const T& a, const T& b) {
+  return map_op(
+      Larger ? "maximum" : "minimum", a,
+      [&](auto xs, auto ys) { return Larger ? at::_foreach_maximum(xs, ys) : at::_foreach_minimum(xs, ys); },
+      [&](const at::Tensor& x, const at::Tensor& y) { return Larger ? at::maximum(x, y) : at::minimum(x, y); },
+      [](auto, auto x, auto y) { return Larger ? maximum_value(x, y) : minimum_value(x, y); }, b);
 }
-/// `a + s` on every leaf.
-template <tree T>
-[[nodiscard]] T add(const T& a, const at::Scalar& s) {
-  return detail::map_op(
-      "add", a, [&](auto xs) { return at::_foreach_add(xs, s); },
-      [&](const at::Tensor& x) { return x.add(s); },
-      detail::real_scalar(s, [&](auto, auto x) { return x + detail::as<decltype(x)>(s); }));
+// The same in place: a = maximum(a, b) (Larger) or minimum(a, b).
+template <bool Larger, class T>
+T& extremum_(T& a, const T& b) {
+  return update_op(
+      Larger ? "maximum_" : "minimum_", a,
+      [&](auto xs, auto ys) { Larger ? at::_foreach_maximum_(xs, ys) : at::_foreach_minimum_(xs, ys); },
+      [](auto, auto x, auto y) { return Larger ? maximum_value(x, y) : minimum_value(x, y); }, b);
 }
-/// `a - alpha * b`, leaf by leaf.
-template <tree T>
-[[nodiscard]] T sub(const T& a, const T& b, const at::Scalar& alpha = 1) {
-  return detail::map_op(
-      "sub", a, [&](auto xs, auto ys) { return at::_foreach_sub(xs, ys, alpha); },
-      [&](const at::Tensor& x, const at::Tensor& y) { return x.sub(y, alpha); },
-      [&](auto fm, auto x, auto y) {
-        return detail::fmadd(fm, y, -detail::as<decltype(x)>(alpha), x);
-      },
-      b);
-}
-/// `a - s` on every leaf.
-template <tree T>
-[[nodiscard]] T sub(const T& a, const at::Scalar& s) {
-  return detail::map_op(
-      "sub", a, [&](auto xs) { return at::_foreach_sub(xs, s); },
-      [&](const at::Tensor& x) { return x.sub(s); },
-      detail::real_scalar(s, [&](auto, auto x) { return x - detail::as<decltype(x)>(s); }));
-}
-/// `a * b`, leaf by leaf.
-template <tree T>
-[[nodiscard]] T mul(const T& a, const T& b) {
-  return detail::map_op(
-      "mul", a, [&](auto xs, auto ys) { return at::_foreach_mul(xs, ys); },
-      [&](const at::Tensor& x, const at::Tensor& y) { return x.mul(y); },
-      [](auto, auto x, auto y) { return x * y; },
-      b);
-}
-/// `a * s` on every leaf.
-template <tree T>
-[[nodiscard]] T mul(const T& a, const at::Scalar& s) {
-  return detail::map_op(
-      "mul", a, [&](auto xs) { return at::_foreach_mul(xs, s); },
-      [&](const at::Tensor& x) { return x.mul(s); },
-      detail::real_scalar(s, [&](auto, auto x) { return x * detail::as<decltype(x)>(s); }));
-}
-/// `a / b`, leaf by leaf (true division: integer leaves give floats).
-template <tree T>
-[[nodiscard]] T div(const T& a, const T& b) {
-  return detail::map_op(
-      "div", a, [&](auto xs, auto ys) { return at::_foreach_div(xs, ys); },
-      [&](const at::Tensor& x, const at::Tensor& y) { return x.div(y); },
-      [](auto, auto x, auto y) { return x / y; },
-      b);
-}
-/// `a / s` on every leaf.
-template <tree T>
-[[nodiscard]] T div(const T& a, const at::Scalar& s) {
-  return detail::map_op(
-      "div", a, [&](auto xs) { return at::_foreach_div(xs, s); },
-      [&](const at::Tensor& x) { return x.div(s); },
-      detail::real_scalar(s, [&](auto, auto x) { return x / detail::as<decltype(x)>(s); }));
-}
-/// The larger of `a` and `b`, elementwise (NaN propagates).
-template <tree T>
-[[nodiscard]] T maximum(const T& a, const T& b) {
-  return detail::map_op(
-      "maximum", a, [&](auto xs, auto ys) { return at::_foreach_maximum(xs, ys); },
-      [&](const at::Tensor& x, const at::Tensor& y) { return at::maximum(x, y); },
-      [](auto, auto x, auto y) { return detail::maximum_value(x, y); },
-      b);
-}
-/// The smaller of `a` and `b`, elementwise (NaN propagates).
-template <tree T>
-[[nodiscard]] T minimum(const T& a, const T& b) {
-  return detail::map_op(
-      "minimum", a, [&](auto xs, auto ys) { return at::_foreach_minimum(xs, ys); },
-      [&](const at::Tensor& x, const at::Tensor& y) { return at::minimum(x, y); },
-      [](auto, auto x, auto y) { return detail::minimum_value(x, y); },
-      b);
-}
+}  // namespace detail
+
+/// The larger (`maximum`) or smaller (`minimum`) of `a` and `b`, elementwise (NaN propagates).
+template <tree T> [[nodiscard]] T maximum(const T& a, const T& b) { return detail::extremum<true>(a, b); }
+template <tree T> [[nodiscard]] T minimum(const T& a, const T& b) { return detail::extremum<false>(a, b); }
 /// `a + weight * (b - a)`, leaf by leaf (`torch.lerp`).
 template <tree T>
 [[nodiscard]] T lerp(const T& a, const T& b, const at::Scalar& weight) {
@@ -741,32 +750,46 @@ template <tree T>
       },
       b);
 }
-/// `a + value * t1 * t2`, leaf by leaf.
-template <tree T>
-[[nodiscard]] T addcmul(const T& a, const T& t1, const T& t2, const at::Scalar& value = 1) {
-  return detail::map_op(
-      "addcmul", a, [&](auto xs, auto ys, auto zs) { return at::_foreach_addcmul(xs, ys, zs, value); },
+namespace detail {
+// a + value * t1 * t2 (addcmul) or a + value * t1 / t2 (addcdiv: Div) on values.
+template <bool Div, class Fma, class S>
+S addc_value(Fma fm, S x, S y, S z, S v) {
+  if constexpr (Div) {
+    return x + v * y / z;
+  } else {
+    return fmadd(fm, v * y, z, x);
+  }
+}
+template <bool Div, class T>
+T addc(const T& a, const T& t1, const T& t2, const at::Scalar& value) {
+  return map_op(
+      Div ? "addcdiv" : "addcmul", a,
+      [&](auto xs, auto ys, auto zs) {
+        return Div ? at::_foreach_addcdiv(xs, ys, zs, value) : at::_foreach_addcmul(xs, ys, zs, value);
+      },
       [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) {
-        return x.addcmul(y, z, value);
+        return Div ? x.addcdiv(y, z, value) : x.addcmul(y, z, value);
       },
-      [&](auto fm, auto x, auto y, auto z) {
-        return detail::fmadd(fm, detail::as<decltype(x)>(value) * y, z, x);
-      },
+      [&](auto fm, auto x, auto y, auto z) { return addc_value<Div>(fm, x, y, z, as<decltype(x)>(value)); },
       t1, t2);
 }
-/// `a + value * t1 / t2`, leaf by leaf.
-template <tree T>
-[[nodiscard]] T addcdiv(const T& a, const T& t1, const T& t2, const at::Scalar& value = 1) {
-  return detail::map_op(
-      "addcdiv", a, [&](auto xs, auto ys, auto zs) { return at::_foreach_addcdiv(xs, ys, zs, value); },
-      [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) {
-        return x.addcdiv(y, z, value);
+template <bool Div, class T>
+T& addc_(T& a, const T& t1, const T& t2, const at::Scalar& value) {
+  return update_op(
+      Div ? "addcdiv_" : "addcmul_", a,
+      [&](auto xs, auto ys, auto zs) {
+        Div ? at::_foreach_addcdiv_(xs, ys, zs, value) : at::_foreach_addcmul_(xs, ys, zs, value);
       },
-      [&](auto, auto x, auto y, auto z) {
-        return x + detail::as<decltype(x)>(value) * y / z;
-      },
+      [&](auto fm, auto x, auto y, auto z) { return addc_value<Div>(fm, x, y, z, as<decltype(x)>(value)); },
       t1, t2);
 }
+}  // namespace detail
+
+/// `a + value * t1 * t2` (`addcmul`) or `a + value * t1 / t2` (`addcdiv`), leaf by leaf.
+template <tree T>
+[[nodiscard]] T addcmul(const T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc<false>(a, t1, t2, value); }
+template <tree T>
+[[nodiscard]] T addcdiv(const T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc<true>(a, t1, t2, value); }
 /// Every leaf raised to `exponent`.
 template <tree T>
 [[nodiscard]] T pow(const T& a, const at::Scalar& exponent) {
@@ -835,63 +858,17 @@ TENSORDICT_UNARY(sign, TENSORDICT_EACH(x.sign()), x.sign())
 // ---------------------------------------------------------------------------------------------
 // In place, without autograd (updates, as an optimizer's step). Each returns its first tree.
 
-/// `a += alpha * b` on every leaf. `add_(params, grads, -lr)` is an SGD step.
-template <tree T>
-T& add_(T& a, const T& b, const at::Scalar& alpha = 1) {
-return detail::update_op(
-    "add_", a, [&](auto xs, auto ys) { at::_foreach_add_(xs, ys, alpha); },
-    [&](auto fm, auto x, auto y) {
-        return detail::fmadd(fm, y, detail::as<decltype(x)>(alpha), x);
-      },
-      b);
-}
-/// `a += s` on every leaf.
-template <tree T>
-T& add_(T& a, const at::Scalar& s) {
-  detail::check_scalar_update("add_", a, detail::present_leaves("add_", a)[0], s);
-  return detail::update_op("add_", a, [&](auto xs) { at::_foreach_add_(xs, s); },
-                           [&](auto, auto x) { return x + detail::as<decltype(x)>(s); });
-}
-/// `a -= alpha * b` on every leaf.
-template <tree T>
-T& sub_(T& a, const T& b, const at::Scalar& alpha = 1) {
-  return detail::update_op(
-      "sub_", a, [&](auto xs, auto ys) { at::_foreach_sub_(xs, ys, alpha); },
-      [&](auto fm, auto x, auto y) {
-        return detail::fmadd(fm, y, -detail::as<decltype(x)>(alpha), x);
-      },
-      b);
-}
-/// `a -= s` on every leaf.
-template <tree T>
-T& sub_(T& a, const at::Scalar& s) {
-  detail::check_scalar_update("sub_", a, detail::present_leaves("sub_", a)[0], s);
-  return detail::update_op("sub_", a, [&](auto xs) { at::_foreach_sub_(xs, s); },
-                           [&](auto, auto x) { return x - detail::as<decltype(x)>(s); });
-}
-/// `a *= b` on every leaf.
-template <tree T>
-T& mul_(T& a, const T& b) {
-  return detail::update_op(
-      "mul_", a, [&](auto xs, auto ys) { at::_foreach_mul_(xs, ys); },
-      [](auto, auto x, auto y) { return x * y; },
-      b);
-}
-/// `a *= s` on every leaf.
-template <tree T>
-T& mul_(T& a, const at::Scalar& s) {
-  detail::check_scalar_update("mul_", a, detail::present_leaves("mul_", a)[0], s);
-  return detail::update_op("mul_", a, [&](auto xs) { at::_foreach_mul_(xs, s); },
-                           [&](auto, auto x) { return x * detail::as<decltype(x)>(s); });
-}
+/// `a += alpha * b` on every leaf (`add_(params, grads, -lr)` is an SGD step); `a += s`.
+template <tree T> T& add_(T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith_<detail::Arith::add>(a, b, alpha); }
+template <tree T> T& add_(T& a, const at::Scalar& s) { return detail::arith_<detail::Arith::add>(a, s); }
+/// `a -= alpha * b` on every leaf; `a -= s`.
+template <tree T> T& sub_(T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith_<detail::Arith::sub>(a, b, alpha); }
+template <tree T> T& sub_(T& a, const at::Scalar& s) { return detail::arith_<detail::Arith::sub>(a, s); }
+/// `a *= b` on every leaf; `a *= s`.
+template <tree T> T& mul_(T& a, const T& b) { return detail::arith_<detail::Arith::mul>(a, b); }
+template <tree T> T& mul_(T& a, const at::Scalar& s) { return detail::arith_<detail::Arith::mul>(a, s); }
 /// `a /= b` on every leaf (floating-point leaves).
-template <tree T>
-T& div_(T& a, const T& b) {
-  return detail::update_op(
-      "div_", a, [&](auto xs, auto ys) { at::_foreach_div_(xs, ys); },
-      [](auto, auto x, auto y) { return x / y; },
-      b);
-}
+template <tree T> T& div_(T& a, const T& b) { return detail::arith_<detail::Arith::div>(a, b); }
 /// `a /= s` on every leaf (floating-point leaves).
 template <tree T>
 T& div_(T& a, const at::Scalar& s) {
@@ -905,22 +882,9 @@ T& div_(T& a, const at::Scalar& s) {
   }
   return detail::update_op("div_", a, [&](auto xs) { at::_foreach_div_(xs, s); }, nullptr);
 }
-/// `a = max(a, b)` on every leaf (NaN propagates).
-template <tree T>
-T& maximum_(T& a, const T& b) {
-  return detail::update_op(
-      "maximum_", a, [&](auto xs, auto ys) { at::_foreach_maximum_(xs, ys); },
-      [](auto, auto x, auto y) { return detail::maximum_value(x, y); },
-      b);
-}
-/// `a = min(a, b)` on every leaf (NaN propagates).
-template <tree T>
-T& minimum_(T& a, const T& b) {
-  return detail::update_op(
-      "minimum_", a, [&](auto xs, auto ys) { at::_foreach_minimum_(xs, ys); },
-      [](auto, auto x, auto y) { return detail::minimum_value(x, y); },
-      b);
-}
+/// `a = max(a, b)` (`maximum_`) or `a = min(a, b)` (`minimum_`) on every leaf (NaN propagates).
+template <tree T> T& maximum_(T& a, const T& b) { return detail::extremum_<true>(a, b); }
+template <tree T> T& minimum_(T& a, const T& b) { return detail::extremum_<false>(a, b); }
 /// `a += weight * (b - a)` on every leaf: the soft update of a target network
 /// (`lerp_(target, online, tau)`), or an exponential moving average.
 template <tree T>
@@ -937,26 +901,11 @@ T& lerp_(T& a, const T& b, const at::Scalar& weight) {
       },
       b);
 }
-/// `a += value * t1 * t2` on every leaf.
+/// `a += value * t1 * t2` (`addcmul_`) or `a += value * t1 / t2` (`addcdiv_`) on every leaf.
 template <tree T>
-T& addcmul_(T& a, const T& t1, const T& t2, const at::Scalar& value = 1) {
-  return detail::update_op(
-      "addcmul_", a, [&](auto xs, auto ys, auto zs) { at::_foreach_addcmul_(xs, ys, zs, value); },
-      [&](auto fm, auto x, auto y, auto z) {
-        return detail::fmadd(fm, detail::as<decltype(x)>(value) * y, z, x);
-      },
-      t1, t2);
-}
-/// `a += value * t1 / t2` on every leaf.
+T& addcmul_(T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc_<false>(a, t1, t2, value); }
 template <tree T>
-T& addcdiv_(T& a, const T& t1, const T& t2, const at::Scalar& value = 1) {
-  return detail::update_op(
-      "addcdiv_", a, [&](auto xs, auto ys, auto zs) { at::_foreach_addcdiv_(xs, ys, zs, value); },
-      [&](auto, auto x, auto y, auto z) {
-        return x + detail::as<decltype(x)>(value) * y / z;
-      },
-      t1, t2);
-}
+T& addcdiv_(T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc_<true>(a, t1, t2, value); }
 /// Every leaf raised to `exponent`, in place (floating-point leaves for a fractional one).
 template <tree T>
 T& pow_(T& a, const at::Scalar& exponent) {
@@ -1111,26 +1060,16 @@ template <tree T>
   for (const auto& x : lists[0]) n += x.numel();
   return sum(t, total) / static_cast<double>(n);
 }
-/// The largest element of each leaf.
-template <tree T>
-[[nodiscard]] T max(const T& t) {
-  return detail::reduce_leaves("max", t, [](const at::Tensor& x) { return x.max(); });
-}
-/// The largest element of the tree (an error for a tree without elements).
-template <tree T>
-[[nodiscard]] at::Tensor max(const T& t, total_t) {
-  return detail::extreme("max", t, [](const at::Tensor& x) { return x.max(); });
-}
-/// The smallest element of each leaf.
-template <tree T>
-[[nodiscard]] T min(const T& t) {
-  return detail::reduce_leaves("min", t, [](const at::Tensor& x) { return x.min(); });
-}
-/// The smallest element of the tree (an error for a tree without elements).
-template <tree T>
-[[nodiscard]] at::Tensor min(const T& t, total_t) {
-  return detail::extreme("min", t, [](const at::Tensor& x) { return x.min(); });
-}
+namespace detail {
+inline constexpr auto leaf_max = [](const at::Tensor& x) { return x.max(); };
+inline constexpr auto leaf_min = [](const at::Tensor& x) { return x.min(); };
+}  // namespace detail
+/// The largest (`max`) or smallest (`min`) element of each leaf: a tree of 0-dim tensors; with
+/// `total`, the largest or smallest element of the tree (an error for a tree without elements).
+template <tree T> [[nodiscard]] T max(const T& t) { return detail::reduce_leaves("max", t, detail::leaf_max); }
+template <tree T> [[nodiscard]] T min(const T& t) { return detail::reduce_leaves("min", t, detail::leaf_min); }
+template <tree T> [[nodiscard]] at::Tensor max(const T& t, total_t) { return detail::extreme("max", t, detail::leaf_max); }
+template <tree T> [[nodiscard]] at::Tensor min(const T& t, total_t) { return detail::extreme("min", t, detail::leaf_min); }
 /// The `p`-norm of each leaf (flattened): a tree of 0-dim tensors.
 template <tree T>
 [[nodiscard]] T norm(const T& t, double p = 2) {

@@ -362,14 +362,21 @@ class PureForm {
   using tensor_list = std::vector<at::Tensor>;
 };
 
+// An optimizer's options, given to its constructor and kept as the public member `options`.
+template <class Opt, class Options>
+class Optimizer : public PureForm<Opt> {
+ public:
+  explicit Optimizer(Options o = {}) : options(std::move(o)) {}
+  Options options;
+};
+
 }  // namespace detail
 
 /// Stochastic gradient descent with momentum, Nesterov momentum and weight decay, as
 /// `torch::optim::SGD`.
-class Sgd : public detail::PureForm<Sgd> {
+class Sgd : public detail::Optimizer<Sgd, SgdOptions> {
  public:
-  explicit Sgd(SgdOptions o = {}) : options(std::move(o)) {}
-  SgdOptions options;
+  using Optimizer::Optimizer;
 
   /// A fresh state for `params`.
   template <class P>
@@ -417,11 +424,10 @@ class Sgd : public detail::PureForm<Sgd> {
 };
 
 /// Adam (or AdamW, with decoupled weight decay), as `torch::optim::Adam` / `AdamW`.
-class Adam : public detail::PureForm<Adam> {
+class Adam : public detail::Optimizer<Adam, AdamOptions> {
  public:
   explicit Adam(AdamOptions o = {}, bool decoupled = false)
-      : options(std::move(o)), decoupled_(decoupled) {}
-  AdamOptions options;
+      : Optimizer(std::move(o)), decoupled_(decoupled) {}
 
   /// A fresh state for `params`: zero moments.
   template <class P>
@@ -494,10 +500,9 @@ class Adam : public detail::PureForm<Adam> {
 };
 
 /// RMSprop, as `torch::optim::RMSprop`.
-class Rmsprop : public detail::PureForm<Rmsprop> {
+class Rmsprop : public detail::Optimizer<Rmsprop, RmspropOptions> {
  public:
-  explicit Rmsprop(RmspropOptions o = {}) : options(std::move(o)) {}
-  RmspropOptions options;
+  using Optimizer::Optimizer;
 
   template <class P>
   [[nodiscard]] RmspropState<P> init(const P& params) const {
@@ -567,10 +572,9 @@ class Rmsprop : public detail::PureForm<Rmsprop> {
 };
 
 /// Adagrad, as `torch::optim::Adagrad` (dense gradients).
-class Adagrad : public detail::PureForm<Adagrad> {
+class Adagrad : public detail::Optimizer<Adagrad, AdagradOptions> {
  public:
-  explicit Adagrad(AdagradOptions o = {}) : options(std::move(o)) {}
-  AdagradOptions options;
+  using Optimizer::Optimizer;
 
   template <class P>
   [[nodiscard]] AdagradState<P> init(const P& params) const {

@@ -92,51 +92,27 @@ template <fixed_string... Keys, tree T>
   return {select<Keys...>(t), exclude<Keys...>(t)};
 }
 
-/// `select` with dotted keys known only at run time (`"blocks." + std::to_string(i)`): the
-/// same tree with only the leaves at or under `keys` present. A key that names nothing is a
-/// `KeyError` naming it. (A TensorDict selects with its own `select`, which removes entries.)
-template <detail::masked_tree T, detail::key_range R>
-[[nodiscard]] T select(const T& t, const R& keys) {
-  return detail::masked_runtime("select", t, keys, true);
-}
+/// `select` with dotted keys known only at run time (`"blocks." + std::to_string(i)`): a range
+/// of them, a braced list, or one key. The same tree with only the leaves at or under the keys
+/// present; a key that names nothing is a `KeyError` naming it. (A TensorDict selects with its
+/// own `select`, which removes entries.)
 template <detail::masked_tree T>
-[[nodiscard]] T select(const T& t, std::initializer_list<std::string_view> keys) {
-  return detail::masked_runtime("select", t, keys, true);
-}
-/// `select` of one dotted key known at run time: `select(model, "blocks." + std::to_string(i))`.
-template <detail::masked_tree T>
-[[nodiscard]] T select(const T& t, std::string_view key) {
-  return detail::masked_runtime("select", t, {key}, true);
+[[nodiscard]] T select(const T& t, const detail::KeyList& keys) {
+  return detail::masked_runtime("select", t, keys.view(), true);
 }
 
-/// `exclude` with dotted keys known only at run time; a key that names nothing is a `KeyError`.
-template <detail::masked_tree T, detail::key_range R>
-[[nodiscard]] T exclude(const T& t, const R& keys) {
-  return detail::masked_runtime("exclude", t, keys, false);
-}
+/// `exclude` with dotted keys known only at run time, in the forms `select` takes; a key that
+/// names nothing is a `KeyError`.
 template <detail::masked_tree T>
-[[nodiscard]] T exclude(const T& t, std::initializer_list<std::string_view> keys) {
-  return detail::masked_runtime("exclude", t, keys, false);
-}
-/// `exclude` of one dotted key known at run time.
-template <detail::masked_tree T>
-[[nodiscard]] T exclude(const T& t, std::string_view key) {
-  return detail::masked_runtime("exclude", t, {key}, false);
+[[nodiscard]] T exclude(const T& t, const detail::KeyList& keys) {
+  return detail::masked_runtime("exclude", t, keys.view(), false);
 }
 
-/// `(select(t, keys), exclude(t, keys))` with run-time keys: a range of dotted keys, a braced
-/// list of them, or one key.
-template <detail::masked_tree T, detail::key_range R>
-[[nodiscard]] std::pair<T, T> split_keys(const T& t, const R& keys) {
-  return {tensordict::select(t, keys), tensordict::exclude(t, keys)};
-}
+/// `(select(t, keys), exclude(t, keys))` with run-time keys, in the forms `select` takes.
 template <detail::masked_tree T>
-[[nodiscard]] std::pair<T, T> split_keys(const T& t, std::initializer_list<std::string_view> keys) {
-  return {tensordict::select(t, keys), tensordict::exclude(t, keys)};
-}
-template <detail::masked_tree T>
-[[nodiscard]] std::pair<T, T> split_keys(const T& t, std::string_view key) {
-  return {tensordict::select(t, key), tensordict::exclude(t, key)};
+[[nodiscard]] std::pair<T, T> split_keys(const T& t, const detail::KeyList& keys) {
+  return {detail::masked_runtime("select", t, keys.view(), true),
+          detail::masked_runtime("exclude", t, keys.view(), false)};
 }
 
 /// Partitions the present leaves: `pred(key_path, leaf)` true goes to the first tree, false to

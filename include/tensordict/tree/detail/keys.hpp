@@ -229,21 +229,37 @@ concept key_range = std::ranges::range<R> &&
 template <class T>
 concept masked_tree = tree<T> && !is_tensordict<T>;
 
-// `masked_runtime` with keys from any range of strings, or a braced list of them.
-template <class T, class R>
-T masked_runtime(const char* op, const T& t, const R& keys, bool select) {
-  if constexpr (std::is_convertible_v<const R&, std::span<const std::string_view>>) {
-    return masked_runtime(op, t, std::span<const std::string_view>(keys), select);
-  } else {
-    std::vector<std::string_view> views;
-    for (const auto& k : keys) views.emplace_back(k);
-    return masked_runtime(op, t, std::span<const std::string_view>(views), select);
+/// The dotted keys of a run-time `select`, `exclude` or `split_keys`, in whichever form the
+/// caller has them: a range of strings, a braced list, or one key. It views the caller's
+/// strings for the length of the call. (A template, so that a file that never selects at run
+/// time compiles none of it.)
+template <class = void>
+class BasicKeyList {
+ public:
+  template <key_range R>
+  BasicKeyList(const R& keys) {  // NOLINT: implicit by design
+    if constexpr (std::is_convertible_v<const R&, std::span<const std::string_view>>) {
+      view_ = keys;
+    } else {
+      for (const auto& k : keys) own_.emplace_back(k);
+      view_ = own_;
+    }
   }
-}
-template <class T>
-T masked_runtime(const char* op, const T& t, std::initializer_list<std::string_view> keys, bool select) {
-  return masked_runtime(op, t, std::span<const std::string_view>(keys.begin(), keys.size()), select);
-}
+  BasicKeyList(std::initializer_list<std::string_view> keys) noexcept  // NOLINT
+      : view_(keys.begin(), keys.size()) {}
+  template <class S>
+    requires std::is_convertible_v<const S&, std::string_view> && (!key_range<S>)
+  BasicKeyList(const S& key) : one_(key), view_(&one_, 1) {}  // NOLINT
+  BasicKeyList(const BasicKeyList&) = delete;
+  BasicKeyList& operator=(const BasicKeyList&) = delete;
+  std::span<const std::string_view> view() const noexcept { return view_; }
+
+ private:
+  std::vector<std::string_view> own_;
+  std::string_view one_;
+  std::span<const std::string_view> view_;
+};
+using KeyList = BasicKeyList<>;
 
 template <class M, class V>
 void assign(M& slot, V&& v) {
