@@ -3,6 +3,7 @@
 // shape of the string-keyed maps), through the operations, the spec, conversions and files.
 #include <doctest/doctest.h>
 
+#include <deque>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -88,6 +89,21 @@ struct tensordict::node<n::Registry> {
     r.items.emplace_back(std::string(key), std::forward<X>(x));
   }
   static constexpr const char* what = "Registry";
+};
+
+// A standard container the library does not declare, made a node in one place, as the library
+// declares std::vector (node/sequence.hpp): an indexed node that can be resized, so that it is
+// read from a TensorDict without a `like` tree.
+template <class X>
+  requires tensordict::tree_part<X>
+struct tensordict::node<std::deque<X>> {
+  static std::size_t size(const std::deque<X>& d) { return d.size(); }
+  static auto& child(auto& d, std::size_t i) { return d[i]; }
+  static void resize(std::deque<X>& d, std::size_t n) {
+    d.clear();
+    d.resize(n);
+  }
+  static constexpr const char* what = "std::deque";
 };
 
 using namespace n;
@@ -227,4 +243,39 @@ TEST_CASE("user nodes: an optional and a keyed node of the user's, flattened, co
   Agent into = agent();
   into.reg.items.pop_back();
   CHECK_THROWS_AS(td::load_memmap(tmp.path / "a", into), td::SpecMismatchError);
+}
+
+namespace n {
+struct History {
+  std::deque<Lin> layers;
+  std::deque<torch::Tensor> steps;
+  std::deque<float> rates;  // holds no tensor: one static field
+};
+}  // namespace n
+
+static_assert(td::field_kind_v<std::deque<Lin>> == td::FieldKind::container);
+static_assert(td::field_kind_v<std::deque<float>> == td::FieldKind::static_field);
+
+TEST_CASE("user nodes: a standard container declared in one place behaves as std::vector") {
+  History h{{lin(1), lin(2)}, {torch::zeros({2}), torch::ones({2})}, {0.1f, 0.2f}};
+  CHECK(td::key_paths(h) == std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.1.weight",
+                                                     "layers.1.bias", "steps.0", "steps.1"});
+  const History g = td::apply(h, [](const torch::Tensor& x) { return x + 1; });
+  CHECK(torch::equal(g.layers[1].bias, torch::full({2}, 3.0)));
+  CHECK(g.rates == h.rates);
+  History shorter = h;
+  shorter.layers.pop_back();
+  CHECK_THROWS_WITH_AS((void)td::apply(h, [](const torch::Tensor& x, const torch::Tensor&) { return x; }, shorter),
+                       "apply: trees of n::History differ in shape at 'layers': length 2 in tree #1, 1 in tree #2",
+                       td::SpecMismatchError);
+  // `resize`: read from a TensorDict of any length without a `like` tree.
+  History three = h;
+  three.layers.push_back(lin(5));
+  const History back = td::from_tensordict<History>(td::to_tensordict(three));
+  REQUIRE(back.layers.size() == 3);
+  CHECK(back.layers[2].weight.is_same(three.layers[2].weight));
+  CHECK(back.rates == h.rates);
+  auto [leaves, spec] = td::tree_flatten(three);
+  CHECK(leaves.size() == 8);
+  CHECK(td::tree_unflatten(leaves, spec).layers[2].bias.is_same(three.layers[2].bias));
 }
