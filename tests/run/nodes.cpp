@@ -17,10 +17,7 @@ namespace fs = std::filesystem;
 
 namespace n {
 
-struct Lin {
-  torch::Tensor weight, bias;
-  std::string act = "relu";
-};
+using Lin = t::Linear;
 
 // An optional of the user's: the same shape as std::optional, declared the same way.
 template <class X>
@@ -183,9 +180,9 @@ TEST_CASE("user nodes: an optional and a keyed node of the user's, through the o
                        "tree #1, ['zeta', 'gamma'] in tree #2",
                        td::SpecMismatchError);
   other = agent();
-  other.head.x.act = "tanh";
+  other.head.x.activation = "tanh";
   CHECK_THROWS_WITH_AS((void)td::apply(a, add, other),
-                       doctest::Contains("static field 'head.act'"), td::SpecMismatchError);
+                       doctest::Contains("static field 'head.activation'"), td::SpecMismatchError);
 
   // Keys reach through both.
   CHECK(td::get<"reg.alpha.weight">(a).is_same(a.reg.items[1].second.weight));
