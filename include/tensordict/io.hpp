@@ -22,6 +22,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <typeinfo>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -111,6 +112,7 @@ inline MappedFile map_whole(const std::string& path, const char* kind = "safeten
 // its name at every depth, as Python keeps a tensorclass inside a tensorclass.
 struct ClassTree {
   std::string cls;  // "" for a level that is no struct (a container, an array, a TensorDict)
+  const std::type_info* type = nullptr;  // the struct's, for a struct level
   std::map<std::string, ClassTree, std::less<>> sub;
   const ClassTree* at(std::string_view key) const {
     const auto it = sub.find(key);
@@ -140,7 +142,10 @@ void class_tree_of(const M& v, ClassTree& out) {
   } else if constexpr (k == FieldKind::optional_subtree) {
     if (node<M>::present(v)) class_tree_of(node<M>::value(v), out);
   } else if constexpr (k == FieldKind::subtree) {
-    if constexpr (static_node<M>::is_struct) out.cls = python_class_name<M>();
+    if constexpr (static_node<M>::is_struct) {
+      out.cls = python_class_name<M>();
+      out.type = &typeid(M);
+    }
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (class_child(out, static_node<M>::template key<I>, child<I>(v)), ...);
     }(std::make_index_sequence<static_node<M>::size>{});
