@@ -225,10 +225,8 @@ inline bool isinstance(py::handle o, const py::object& cls) {
   return r == 1;
 }
 
-inline Kind kind_of(py::handle o, const Api& a) {
-  if (THPVariable_Check(o.ptr())) return Kind::tensor;
+inline Kind classify(py::handle o, const Api& a) {
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o.ptr()));
-  if (t == a.td.ptr()) return Kind::dict;
   if (isinstance(o, a.data_base)) return Kind::data;
   if (isinstance(o, a.stack)) return Kind::stack;
   if (isinstance(o, a.lazy)) return Kind::lazy;
@@ -236,6 +234,19 @@ inline Kind kind_of(py::handle o, const Api& a) {
   if (py::getattr(py::handle(t), "_is_tensorclass", py::bool_(false)).cast<bool>()) return Kind::tensorclass;
   if (isinstance(o, a.td_base)) return Kind::tensordict_like;
   return Kind::other;
+}
+
+// The kind of each Python type met, decided once (isinstance on tensordict's classes runs their
+// metaclasses' checks). The types are held, so that no address is reused for another type.
+inline Kind kind_of(py::handle o, const Api& a) {
+  if (THPVariable_Check(o.ptr())) return Kind::tensor;
+  PyTypeObject* t = Py_TYPE(o.ptr());
+  if (reinterpret_cast<PyObject*>(t) == a.td.ptr()) return Kind::dict;
+  static auto* kinds = new std::unordered_map<PyTypeObject*, std::pair<py::object, Kind>>();  // under the GIL
+  if (const auto it = kinds->find(t); it != kinds->end()) return it->second.second;
+  const Kind k = classify(o, a);
+  kinds->emplace(t, std::pair(py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(t)), k));
+  return k;
 }
 
 inline BatchSize batch_size_of(py::handle size, const Path& path) {
@@ -680,7 +691,12 @@ py::object make_class(py::module_& m, const std::string& name) {
   ns["__doc__"] = py::str("The tensorclass of the C++ struct " + std::string(type_name_v<T>) + ".");
   py::object plain = py::module_::import("builtins").attr("type")(py::str(name), py::tuple(), ns);
   // nocast: an int or float field keeps its Python value, as the C++ static field has it.
-  py::object cls = py::module_::import("tensordict").attr("tensorclass")(plain, py::arg("nocast") = true);
+  // shadow: a member named like a method of tensorclasses (`sub`, `to`, `apply`) is the
+  // struct's, as it is in C++; the method is then hidden on this class only.
+  bool shadow = false;
+  for (const auto& [key, def] : fields) shadow = shadow || py::hasattr(api().td, key.c_str());
+  py::object cls = py::module_::import("tensordict").attr("tensorclass")(plain, py::arg("nocast") = true,
+                                                                         py::arg("shadow") = shadow);
   register_tensorclass<T>(cls);
   m.attr(py::str(name)) = cls;
   return cls;
