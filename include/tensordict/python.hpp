@@ -124,9 +124,21 @@ struct Path {
     return os.str();
   }
 };
+// Levels deeper than this are refused (a chain of nested TensorDicts built in a loop would
+// otherwise exhaust the stack): Python's own recursion limit stops its operations well before.
+inline constexpr std::size_t max_levels = 1000;
+
 struct Push {
   Path& p;
-  Push(Path& path, std::string key) : p(path) { p.parts.push_back(std::move(key)); }
+  Push(Path& path, std::string key) : p(path) {
+    p.parts.push_back(std::move(key));
+    if (p.parts.size() > max_levels) {
+      const std::string first = p.parts.front();
+      p.parts.pop_back();
+      throw py::value_error("key ('" + first + "', ...): a tree nested more than " + std::to_string(max_levels) +
+                            " levels deep");
+    }
+  }
   ~Push() { p.parts.pop_back(); }
   Push(const Push&) = delete;
   Push& operator=(const Push&) = delete;
@@ -255,6 +267,7 @@ inline BatchSize batch_size_of(py::handle size, const Path& path) {
   for (std::size_t i = 0; i < dims.size(); ++i) {
     dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(size.ptr(), static_cast<Py_ssize_t>(i)));
     if (dims[i] == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (dims[i] < 0) throw py::value_error(path.str() + ": a batch size with a negative dim");
   }
   return BatchSize(c10::IntArrayRef(dims));
 }
@@ -274,6 +287,7 @@ inline std::vector<std::optional<std::string>> names_of(py::handle n) {
     if (x.is_none()) {
       out.emplace_back();
     } else {
+      if (!PyUnicode_Check(x.ptr())) throw py::type_error("a dim name of type " + type_name(x) + ", not str");
       out.emplace_back(std::string(py::str(x)));
       any = true;
     }

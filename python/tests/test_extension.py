@@ -328,6 +328,22 @@ def test_errors_are_python_exceptions(m):
             assert text in str(e), f"{kind.__name__} without {text!r}: {e}"
         else:
             raise AssertionError(f"no {kind.__name__} ({text})")
+    chain = TensorDict(a=torch.zeros(1))
+    for _ in range(3000):
+        chain = TensorDict(n=chain)
+    try:
+        m.identity(chain)
+        raise AssertionError("a chain of 3000 nested TensorDicts was taken")
+    except ValueError as e:
+        assert "nested more than 1000 levels" in str(e)
+    bad_names = TensorDict(a=torch.zeros(2), batch_size=[2])
+    bad_names._td_dim_names = [3]  # storage another library wrote wrong
+    if m.fast_path():
+        try:
+            m.identity(bad_names)
+            raise AssertionError("a dim name that is not a str was taken")
+        except TypeError as e:
+            assert "dim name" in str(e)
     deep = []
     for _ in range(1000):
         deep = [deep]
