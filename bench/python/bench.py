@@ -69,6 +69,9 @@ def main():
     rows.append(("list of 64 tensors in and out", median_us(lambda: m.identity_list(leaves))))
     s = nested_struct(m)
     rows.append(("struct of 8 nested tensorclasses (64 leaves): in and out", median_us(lambda: m.identity_struct(s))))
+    m.set_fast_path(False)
+    rows.append(("  the same through a C++ TensorDict and the public API", median_us(lambda: m.identity_struct(s))))
+    m.set_fast_path(True)
 
     def rebuild(x):  # each nested instance rebuilt with tensordict's _from_tensordict
         inner = x._tensordict

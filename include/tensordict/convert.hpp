@@ -73,6 +73,7 @@ TensorDict node_to_tensordict(const M& v, const BatchSize& inherited) {
     // The batch size first: every entry is checked against it.
     const BatchSize* own = own_batch_size(v);
     TensorDict out(own ? *own : inherited);
+    out.reserve(static_node<M>::size);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (put_child<Strict>(out, std::string(static_node<M>::template key<I>), child<I>(v)), ...);
     }(std::make_index_sequence<static_node<M>::size>{});
@@ -80,6 +81,7 @@ TensorDict node_to_tensordict(const M& v, const BatchSize& inherited) {
   } else {
     using N = dynamic_node<M>;
     TensorDict out(inherited);
+    out.reserve(N::size(v));
     if constexpr (N::indexed) {
       for (std::size_t i = 0, n = N::size(v); i < n; ++i) {
         put_child<Strict>(out, std::to_string(i), N::at(v, i));

@@ -393,6 +393,16 @@ class TensorDict : public operators::found_by_lookup {
   const std::optional<c10::Device>& device() const noexcept { return device_; }
   /// Number of top-level entries.
   std::size_t size() const noexcept { return values_.size(); }
+  /// Makes room for `n` top-level entries, so that adding them allocates once (a tree built
+  /// from a source of known size: a struct, a Python TensorDict).
+  TensorDict& reserve(std::size_t n) {
+    if (n <= values_.size()) return *this;
+    detail::KeyTable& k = own_keys();
+    k.index.reserve(n);
+    k.order.reserve(n);
+    values_.reserve(n);
+    return *this;
+  }
   /// True when the tree holds no tensor at any depth (Python's `is_empty`).
   bool is_empty() const {
     for (const auto& [k, v] : nodes()) {

@@ -267,6 +267,43 @@ def test_structs_as_tensorclasses(m):
 
 
 @both_paths
+def test_structs_of_many_shapes_and_values(m):
+    # Random blocks (nested tensorclasses, static fields of several values) through the struct
+    # conversions: the direct one (fast path) and the general one must give the same.
+    g = torch.Generator().manual_seed(1)
+    acts = ["relu", "", "ünïcödé", "x" * 100, "a\"b", "tanh"]
+    for seed in range(40):
+        r = lambda n: int(torch.randint(0, n, (1,), generator=g))  # noqa: E731
+        dt = DTYPES[r(len(DTYPES))]
+        lins = [m.Lin(weight=(torch.randn(r(4) + 1, r(4) + 1, generator=g) * 5).to(dt),
+                      bias=torch.randn(r(5), generator=g).to(dt), activation=acts[r(len(acts))], batch_size=[])
+                for _ in range(2)]
+        blk = m.Block(attn=lins[0], mlp=lins[1], heads=r(1000) - 500, batch_size=[])
+        back = m.block_id(blk)
+        assert type(back) is m.Block and type(back.attn) is m.Lin and type(back.mlp) is m.Lin
+        assert back.heads == blk.heads and type(back.heads) is int
+        for a, b in ((back.attn, blk.attn), (back.mlp, blk.mlp)):
+            assert a.weight is b.weight and a.bias is b.bias and a.activation == b.activation
+        n = r(4) + 1
+        bt = m.Batched(x=torch.randn(n, r(3) + 1, generator=g), batch_size=[n], flag=bool(r(2)))
+        if r(2):
+            bt.mask = torch.rand(n, generator=g) > 0.5
+        back = m.batched_id(bt)
+        assert back.batch_size == bt.batch_size and back.flag == bt.flag and back.x is bt.x
+        assert (back.mask is None) == (bt.mask is None)
+    try:
+        m.bad_batched()
+        raise AssertionError("a leaf that does not start with the batch size crossed")
+    except ValueError as e:
+        assert "'x'" in str(e) and "batch size [3]" in str(e)
+    # A tensorclass whose class keeps a value outside its TensorDict takes the general path.
+    lin = m.Lin(weight=torch.ones(1, 1), bias=torch.ones(1), batch_size=[])
+    lin._non_tensordict["activation"] = "gelu"
+    del lin._tensordict["activation"]
+    assert m.lin_id(lin).activation == "gelu"
+
+
+@both_paths
 def test_a_tensorclass_defined_in_python(m):
     m.register_sample(Sample)
     s = Sample(obs=torch.zeros(4, 3), reward=torch.ones(4), tag="eval", batch_size=[4])

@@ -101,6 +101,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
     return out;
   });
+  m.def("bad_batched", [] { return Batched{{3}, torch::zeros({2}), std::nullopt, true}; });
   m.def("lin_default", [] {
     return Lin{torch::zeros({2, 3}), torch::zeros({2}), "tanh"};
   });
