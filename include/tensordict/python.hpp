@@ -8,7 +8,9 @@
 ///     struct Linear { torch::Tensor weight, bias; std::string activation = "relu"; };
 ///     PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 ///       tensordict::python::make_tensorclass<Linear>(m);       // the Python class, from C++
-///       m.def("scale", [](Linear p, double s) { return p * s; });
+///       m.def("scale", [](const Linear& p, double s) {
+///         return tensordict::apply(p, [s](const torch::Tensor& w) { return w * s; });  // a Linear
+///       });
 ///     }
 ///
 /// No tensor is copied either way, and tensors keep their autograd graph. Opt-in (it is not part
@@ -54,8 +56,8 @@ using namespace ::tensordict::detail;
 // Python tensordict's classes and the names this header reads, looked up once: the first
 // conversion imports tensordict. Never destroyed: the interpreter may be gone at exit.
 struct Api {
-  py::object td, td_base, lazy, data_base, metadata, data, stack, is_tensorclass, size;
-  py::str k_tensordict{"_tensordict"}, k_non_tensordict{"_non_tensordict"}, k_batch_size{"_batch_size"},
+  py::object td, td_base, lazy, data_base, metadata, data, stack, is_tensorclass;
+  py::str k_tensordict{"_tensordict"}, k_batch_size{"_batch_size"},
       k_device{"_device"}, k_names{"_td_dim_names"}, k_locked{"_is_locked"};
   std::string version;
   bool storage_known = false;  // this version's storage was probed and is as expected
@@ -107,7 +109,6 @@ inline Api& api() {
   a->metadata = m.attr("MetaData");
   a->data_base = a->data.attr("__mro__")[py::int_(1)];  // NonTensorDataBase: NonTensorData's and MetaData's
   a->is_tensorclass = m.attr("is_tensorclass");
-  a->size = py::module_::import("torch").attr("Size");
   a->version = py::str(m.attr("__version__"));
   a->storage_known = probe_storage(*a);
   if (!p) p = a;

@@ -71,6 +71,22 @@ TEST_CASE("TensorDict: construction, nested keys, insertion order") {
   CHECK(mixed.keys() == std::vector<NestedKey>{"lr", "n", "flag", "name"});
 }
 
+TEST_CASE("TensorDict: reserve keeps the entries and the keys shared with copies") {
+  TensorDict state = make_state();
+  const TensorDict copy = state;
+  state.reserve(1);  // fewer than it holds: nothing to do
+  state.reserve(64);
+  CHECK(state.keys() == std::vector<NestedKey>{"layer", "step"});
+  for (int i = 0; i < 64; ++i) state.set("k" + std::to_string(i), torch::full({1}, i));
+  CHECK(state.size() == 66);
+  CHECK(state["k63"].item<float>() == 63);
+  CHECK(state["step"].item<int64_t>() == 3);
+  CHECK(copy.keys() == std::vector<NestedKey>{"layer", "step"});  // the copy's table is its own
+  TensorDict empty;
+  empty.reserve(3).set("a", torch::zeros({2}));
+  CHECK(empty.keys() == std::vector<NestedKey>{"a"});
+}
+
 TEST_CASE("TensorDict: get, set, contains, erase, pop, rename_key, setdefault") {
   TensorDict state = make_state();
   CHECK(state.contains({"layer", "weight"}));
