@@ -317,6 +317,18 @@ def test_a_tensorclass_defined_in_python(m):
         assert "expected a Sample" in str(e) and "Other" in str(e)
 
 
+def test_a_struct_bound_with_class_keeps_pybind11s_conversion():
+    m = ext()
+    b = m.Bound()
+    b.w = torch.ones(3)
+    assert float(m.bound_sum(b)) == 3.0
+    try:
+        m.bound_sum(TensorDict(w=torch.ones(3)))
+        raise AssertionError("a TensorDict was taken for a struct bound with py::class_")
+    except TypeError as e:
+        assert "incompatible function arguments" in str(e)
+
+
 def test_registering_a_class_that_does_not_fit():
     m = ext()
     try:

@@ -37,6 +37,15 @@ struct Batched {
   bool flag = false;
 };
 
+// A struct bound with py::class_: it opts out of the tensorclass conversion.
+struct Bound {
+  torch::Tensor w;
+};
+namespace tensordict::python {
+template <>
+inline constexpr bool as_tensorclass<Bound> = false;
+}  // namespace tensordict::python
+
 namespace {
 
 std::string describe(const td::TensorDict& t) {
@@ -76,6 +85,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   td::python::make_tensorclass<Model>(m);
   td::python::make_tensorclass<Batched>(m);
   m.def("register_sample", [](py::object cls) { td::python::register_tensorclass<Sample>(cls); });
+  py::class_<Bound>(m, "Bound").def(py::init<>()).def_readwrite("w", &Bound::w);
+  m.def("bound_sum", [](const Bound& b) { return b.w.sum(); });
   m.def("set_fast_path", &td::python::set_fast_path);
   m.def("fast_path", &td::python::fast_path);
 
