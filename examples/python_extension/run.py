@@ -1,5 +1,6 @@
 """Builds gae.cpp with torch.utils.cpp_extension, checks it against a Python reference on
-rollouts of several shapes and dtypes, and times both: `python3 run.py [BUILD_DIR]`."""
+rollouts of several shapes and dtypes, and times both: `python3 run.py [BUILD_DIR]`, or
+`python3 run.py --built DIR` with the module setup.py built into DIR."""
 
 import os
 import statistics
@@ -68,8 +69,12 @@ def median_ms(f, reps):
 
 
 def main():
-    build_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "build")
-    ext = load(build_dir)
+    args = sys.argv[1:]
+    if args[:1] == ["--built"]:  # the module setup.py built, in args[1]
+        sys.path.insert(0, args[1])
+        import gae_ext as ext
+    else:
+        ext = load(args[0] if args else os.path.join(HERE, "build"))
     # Equal to the reference: dtypes, shapes (a trailing dim), gammas, one step and many.
     for dtype, tol in ((torch.float32, 1e-4), (torch.float64, 1e-10), (torch.bfloat16, 5e-2)):
         for T, B, extra in ((1, 1, ()), (7, 3, ()), (100, 16, (2,)), (1000, 8, ())):
