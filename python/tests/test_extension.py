@@ -202,6 +202,27 @@ def test_dicts_and_tensorclasses_where_a_tensordict_is_expected(m):
 
 
 @both_paths
+def test_dicts_are_read_as_tensordict_reads_them(m):
+    # Lists become tensors or non-tensor data, None non-tensor data, as TensorDict(dict) has them;
+    # a key that is not a string is its KeyError.
+    for d in ({"a": [1, 2]}, {"a": [[1], "x"]}, {"a": None}, {"a": {"b": [1.5]}}, {}):
+        same_tree(m.identity(d), TensorDict(d))
+    lin = m.lin_id({"weight": [1.0], "bias": [2.0], "activation": "relu"})
+    assert type(lin) is m.Lin and lin.weight.tolist() == [1.0]
+    for bad in ({1: torch.zeros(1)}, {"a": [1, 2], 3: 4}):
+        try:
+            m.identity(bad)
+            raise AssertionError(f"{bad} was taken")
+        except KeyError as e:
+            assert "NestedKeys" in str(e)
+    try:
+        m.lin_id({"a": [1, 2]})
+        raise AssertionError("a dict without the struct's keys was taken")
+    except KeyError as e:
+        assert "missing 'weight', 'bias', 'activation'; unexpected 'a'" in str(e)
+
+
+@both_paths
 def test_lazy_stacks(m):
     ragged = LazyStackedTensorDict.lazy_stack([TensorDict(a=torch.zeros(2)), TensorDict(a=torch.ones(3))])
     assert m.lazy_sizes(ragged) == [2]
@@ -315,6 +336,24 @@ def test_a_tensorclass_defined_in_python(m):
         raise AssertionError("a tensorclass of another class was accepted")
     except TypeError as e:
         assert "expected a Sample" in str(e) and "Other" in str(e)
+    # A class with a __post_init__ is built through _from_tensordict, which runs it.
+    seen = []
+
+    @tensorclass
+    class Checked:
+        obs: torch.Tensor
+        reward: torch.Tensor
+        tag: str = "train"
+
+        def __post_init__(self):
+            seen.append(self.tag)
+
+    m.register_sample(Checked)
+    try:
+        back = m.sample_id(Checked(obs=torch.zeros(2), reward=torch.ones(2), tag="t", batch_size=[]))
+        assert type(back) is Checked and back.tag == "t" and seen == ["t", "t"]
+    finally:
+        m.register_sample(Sample)
 
 
 def test_a_struct_bound_with_class_keeps_pybind11s_conversion():
