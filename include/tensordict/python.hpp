@@ -310,9 +310,18 @@ inline void read_entry(TensorDict& out, const std::string& key, py::handle v, Pa
     case Kind::data:
       out.set(key, NonTensorData{to_json(v.attr("data"), path), isinstance(v, a.metadata)});
       return;
-    case Kind::stack:
-      out.set(key, NonTensorStack{to_json(v.attr("tolist")(), path)});
+    case Kind::stack: {
+      // A C++ NonTensorStack is nested once per batch dim of its level; a Python one may have
+      // more dims (TensorDict({"a": [1, "x"]}) makes one of [2] in a level of []): its values
+      // are then one list, as non-tensor data.
+      nlohmann::json values = to_json(v.attr("tolist")(), path);
+      if (py::len(v.attr("batch_size")) == out.batch_dims()) {
+        out.set(key, NonTensorStack{std::move(values)});
+      } else {
+        out.set(key, NonTensorData{std::move(values)});
+      }
       return;
+    }
     case Kind::other:
       throw py::type_error(path.str() + ": a " + type_name(v) +
                            ", which a TensorDict cannot hold (tensors, TensorDicts, tensorclasses, "

@@ -205,8 +205,11 @@ def test_dicts_and_tensorclasses_where_a_tensordict_is_expected(m):
 def test_dicts_are_read_as_tensordict_reads_them(m):
     # Lists become tensors or non-tensor data, None non-tensor data, as TensorDict(dict) has them;
     # a key that is not a string is its KeyError.
-    for d in ({"a": [1, 2]}, {"a": [[1], "x"]}, {"a": None}, {"a": {"b": [1.5]}}, {}):
+    for d in ({"a": [1, 2]}, {"a": None}, {"a": {"b": [1.5]}}, {}):
         same_tree(m.identity(d), TensorDict(d))
+    # A NonTensorStack with more dims than its level (of batch size []) is one list in C++.
+    back = m.identity({"a": [[1], "x"]})
+    assert back["a"] == [[1], "x"] and type(back._get_str("a", None)) is NonTensorData
     lin = m.lin_id({"weight": [1.0], "bias": [2.0], "activation": "relu"})
     assert type(lin) is m.Lin and lin.weight.tolist() == [1.0]
     for bad in ({1: torch.zeros(1)}, {"a": [1, 2], 3: 4}):
