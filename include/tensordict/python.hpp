@@ -435,7 +435,10 @@ inline const Registered* registered(const std::type_info* t) {
 inline py::object make_size(const BatchSize& b) {
   py::tuple t(b.size());
   for (std::size_t i = 0; i < b.size(); ++i) t[i] = py::int_(b[i]);
-  return py::reinterpret_steal<py::object>(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&THPSizeType), t.ptr()));
+  py::object size =
+      py::reinterpret_steal<py::object>(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&THPSizeType), t.ptr()));
+  if (!size) throw py::error_already_set();
+  return size;
 }
 
 inline py::object make_device(const std::optional<c10::Device>& d) {
@@ -460,8 +463,8 @@ inline py::object make_stack(const nlohmann::json& values, std::size_t dims, con
   return a.stack(*elems, py::arg("stack_dim") = 0);
 }
 
-inline py::object wrap_class(py::object td, const Registered& r) {
-  if (r.post_init || !fast_flag().load(std::memory_order_relaxed)) {
+inline py::object wrap_class(py::object td, const Registered& r, bool fast) {
+  if (r.post_init || !fast) {
     return r.cls.attr("_from_tensordict")(td);
   }
   // What _from_tensordict does once the keys are known to fit: the instance holds the
@@ -525,7 +528,7 @@ inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& pa
   }
   py::object out = new_tensordict(entries, make_size(td.batch_size()), device, make_names(td), fast, a);
   if (td.is_locked()) out.attr("lock_")();
-  if (const Registered* r = ct ? registered(ct->type) : nullptr) return wrap_class(std::move(out), *r);
+  if (const Registered* r = ct ? registered(ct->type) : nullptr) return wrap_class(std::move(out), *r, fast);
   return out;
 }
 
@@ -685,7 +688,7 @@ py::object write_direct(const T& s, const py::object& size, const BatchSize& bat
   }(std::make_index_sequence<static_node<T>::size>{});
   if (!ok) return py::object();
   py::object out = new_tensordict(entries, size, none, none, true, a);
-  if (const Registered* r = registered(&typeid(T))) return wrap_class(std::move(out), *r);
+  if (const Registered* r = registered(&typeid(T))) return wrap_class(std::move(out), *r, true);  // storage known
   return out;
 }
 
