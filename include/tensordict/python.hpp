@@ -504,6 +504,7 @@ inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& pa
   const bool fast = a.storage_known && fast_flag().load(std::memory_order_relaxed);
   py::dict entries;
   py::object device = make_device(td.device());
+  const py::object size = make_size(td.batch_size());  // the level's, and its non-tensor entries'
   for (auto&& [k, v] : td.entries()) {
     py::object x;
     if (v.is_tensor()) {
@@ -518,7 +519,7 @@ inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& pa
     } else if (v.is_non_tensor()) {
       const auto& d = v.non_tensor();
       x = (d.metadata ? a.metadata : a.data)(py::arg("data") = from_json(d.value),
-                                               py::arg("batch_size") = make_size(td.batch_size()),
+                                               py::arg("batch_size") = size,
                                                py::arg("device") = device);
     } else {
       x = make_stack(v.non_tensor_stack().values, td.batch_dims(), device, a);
@@ -526,7 +527,7 @@ inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& pa
     if (!x) throw py::error_already_set();
     if (PyDict_SetItemString(entries.ptr(), k.c_str(), x.ptr()) != 0) throw py::error_already_set();
   }
-  py::object out = new_tensordict(entries, make_size(td.batch_size()), device, make_names(td), fast, a);
+  py::object out = new_tensordict(entries, size, device, make_names(td), fast, a);
   if (td.is_locked()) out.attr("lock_")();
   if (const Registered* r = ct ? registered(ct->type) : nullptr) return wrap_class(std::move(out), *r, fast);
   return out;
