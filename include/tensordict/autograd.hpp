@@ -68,6 +68,7 @@ T& requires_grad_(T& t, bool on = true) {
 
 namespace detail {
 
+template <class = void>
 inline bool differentiable(const at::Tensor& x) { return x.is_floating_point() || x.is_complex(); }
 
 template <class F, class P, class... A>

@@ -76,9 +76,11 @@ const BatchSize* own_batch_size(const M& v) {
   }
 }
 
+template <class = void>
 inline BatchSize to_bs(c10::IntArrayRef d) { return BatchSize(d); }
 
 // `bs` followed by `level`'s dims past `from` (a nested level keeps its extra dims).
+template <class = void>
 inline BatchSize splice(const BatchSize& level, const BatchSize& from, const BatchSize& to) {
   std::vector<int64_t> dims(to.begin(), to.end());
   for (std::size_t i = from.size(); i < level.size(); ++i) dims.push_back(level[i]);
@@ -209,6 +211,7 @@ T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
 
 // A tensor of T's batch shape that costs nothing: an expanded scalar, on which libtorch
 // computes the shape an index or a reshape gives.
+template <class = void>
 inline at::Tensor batch_probe(const BatchSize& bs) {
   return at::zeros({}, at::kByte).expand(bs.dims());
 }
@@ -226,6 +229,7 @@ auto with_index_error(const char* op, const BatchSize& bs, Fn&& fn) {
 
 // A batch dim `d` (negative counts from the end), checked to lie within the `n` batch dims
 // (`n + 1` positions where a dim is inserted).
+template <class = void>
 inline int64_t batch_dim(const char* op, int64_t d, std::size_t n, const BatchSize& bs,
                          bool insert = false) {
   const auto lim = static_cast<int64_t>(n) + (insert ? 1 : 0);
@@ -239,6 +243,7 @@ inline int64_t batch_dim(const char* op, int64_t d, std::size_t n, const BatchSi
 
 // The index with `...` replaced by full slices over the remaining batch dims, so that it never
 // reaches a leaf's own dims; an index that uses more dims than the batch has is an error.
+template <class = void>
 inline std::vector<at::indexing::TensorIndex> batch_index(
     const char* op, at::ArrayRef<at::indexing::TensorIndex> idx, const BatchSize& bs) {
   std::size_t used = 0, ellipses = 0;
@@ -305,6 +310,7 @@ int64_t as_int(const V& v) {
 
 // The batch size after indexing with `full` (from batch_index). Ints, slices and None are
 // computed directly, as Python computes them; index tensors go through a probe tensor.
+template <class = void>
 inline BatchSize indexed_batch(const char* op, const std::vector<at::indexing::TensorIndex>& full,
                                const BatchSize& bs) {
   std::vector<int64_t> out;
@@ -340,6 +346,7 @@ inline BatchSize indexed_batch(const char* op, const std::vector<at::indexing::T
   return BatchSize(c10::IntArrayRef(out));
 }
 
+template <class = void>
 inline std::vector<int64_t> cat_dims(c10::IntArrayRef a, c10::IntArrayRef b) {
   std::vector<int64_t> out(a.begin(), a.end());
   out.insert(out.end(), b.begin(), b.end());
@@ -369,6 +376,7 @@ template <tree T>
 namespace detail {
 // The shape `x[full]` has, for a leaf `x` of a tree of batch size `bs` whose indexed batch is
 // `sub`: what a value written there must broadcast to.
+template <class = void>
 inline std::vector<int64_t> indexed_leaf_shape(const std::vector<int64_t>& sub, const at::Tensor& x,
                                                const BatchSize& bs) {
   std::vector<int64_t> out = sub;
@@ -437,6 +445,7 @@ void set_at(const T& t, at::ArrayRef<at::indexing::TensorIndex> idx, const T& va
 /// (a tensor of `t`'s batch size followed by the value's own dims, a nested level of its
 /// parent's batch size). Non-tensor entries of `value` must equal `t`'s. Everything is checked
 /// before anything is written or created.
+template <class = void>
 inline void set_at(TensorDict& t, at::ArrayRef<at::indexing::TensorIndex> idx, const TensorDict& value) {
   const BatchSize& bs = t.batch_size();
   const auto [full, sub] = detail::set_at_target(bs, idx, value);
@@ -891,12 +900,14 @@ template <tree T>
 
 namespace detail {
 // `mask` (batch-shaped) with singleton dims appended to reach `x`'s rank.
+template <class = void>
 inline at::Tensor batch_mask(const at::Tensor& mask, const at::Tensor& x) {
   std::vector<int64_t> s = mask.sizes().vec();
   while (static_cast<int64_t>(s.size()) < x.dim()) s.push_back(1);
   return mask.reshape(s);
 }
 // The mask covers the leading batch dims; a dim of 1 broadcasts, as Python's expand_as_right.
+template <class = void>
 inline void check_mask(const char* op, const at::Tensor& mask, const BatchSize& bs) {
   bool ok = mask.dim() <= static_cast<int64_t>(bs.size());
   for (int64_t i = 0; ok && i < mask.dim(); ++i) {
@@ -998,6 +1009,7 @@ struct Padded {
 };
 
 namespace detail {
+template <class = void>
 inline Padded pad_tensors(const std::string& key, const std::vector<at::Tensor>& xs,
                           const at::Scalar& pad) {
   if (xs.empty()) throw Error("lazy stack: no elements");

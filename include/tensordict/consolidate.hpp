@@ -19,12 +19,14 @@ namespace tensordict::detail {
 // vector loads.
 inline constexpr int64_t consolidate_align = 64;
 
+template <class = void>
 inline int64_t align_up(int64_t n) {
   return (n + consolidate_align - 1) / consolidate_align * consolidate_align;
 }
 
 // Copies `leaves` (undefined ones skipped) into one uint8 buffer and returns views of it in the
 // same order. All defined leaves must be on one device.
+template <class = void>
 inline std::vector<at::Tensor> consolidate_leaves(const std::vector<at::Tensor>& leaves) {
   std::optional<c10::Device> device;
   int64_t total = 0;
@@ -96,6 +98,7 @@ std::optional<std::vector<at::Tensor>> map_consolidated(const std::vector<at::Te
 }
 
 // A consolidated tree's storage moved to `device` in one transfer (see map_consolidated).
+template <class = void>
 inline std::optional<std::vector<at::Tensor>> move_consolidated(const std::vector<at::Tensor>& leaves,
                                                                 c10::Device device, bool non_blocking) {
   return map_consolidated(

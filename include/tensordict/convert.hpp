@@ -102,6 +102,7 @@ struct Misfits {
   std::vector<std::pair<NestedKey, std::string>> mismatched;  // what it holds, what was expected
   bool empty() const noexcept { return missing.empty() && unexpected.empty() && mismatched.empty(); }
 };
+template <class = void>
 inline Misfits*& misfit_sink() noexcept {
   thread_local Misfits* sink = nullptr;
   return sink;
@@ -116,6 +117,7 @@ struct CollectMisfits {
 };
 
 // Throws `what` (a SpecMismatchError) or, in a lenient read, records it; false when it did not fit.
+template <class = void>
 inline bool misfit(const NestedKey& key, const std::string& what) {
   if (Misfits* m = misfit_sink()) {
     m->mismatched.emplace_back(key, what);
@@ -126,6 +128,7 @@ inline bool misfit(const NestedKey& key, const std::string& what) {
   throw SpecMismatchError(os.str());
 }
 
+template <class = void>
 inline bool require_kind(const NestedKey& key, const Entry& e, bool ok, const char* want) {
   if (ok) return true;
   std::ostringstream os;
@@ -139,6 +142,7 @@ inline bool require_kind(const NestedKey& key, const Entry& e, bool ok, const ch
   throw KeyError(os.str());
 }
 
+template <class = void>
 inline bool check_like(const NestedKey& key, const at::Tensor& got, const at::Tensor& want) {
   if (!want.defined()) return true;
   if (got.scalar_type() != want.scalar_type() || got.sizes() != want.sizes()) {
@@ -219,6 +223,7 @@ void read_child(const Entry* e, M& out, const M* like, const NestedKey& key) {
 }
 
 // The TensorDict's keys that a node of this shape does not have.
+template <class = void>
 inline void reject_extra(std::string_view type, const TensorDict& td, const NestedKey& prefix,
                          const std::vector<bool>& used) {
   for (std::size_t j = 0; j < used.size(); ++j) {
@@ -236,6 +241,7 @@ inline void reject_extra(std::string_view type, const TensorDict& td, const Nest
 }
 
 // The length of a sequence saved as keys "0".."n-1" (in any order, none missing or extra).
+template <class = void>
 inline std::size_t sequence_length(const TensorDict& td, const NestedKey& prefix) {
   if (Misfits* m = misfit_sink()) {
     // Leniently: as long as the largest position; other keys are unexpected, and positions
@@ -442,15 +448,20 @@ template <tree T>
 
 /// `clone`, `detach` and `to` of a TensorDict as free functions, so that generic code names one
 /// function for every kind of tree.
+template <class = void>
 [[nodiscard]] inline TensorDict clone(const TensorDict& t) { return t.clone(); }
 /// `t.detach()`.
+template <class = void>
 [[nodiscard]] inline TensorDict detach(const TensorDict& t) { return t.detach(); }
 /// `t.to(device)`.
+template <class = void>
 [[nodiscard]] inline TensorDict to(const TensorDict& t, at::Device device) { return t.to(device); }
 /// `t.to(dtype)`.
+template <class = void>
 [[nodiscard]] inline TensorDict to(const TensorDict& t, at::ScalarType dtype) { return t.to(dtype); }
 
 /// A TensorDict's repr, as `os << td` prints it.
+template <class = void>
 [[nodiscard]] inline std::string repr(const TensorDict& td) {
   std::ostringstream os;
   os << td;

@@ -259,20 +259,24 @@ class TensorDict : public operators::found_by_lookup {
 
   const std::string& name_at(std::size_t i) const noexcept { return keys_->order[i]->name; }
   // The position of `name`, or -1.
+  template <class = void>
   std::ptrdiff_t pos_of(const detail::NameRef& name) const {
     if (!keys_) return -1;
     auto it = keys_->index.find(name);
     return it == keys_->index.end() ? -1 : static_cast<std::ptrdiff_t>(it->second);
   }
+  template <class = void>
   Entry* lookup(const detail::NameRef& name) {
     const std::ptrdiff_t i = pos_of(name);
     return i < 0 ? nullptr : &values_[static_cast<std::size_t>(i)];
   }
+  template <class = void>
   const Entry* lookup(const detail::NameRef& name) const {
     const std::ptrdiff_t i = pos_of(name);
     return i < 0 ? nullptr : &values_[static_cast<std::size_t>(i)];
   }
   // This level's own key table, copied first if another tree shares it.
+  template <class = void>
   detail::KeyTable& own_keys() {
     if (!keys_) {
       keys_ = std::make_shared<detail::KeyTable>();
@@ -281,6 +285,7 @@ class TensorDict : public operators::found_by_lookup {
     }
     return *keys_;
   }
+  template <class = void>
   Entry& append(std::string_view name, std::size_t hash, Entry value) {
     detail::KeyTable& k = own_keys();
     k.order.push_back(
@@ -290,6 +295,7 @@ class TensorDict : public operators::found_by_lookup {
     return values_.back();
   }
   // Removes the entry at position i; the later ones move up.
+  template <class = void>
   void remove_at(std::size_t i) {
     detail::KeyTable& k = own_keys();
     k.index.erase(k.index.find(detail::NameRef(*k.order[i])));
@@ -302,6 +308,7 @@ class TensorDict : public operators::found_by_lookup {
 
   // Removes every entry that holds an undefined tensor (what an `apply` returns to drop a
   // leaf), in one pass with a new key table.
+  template <class = void>
   void drop_undefined() {
     auto table = std::make_shared<detail::KeyTable>();
     std::vector<Entry> kept;
@@ -318,12 +325,14 @@ class TensorDict : public operators::found_by_lookup {
   }
 
   // The entries in order, as references (declared first: later members use the type).
+  template <class = void>
   auto nodes() const noexcept {
     return std::views::iota(std::size_t{0}, values_.size()) |
            std::views::transform([this](std::size_t i) {
              return std::pair<const std::string&, const Entry&>(name_at(i), values_[i]);
            });
   }
+  template <class = void>
   auto nodes() noexcept {
     return std::views::iota(std::size_t{0}, values_.size()) |
            std::views::transform([this](std::size_t i) {
@@ -360,6 +369,7 @@ class TensorDict : public operators::found_by_lookup {
   const BatchSize& batch_size() const noexcept { return batch_size_; }
   /// Sets the batch size; every tensor must start with it. Nested TensorDicts whose batch size
   /// is a shorter prefix of it get it too, as in Python. On error nothing changes.
+  template <class = void>
   TensorDict& set_batch_size(BatchSize b) {
     TensorDict next = *this;
     next.extend_batch_size(NestedKey(std::vector<std::string>{}), b);
@@ -374,6 +384,7 @@ class TensorDict : public operators::found_by_lookup {
   const std::vector<std::optional<std::string>>& names() const noexcept { return names_; }
   /// Names the batch dims (an empty optional leaves a dim unnamed; an empty list removes the
   /// names). There must be one per batch dim, and no name twice.
+  template <class = void>
   TensorDict& set_names(std::vector<std::optional<std::string>> names) {
     if (!names.empty() && names.size() != batch_size_.size()) {
       throw BatchSizeError("set_names: " + std::to_string(names.size()) + " names for a batch size of " +
@@ -395,6 +406,7 @@ class TensorDict : public operators::found_by_lookup {
   std::size_t size() const noexcept { return values_.size(); }
   /// Makes room for `n` top-level entries, so that adding them allocates once (a tree built
   /// from a source of known size: a struct, a Python TensorDict).
+  template <class = void>
   TensorDict& reserve(std::size_t n) {
     if (n <= values_.size()) return *this;
     detail::KeyTable& k = own_keys();
@@ -404,6 +416,7 @@ class TensorDict : public operators::found_by_lookup {
     return *this;
   }
   /// True when the tree holds no tensor at any depth (Python's `is_empty`).
+  template <class = void>
   bool is_empty() const {
     for (const auto& [k, v] : nodes()) {
       if (v.is_tensor() || (v.is_tensordict() && !v.tensordict().is_empty())) return false;
@@ -411,6 +424,7 @@ class TensorDict : public operators::found_by_lookup {
     return true;
   }
   /// Number of elements of the batch: the product of the batch size.
+  template <class = void>
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : batch_size_) n *= d;
@@ -420,11 +434,14 @@ class TensorDict : public operators::found_by_lookup {
   // ---- reading -----------------------------------------------------------------------------
 
   /// Whether `key` names an entry (nested keys walk into nested TensorDicts).
+  template <class = void>
   bool contains(const Key& key) const { return find(key) != nullptr; }
 
   /// The entry at `key`; a missing key throws `KeyError` naming the key and the keys at the
   /// level where the walk stopped.
+  template <class = void>
   [[gnu::always_inline]] const Entry& entry(const Key& key) const { return *require(key); }
+  template <class = void>
   Entry& entry(const Key& key) { return *const_cast<Entry*>(std::as_const(*this).require(key)); }
 
   /// The tensor at `key` (`get<TensorDict>`, `get<NonTensorData>`, `get<std::string>` and other
@@ -484,6 +501,7 @@ class TensorDict : public operators::found_by_lookup {
 
  public:
   /// The tensor at `key`: `td["step"]`, `td[{"layer", "weight"}]`.
+  template <class = void>
   const at::Tensor& operator[](const Key& key) const { return get(key); }
 #if defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L
   /// C++23: `td["layer", "weight"]`, the nested key spelled as in Python. (In C++20 that
@@ -498,10 +516,12 @@ class TensorDict : public operators::found_by_lookup {
 
   /// Top-level entries in insertion order.
   /// `(name, entry)` pairs of the top level in insertion order (a random-access view).
+  template <class = void>
   auto entries() const noexcept { return nodes(); }
 
   /// The keys: top level, or with `include_nested` every level depth first; with `leaves_only`
   /// no key of a nested TensorDict. Non-tensor entries are leaves, as in Python.
+  template <class = void>
   std::vector<NestedKey> keys(KeysOptions o = {}) const {
     std::vector<NestedKey> out;
     for_each_entry(o, NestedKey(std::vector<std::string>{}),
@@ -509,6 +529,7 @@ class TensorDict : public operators::found_by_lookup {
     return out;
   }
   /// The entries listed by `keys(o)`, in the same order.
+  template <class = void>
   std::vector<std::reference_wrapper<const Entry>> values(KeysOptions o = {}) const {
     std::vector<std::reference_wrapper<const Entry>> out;
     for_each_entry(o, NestedKey(std::vector<std::string>{}),
@@ -516,6 +537,7 @@ class TensorDict : public operators::found_by_lookup {
     return out;
   }
   /// `(key, entry)` for every key of `keys(o)`.
+  template <class = void>
   std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> items(
       KeysOptions o = {}) const {
     std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> out;
@@ -524,6 +546,7 @@ class TensorDict : public operators::found_by_lookup {
     return out;
   }
   /// `(nested key, tensor)` for every tensor leaf, depth first (`tree_flatten_with_path`).
+  template <class = void>
   std::vector<std::pair<NestedKey, at::Tensor>> named_tensors() const {
     std::vector<std::pair<NestedKey, at::Tensor>> out;
     for_each_entry({true, true}, NestedKey(std::vector<std::string>{}), [&](const NestedKey& k, const Entry& e) {
@@ -538,16 +561,19 @@ class TensorDict : public operators::found_by_lookup {
   /// and device). A tensor must start with the batch size (`BatchSizeError` names the key,
   /// the shape and the batch size); a nested TensorDict's batch size must start with it too.
   /// A locked tree refuses (`Error`).
+  template <class = void>
   TensorDict& set(const Key& key, Entry value) {
     level_for_set(key).set_here(key, key[key.size() - 1], std::move(value));
     return *this;
   }
   /// `set` for a tensor, the common case: no `Entry` is built when the key holds a tensor already.
+  template <class = void>
   TensorDict& set(const Key& key, const at::Tensor& value) {
     level_for_set(key).set_tensor_here(key, key[key.size() - 1], value);
     return *this;
   }
   /// Writes `value` into the existing tensor at `key` (`copy_`), which a locked tree allows.
+  template <class = void>
   TensorDict& set_(const Key& key, const at::Tensor& value) {
     at::Tensor& t = get(key);
     if (t.sizes() != value.sizes()) {
@@ -559,17 +585,20 @@ class TensorDict : public operators::found_by_lookup {
     return *this;
   }
   /// The entry at `key`, set to `value` first if missing (Python's `setdefault`).
+  template <class = void>
   Entry& setdefault(const Key& key, Entry value) {
     if (Entry* e = const_cast<Entry*>(find(key))) return *e;
     set(key, std::move(value));
     return entry(key);
   }
   /// Removes the entry at `key` (Python's `del td[key]`).
+  template <class = void>
   TensorDict& erase(const Key& key) {
     pop(key);
     return *this;
   }
   /// Removes the entry at `key` and returns it.
+  template <class = void>
   Entry pop(const Key& key) {
     check_unlocked("pop", key);
     require(key);
@@ -580,6 +609,7 @@ class TensorDict : public operators::found_by_lookup {
     return out;
   }
   /// Renames `old_key` to `new_key` (the entry keeps its place when the level is the same).
+  template <class = void>
   TensorDict& rename_key(const Key& old_key, const Key& new_key) {
     check_unlocked("rename_key", old_key);
     if (contains(new_key)) {
@@ -610,6 +640,7 @@ class TensorDict : public operators::found_by_lookup {
 
   /// Locks the structure (this level and every nested one): `set`, `erase`, `pop`,
   /// `rename_key`, `update` and new `setdefault` keys throw; `set_` (in place) still works.
+  template <class = void>
   TensorDict& lock_() {
     locked_ = true;
     for (auto&& [k, v] : nodes()) {
@@ -618,6 +649,7 @@ class TensorDict : public operators::found_by_lookup {
     return *this;
   }
   /// Unlocks this level and every nested one.
+  template <class = void>
   TensorDict& unlock_() {
     locked_ = false;
     for (auto&& [k, v] : nodes()) {
@@ -678,10 +710,12 @@ class TensorDict : public operators::found_by_lookup {
   }
   /// `(selected, rest)`: the entries at `keys` and every other entry. As in Python, levels of
   /// the rest that hold no entry are dropped (`exclude` keeps them).
+  template <class = void>
   [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const KeyArgs& keys) const {
     return {select(keys), without_empty_levels(exclude(keys))};
   }
   /// A tree of only the entries at `keys` (nested keys allowed; a missing key is a `KeyError`).
+  template <class = void>
   [[nodiscard]] TensorDict select(const KeyArgs& keys) const {
     TensorDict out(batch_size_, device_);
     for (const Key& key : keys.view()) {
@@ -699,6 +733,7 @@ class TensorDict : public operators::found_by_lookup {
     return out;
   }
   /// A tree without the entries at `keys` (missing keys are ignored, as in Python).
+  template <class = void>
   [[nodiscard]] TensorDict exclude(const KeyArgs& keys) const {
     TensorDict out = *this;
     out.locked_ = false;
@@ -709,6 +744,7 @@ class TensorDict : public operators::found_by_lookup {
     return out;
   }
   /// Sets every leaf of `other` into this tree, merging nested levels; returns this tree.
+  template <class = void>
   TensorDict& update(const TensorDict& other) {
     for (const auto& [k, v] : other.nodes()) {
       if (v.is_tensordict() && contains(k) && entry(k).is_tensordict()) {
@@ -721,6 +757,7 @@ class TensorDict : public operators::found_by_lookup {
   }
   /// A copy with the entries at the given keys replaced, or added where a key is new (as
   /// Python's `replace`); this tree is not changed and the other tensors are shared.
+  template <class = void>
   [[nodiscard]] TensorDict replace(std::initializer_list<std::pair<Key, Entry>> changes) const {
     return replace_impl(changes);
   }
@@ -731,6 +768,7 @@ class TensorDict : public operators::found_by_lookup {
     return replace_impl(changes);
   }
   /// One level whose keys join the nested names with `sep` (`"layer.weight"`).
+  template <class = void>
   [[nodiscard]] TensorDict flatten_keys(std::string_view sep = ".") const {
     TensorDict out(batch_size_, device_);
     for (const auto& [k, v] : items({.include_nested = true, .leaves_only = true})) {
@@ -746,6 +784,7 @@ class TensorDict : public operators::found_by_lookup {
   /// keys without `sep` come first, in order, then the split ones, merged into levels that
   /// exist (`{"a.b": x, "a": {c: y}}` gives `a: {c, b}`). A split key that would replace an
   /// entry (`{"a.b": x, "a": y}`, or `"a.b"` with `"a.b.c"`) is a KeyError naming it.
+  template <class = void>
   [[nodiscard]] TensorDict unflatten_keys(std::string_view sep = ".") const {
     TensorDict out(batch_size_, device_);
     std::vector<std::pair<NestedKey, const Entry*>> split;
@@ -780,16 +819,20 @@ class TensorDict : public operators::found_by_lookup {
 
   /// A copy whose tensors are cloned (new storage); non-tensor entries copied
   /// (`tensordict::clone`).
+  template <class = void>
   [[nodiscard]] TensorDict clone() const { return tensordict::clone(*this); }
   /// A copy whose tensors are detached from autograd (`tensordict::detach`).
+  template <class = void>
   [[nodiscard]] TensorDict detach() const { return tensordict::detach(*this); }
   /// Every tensor moved to `device`; the result and its nested levels have that device
   /// (`tensordict::to`). A consolidated tree (every tensor a view of one storage) moves in one
   /// transfer.
+  template <class = void>
   [[nodiscard]] TensorDict to(c10::Device device, bool non_blocking = false) const {
     return tensordict::to(*this, device, non_blocking);
   }
   /// Every tensor cast to `dtype` (`tensordict::to`).
+  template <class = void>
   [[nodiscard]] TensorDict to(c10::ScalarType dtype) const { return tensordict::to(*this, dtype); }
 
   // Arithmetic with Python tensordict's method names; each is the free function of math.hpp
@@ -797,77 +840,135 @@ class TensorDict : public operators::found_by_lookup {
   using Scalar = at::Scalar;
   using OptScalar = std::optional<at::Scalar>;
   /// `self + alpha * other` (`tensordict::add`); `add(s)` adds a scalar.
+  template <class = void>
   [[nodiscard]] TensorDict add(const TensorDict& o, const Scalar& alpha = 1) const { return tensordict::add(*this, o, alpha); }
+  template <class = void>
   [[nodiscard]] TensorDict add(const Scalar& s) const { return tensordict::add(*this, s); }
   /// `self - alpha * other`; `sub(s)` subtracts a scalar.
+  template <class = void>
   [[nodiscard]] TensorDict sub(const TensorDict& o, const Scalar& alpha = 1) const { return tensordict::sub(*this, o, alpha); }
+  template <class = void>
   [[nodiscard]] TensorDict sub(const Scalar& s) const { return tensordict::sub(*this, s); }
   /// `self * other`, or times a scalar.
+  template <class = void>
   [[nodiscard]] TensorDict mul(const TensorDict& o) const { return tensordict::mul(*this, o); }
+  template <class = void>
   [[nodiscard]] TensorDict mul(const Scalar& s) const { return tensordict::mul(*this, s); }
   /// `self / other`, or by a scalar.
+  template <class = void>
   [[nodiscard]] TensorDict div(const TensorDict& o) const { return tensordict::div(*this, o); }
+  template <class = void>
   [[nodiscard]] TensorDict div(const Scalar& s) const { return tensordict::div(*this, s); }
   /// Elementwise larger / smaller of self and other.
+  template <class = void>
   [[nodiscard]] TensorDict maximum(const TensorDict& o) const { return tensordict::maximum(*this, o); }
+  template <class = void>
   [[nodiscard]] TensorDict minimum(const TensorDict& o) const { return tensordict::minimum(*this, o); }
   /// `self + weight * (end - self)`.
+  template <class = void>
   [[nodiscard]] TensorDict lerp(const TensorDict& end, const Scalar& weight) const { return tensordict::lerp(*this, end, weight); }
   /// `self + value * t1 * t2` and `self + value * t1 / t2`.
+  template <class = void>
   [[nodiscard]] TensorDict addcmul(const TensorDict& t1, const TensorDict& t2, const Scalar& value = 1) const { return tensordict::addcmul(*this, t1, t2, value); }
+  template <class = void>
   [[nodiscard]] TensorDict addcdiv(const TensorDict& t1, const TensorDict& t2, const Scalar& value = 1) const { return tensordict::addcdiv(*this, t1, t2, value); }
   /// Every tensor raised to `exponent`; clamped to `[min, max]`.
+  template <class = void>
   [[nodiscard]] TensorDict pow(const Scalar& exponent) const { return tensordict::pow(*this, exponent); }
+  template <class = void>
   [[nodiscard]] TensorDict clamp(const OptScalar& min, const OptScalar& max = std::nullopt) const { return tensordict::clamp(*this, min, max); }
   /// Elementwise functions of every tensor.
+  template <class = void>
   [[nodiscard]] TensorDict neg() const { return tensordict::neg(*this); }
+  template <class = void>
   [[nodiscard]] TensorDict sqrt() const { return tensordict::sqrt(*this); }
+  template <class = void>
   [[nodiscard]] TensorDict rsqrt() const { return tensordict::rsqrt(*this); }
+  template <class = void>
   [[nodiscard]] TensorDict abs() const { return tensordict::abs(*this); }
+  template <class = void>
   [[nodiscard]] TensorDict exp() const { return tensordict::exp(*this); }
+  template <class = void>
   [[nodiscard]] TensorDict log() const { return tensordict::log(*this); }
+  template <class = void>
   [[nodiscard]] TensorDict sign() const { return tensordict::sign(*this); }
+  template <class = void>
   [[nodiscard]] TensorDict reciprocal() const { return tensordict::reciprocal(*this); }
   /// In place, without autograd; each returns `*this`.
+  template <class = void>
   TensorDict& add_(const TensorDict& o, const Scalar& alpha = 1) { return tensordict::add_(*this, o, alpha); }
+  template <class = void>
   TensorDict& add_(const Scalar& s) { return tensordict::add_(*this, s); }
+  template <class = void>
   TensorDict& sub_(const TensorDict& o, const Scalar& alpha = 1) { return tensordict::sub_(*this, o, alpha); }
+  template <class = void>
   TensorDict& sub_(const Scalar& s) { return tensordict::sub_(*this, s); }
+  template <class = void>
   TensorDict& mul_(const TensorDict& o) { return tensordict::mul_(*this, o); }
+  template <class = void>
   TensorDict& mul_(const Scalar& s) { return tensordict::mul_(*this, s); }
+  template <class = void>
   TensorDict& div_(const TensorDict& o) { return tensordict::div_(*this, o); }
+  template <class = void>
   TensorDict& div_(const Scalar& s) { return tensordict::div_(*this, s); }
+  template <class = void>
   TensorDict& maximum_(const TensorDict& o) { return tensordict::maximum_(*this, o); }
+  template <class = void>
   TensorDict& minimum_(const TensorDict& o) { return tensordict::minimum_(*this, o); }
   /// `self += weight * (end - self)`: a soft (Polyak) update, `target.lerp_(online, tau)`.
+  template <class = void>
   TensorDict& lerp_(const TensorDict& end, const Scalar& weight) { return tensordict::lerp_(*this, end, weight); }
+  template <class = void>
   TensorDict& addcmul_(const TensorDict& t1, const TensorDict& t2, const Scalar& value = 1) { return tensordict::addcmul_(*this, t1, t2, value); }
+  template <class = void>
   TensorDict& addcdiv_(const TensorDict& t1, const TensorDict& t2, const Scalar& value = 1) { return tensordict::addcdiv_(*this, t1, t2, value); }
+  template <class = void>
   TensorDict& pow_(const Scalar& exponent) { return tensordict::pow_(*this, exponent); }
+  template <class = void>
   TensorDict& clamp_(const OptScalar& min, const OptScalar& max = std::nullopt) { return tensordict::clamp_(*this, min, max); }
+  template <class = void>
   TensorDict& neg_() { return tensordict::neg_(*this); }
+  template <class = void>
   TensorDict& sqrt_() { return tensordict::sqrt_(*this); }
+  template <class = void>
   TensorDict& rsqrt_() { return tensordict::rsqrt_(*this); }
+  template <class = void>
   TensorDict& abs_() { return tensordict::abs_(*this); }
+  template <class = void>
   TensorDict& exp_() { return tensordict::exp_(*this); }
+  template <class = void>
   TensorDict& log_() { return tensordict::log_(*this); }
+  template <class = void>
   TensorDict& sign_() { return tensordict::sign_(*this); }
+  template <class = void>
   TensorDict& reciprocal_() { return tensordict::reciprocal_(*this); }
   /// Every tensor set to zero.
+  template <class = void>
   TensorDict& zero_() { return tensordict::zero_(*this); }
   /// Every tensor of `src` copied into this tree's tensors (same keys).
+  template <class = void>
   TensorDict& copy_(const TensorDict& src) { return tensordict::copy_(*this, src); }
   /// Reductions per tensor (a TensorDict of 0-dim tensors, batch size `[]`), or over the whole
   /// tree with `total`: `d.sum(td::total)`, `grads.norm(td::total)`.
+  template <class = void>
   [[nodiscard]] TensorDict sum() const { return tensordict::sum(*this); }
+  template <class = void>
   [[nodiscard]] at::Tensor sum(total_t) const { return tensordict::sum(*this, total); }
+  template <class = void>
   [[nodiscard]] TensorDict mean() const { return tensordict::mean(*this); }
+  template <class = void>
   [[nodiscard]] at::Tensor mean(total_t) const { return tensordict::mean(*this, total); }
+  template <class = void>
   [[nodiscard]] TensorDict max() const { return tensordict::max(*this); }
+  template <class = void>
   [[nodiscard]] at::Tensor max(total_t) const { return tensordict::max(*this, total); }
+  template <class = void>
   [[nodiscard]] TensorDict min() const { return tensordict::min(*this); }
+  template <class = void>
   [[nodiscard]] at::Tensor min(total_t) const { return tensordict::min(*this, total); }
+  template <class = void>
   [[nodiscard]] TensorDict norm(double p = 2) const { return tensordict::norm(*this, p); }
+  template <class = void>
   [[nodiscard]] at::Tensor norm(total_t, double p = 2) const { return tensordict::norm(*this, total, p); }
 
   /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested
@@ -877,6 +978,7 @@ class TensorDict : public operators::found_by_lookup {
     return os;
   }
   /// `print` with another name on the first line (structs print as their type name).
+  template <class = void>
   void print(std::ostream& os, std::string_view name, int indent) const {
     const std::string pad(static_cast<std::size_t>(indent) + 4, ' ');
     os << name << "(\n" << pad << "fields={";
@@ -910,6 +1012,7 @@ class TensorDict : public operators::found_by_lookup {
 
 
 
+  template <class = void>
   static void print_tensor(std::ostream& os, const at::Tensor& t) {
     if (!t.defined()) {
       os << "None";
@@ -919,6 +1022,7 @@ class TensorDict : public operators::found_by_lookup {
        << ", dtype=" << dtype_name(t.scalar_type()) << ')';
   }
 
+  template <class = void>
   void extend_batch_size(const NestedKey& prefix, const BatchSize& b) {
     for (auto&& [k, v] : nodes()) {
       if (v.is_tensordict()) {
@@ -934,9 +1038,11 @@ class TensorDict : public operators::found_by_lookup {
     batch_size_ = b;
   }
 
+  template <class = void>
   void check_unlocked(const char* op, const Key& key) const {
     if (locked_) [[unlikely]] locked_error(op, key);
   }
+  template <class = void>
   [[noreturn, gnu::noinline, gnu::cold]] static void locked_error(const char* op, const Key& key) {
     throw Error(std::string(op) + " " + detail::key_str(key) +
                 ": the TensorDict is locked; call unlock_() to change its structure");
@@ -944,6 +1050,7 @@ class TensorDict : public operators::found_by_lookup {
 
   // Validates an entry against batch size `b`; the message names the key. Nothing is
   // allocated unless it fails: `set` is on the hot path.
+  template <class = void>
   static void check_entry(const Key& key, const Entry& v, const BatchSize& b) {
     if (v.is_tensor()) {
       const at::Tensor& t = v.tensor();
@@ -965,6 +1072,7 @@ class TensorDict : public operators::found_by_lookup {
   }
 
   // The level that holds the last name of `key`, created as needed.
+  template <class = void>
   TensorDict& level_for_set(const Key& key) {
     check_unlocked("set", key);
     if (key.size() == 0) throw KeyError("set: empty key");
@@ -973,6 +1081,7 @@ class TensorDict : public operators::found_by_lookup {
     return *level;
   }
 
+  template <class = void>
   void set_tensor_here(const Key& full, std::string_view name, const at::Tensor& value) {
     if (device_ && value.defined() && value.device() != *device_) {
       return set_here(full, name, Entry(value));  // moves it to our device
@@ -989,6 +1098,7 @@ class TensorDict : public operators::found_by_lookup {
     }
   }
 
+  template <class = void>
   void set_here(const Key& full, std::string_view name, Entry value) {
     // A nested tree with fewer batch dims than ours takes ours, as in Python.
     if (value.is_tensordict()) {
@@ -1011,6 +1121,7 @@ class TensorDict : public operators::found_by_lookup {
     }
   }
 
+  template <class = void>
   TensorDict& child_for_set(const Key& full, std::size_t i) {
     const std::string_view name = full[i];
     if (Entry* found = lookup(detail::NameRef(name))) {
@@ -1036,6 +1147,7 @@ class TensorDict : public operators::found_by_lookup {
   }
 
   // `t` with every nested level that holds no entry (after pruning its own) removed.
+  template <class = void>
   static TensorDict without_empty_levels(TensorDict t) {
     std::vector<std::pair<std::string, TensorDict>> levels;
     for (const auto& [k, v] : t.nodes()) {
@@ -1051,6 +1163,7 @@ class TensorDict : public operators::found_by_lookup {
     return t;
   }
 
+  template <class = void>
   const Entry* find(const Key& key) const {
     const TensorDict* level = this;
     for (std::size_t i = 0; i < key.size(); ++i) {
@@ -1065,6 +1178,7 @@ class TensorDict : public operators::found_by_lookup {
   }
 
   // The common case (a flat key that exists) is inlined into callers; the rest is not.
+  template <class = void>
   [[gnu::always_inline]] const Entry* require(const Key& key) const {
     if (key.size() == 1) {
       if (keys_) [[likely]] {
@@ -1074,6 +1188,7 @@ class TensorDict : public operators::found_by_lookup {
     }
     return require_slow(key);
   }
+  template <class = void>
   [[gnu::noinline]] const Entry* require_slow(const Key& key) const {
     if (key.size() == 0) throw KeyError("empty key");
     const TensorDict* level = this;
@@ -1107,6 +1222,7 @@ class TensorDict : public operators::found_by_lookup {
     return nullptr;
   }
 
+  template <class = void>
   TensorDict& parent_of(const Key& key) {
     TensorDict* level = this;
     for (std::size_t i = 0; i + 1 < key.size(); ++i) {

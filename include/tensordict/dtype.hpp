@@ -23,6 +23,7 @@ namespace tensordict {
 
 /// Python's name of a dtype (`"torch.float32"`), as reprs and `meta.json` spell it; a dtype
 /// the list does not know reads as `torch.` and libtorch's own name.
+template <class = void>
 inline std::string dtype_name(c10::ScalarType t) {
 #define TENSORDICT_DTYPE_CASE(name, size, st) \
   case c10::ScalarType::st:                   \
@@ -40,6 +41,7 @@ inline std::string dtype_name(c10::ScalarType t) {
 
 /// The dtype Python names `name` (`"torch.float32"`), or nothing when this libtorch has none
 /// by that name.
+template <class = void>
 inline std::optional<c10::ScalarType> dtype_from_name(std::string_view name) noexcept {
 #define TENSORDICT_DTYPE_IF(n, size, st) \
   if (name == n) return c10::ScalarType::st;

@@ -59,12 +59,14 @@ namespace detail {
 
 namespace fs = std::filesystem;
 
+template <class = void>
 inline at::ScalarType scalar_type_of(const std::string& name, const std::string& file) {
   if (auto t = dtype_from_name(name)) return *t;
   throw FormatError(file + ": dtype '" + name + "' is not supported by this libtorch");
 }
 
 // The class a tensorclass level names (`<class 'module.Name'>`), without its module.
+template <class = void>
 inline std::string class_of(const std::string& type) {
   std::string cls = type;
   if (cls.rfind("<class '", 0) == 0 && cls.size() >= 10) cls = cls.substr(8, cls.size() - 10);
@@ -87,6 +89,7 @@ struct MappedFile {
   std::uint64_t size = 0;
 };
 
+template <class = void>
 inline MappedFile map_whole(const std::string& path, const char* kind = "safetensors file") {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
@@ -167,12 +170,14 @@ ClassTree class_tree(const T& s) {
 }
 
 // `<class 'module.Name'>`, as Python prints a class.
+template <class = void>
 inline std::string python_type_string(const std::string& module, const std::string& cls) {
   return "<class '" + module + "." + cls + "'>";
 }
 
 // Writes `n` bytes (or, without data, a file of `n` zero bytes that takes no space until
 // written) and flushes it to disk: a save is durable before it replaces the previous one.
+template <class = void>
 inline void write_file(const fs::path& p, const void* data, std::size_t n, bool sync = true) {
   // Every failure names the file and the OS's reason ("No space left on device", ...).
   auto failed = [&](const char* what, int fd) {
@@ -204,6 +209,7 @@ inline void write_file(const fs::path& p, const void* data, std::size_t n, bool 
   if (::close(fd) != 0) failed("close", -1);
 }
 
+template <class = void>
 inline void write_json(const fs::path& p, const nlohmann::ordered_json& j, bool sync = true) {
   const std::string s = dump_python(j);
   write_file(p, s.data(), s.size(), sync);
@@ -211,11 +217,13 @@ inline void write_json(const fs::path& p, const nlohmann::ordered_json& j, bool 
 
 // Adds `key` to an object known not to hold it, without the linear search of
 // ordered_json's operator[] (a level with many keys would cost quadratic time).
+template <class = void>
 inline void append_key(nlohmann::ordered_json& obj, const std::string& key, nlohmann::ordered_json v) {
   using Map = nlohmann::ordered_json::object_t;
   obj.get_ref<Map&>().Map::Container::emplace_back(key, std::move(v));
 }
 
+template <class = void>
 inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
   nlohmann::ordered_json a = nlohmann::ordered_json::array();
   for (int64_t d : s) a.push_back(d);
@@ -225,6 +233,7 @@ inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
 // Writes one TensorDict level into `dir` (which exists). With `zeros`, tensor files are
 // created at their size without writing data (from_schema on disk).
 // With `classes`, the levels it names are written as those tensorclasses (of `module`).
+template <class = void>
 inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false, bool sync = true,
                        const ClassTree* classes = nullptr, const std::string& module = "__main__") {
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -319,6 +328,7 @@ void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
   write_json(dir / "meta.json", meta, o.sync);
 }
 
+template <class = void>
 inline std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "host";
@@ -327,6 +337,7 @@ inline std::string host_name() {
 
 // `.<name>.tmp-<host>-<pid>-<time>-<n>`: the host and process that write it are in its name,
 // so that a later save can tell a leftover of a killed save from one still being written.
+template <class = void>
 inline fs::path sibling(const fs::path& dir, const char* what) {
   static std::atomic<unsigned> counter{0};
   const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
@@ -340,6 +351,7 @@ inline fs::path sibling(const fs::path& dir, const char* what) {
 // (2.5 and later) export their own copy of libstdc++'s std::filesystem, which then replaces the
 // system's in the whole program, and its remove_all crashes there with GCC 13's libstdc++
 // (seen with torch 2.11; pytorch/pytorch#133437).
+template <class = void>
 inline void remove_tree(const fs::path& p) noexcept {
   ::nftw(p.c_str(), [](const char* f, const struct stat*, int, struct FTW*) { return ::remove(f), 0; }, 32,
          FTW_DEPTH | FTW_PHYS);
@@ -347,6 +359,7 @@ inline void remove_tree(const fs::path& p) noexcept {
 
 // Removes the temporary folders that saves to `dir` killed midway left behind: those written on
 // this host by a process that no longer runs. Another host's, or a running process's, stay.
+template <class = void>
 inline void remove_stale_siblings(const fs::path& dir) {
   const std::string prefix = "." + dir.filename().string() + ".tmp-" + host_name() + "-";
   std::error_code ec;
@@ -433,6 +446,7 @@ void atomic_save_impl(const fs::path& target, const MemmapOptions& o, W& write) 
 // element: a few bytes on disk must not become billions of copies in memory.
 inline constexpr int64_t max_stacked_values = int64_t{1} << 24;
 
+template <class = void>
 inline bool has_non_tensor(const TensorDict& td) {
   for (const auto& [k, v] : td.entries()) {
     if (!v.is_tensor() && (!v.is_tensordict() || has_non_tensor(v.tensordict()))) return true;
@@ -440,6 +454,7 @@ inline bool has_non_tensor(const TensorDict& td) {
   return false;
 }
 
+template <class = void>
 inline at::Tensor leaf_tensor(const format::Leaf& leaf, const format::Bytes& bytes, const std::string& meta) {
   const at::ScalarType st = scalar_type_of(leaf.dtype, meta);
   const auto opts = at::TensorOptions().dtype(st);
@@ -448,8 +463,10 @@ inline at::Tensor leaf_tensor(const format::Leaf& leaf, const format::Bytes& byt
   return at::from_blob(bytes.data, leaf.shape, [owner = bytes.owner](void*) {}, opts);
 }
 
+template <class = void>
 TensorDict build(const format::Node& n);
 
+template <class = void>
 inline Entry build_entry(const format::Node& n) {
   switch (n.level.kind) {
     case format::LevelKind::non_tensor:
@@ -461,11 +478,13 @@ inline Entry build_entry(const format::Node& n) {
   }
 }
 
+template <class = void>
 inline void build_lazy_elements(const format::Node& n, std::vector<TensorDict>& out) {
   for (const auto& e : n.elements) out.push_back(build(*e));
   if (out.empty()) throw FormatError(format::detail::join(n.path, "meta.json") + ": a lazy stack without elements");
 }
 
+template <class>
 inline TensorDict build(const format::Node& n) {
   const std::string meta = format::detail::join(n.path, "meta.json");
   switch (n.level.kind) {
@@ -551,6 +570,7 @@ auto guarded_load(const std::string& root, F&& f) -> decltype(f()) {
   }
 }
 
+template <class = void>
 inline std::string root_string(const std::filesystem::path& dir) {
   std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal();
   std::string s = p.string();
@@ -559,6 +579,7 @@ inline std::string root_string(const std::filesystem::path& dir) {
 }
 
 // The tensorclass named at the root of a save, or "" for a TensorDict.
+template <class = void>
 inline std::string root_class(const format::Node& n) {
   return n.level.kind == format::LevelKind::tensorclass ? class_of(n.level.type) : std::string();
 }
@@ -566,6 +587,7 @@ inline std::string root_class(const format::Node& n) {
 }  // namespace detail
 
 /// Saves `td` into folder `dir` in Python tensordict's memmap format (atomically).
+template <class = void>
 inline void memmap(const TensorDict& td, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
   detail::atomic_save(dir, o, [&](const std::filesystem::path& tmp) {
     detail::save_level(td, tmp, false, o.sync);
@@ -580,12 +602,14 @@ void memmap(const T& s, const std::filesystem::path& dir, const MemmapOptions& o
 /// Loads the tree saved in `dir` as a TensorDict, whatever saved it (a struct's static fields
 /// become non-tensor entries). Leaves are memory-mapped; nothing is read but the metadata. The
 /// result is one save, whole, even while other processes save over `dir` (see docs/io.md).
+template <class = void>
 [[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& dir, const LoadOptions& o = {}) {
   const std::string root = detail::root_string(dir);
   return detail::guarded_load(root, [&] { return detail::build(*format::read_save(root, o)); });
 }
 /// Loads a lazy stack (elements may differ in shape) saved in `dir`: Python's
 /// LazyStackedTensorDict, or a tensorclass whose fields are one.
+template <class = void>
 [[nodiscard]] inline LazyStack<TensorDict> load_lazy_stack(const std::filesystem::path& dir,
                                                            const LoadOptions& o = {}) {
   const std::string root = detail::root_string(dir);
@@ -654,34 +678,36 @@ T& load_memmap_(T& tree, const std::filesystem::path& dir, const LoadOptions& o 
 namespace detail {
 // Records the key order of every object of a JSON text (a parsed object sorts its keys), by
 // the path of keys that leads to it, joined with '\x1f'.
-class KeyOrder : public format::detail::JsonScan {
+template <class = void>
+class BasicKeyOrder : public format::detail::JsonScan {
  public:
   std::unordered_map<std::string, std::vector<std::string>> keys;
-  KeyOrder() : JsonScan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth)) {}
+  BasicKeyOrder() : format::detail::JsonScan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth)) {}
   static std::string child(const std::string& path, const std::string& key) { return path + key + '\x1f'; }
 
  protected:
   bool big_integer_seen(std::string_view) override { return true; }
   bool start_object() override {
     path_.push_back(path_.empty() ? std::string() : child(path_.back(), std::exchange(pending_, {})));
-    return JsonScan::start_object();
+    return format::detail::JsonScan::start_object();
   }
   bool key(const std::string& k) override {
     keys[path_.back()].push_back(k);
     pending_ = k;
     return true;
   }
-  bool end_object() override { return path_.pop_back(), JsonScan::end_object(); }
+  bool end_object() override { return path_.pop_back(), format::detail::JsonScan::end_object(); }
   bool start_array() override {
     path_.push_back(path_.empty() ? std::string() : child(path_.back(), std::exchange(pending_, {})) + "[]");
-    return JsonScan::start_array();
+    return format::detail::JsonScan::start_array();
   }
-  bool end_array() override { return path_.pop_back(), JsonScan::end_array(); }
+  bool end_array() override { return path_.pop_back(), format::detail::JsonScan::end_array(); }
 
  private:
   std::vector<std::string> path_;
   std::string pending_;
 };
+using KeyOrder = BasicKeyOrder<>;
 
 struct ConsolidatedFile {
   MappedFile map;
@@ -690,6 +716,7 @@ struct ConsolidatedFile {
   std::string file;
 };
 
+template <class = void>
 inline const std::vector<std::string>& ordered_keys(const ConsolidatedFile& f, const std::string& path) {
   static const std::vector<std::string> none;
   const auto it = f.order.keys.find(path);
@@ -697,6 +724,7 @@ inline const std::vector<std::string>& ordered_keys(const ConsolidatedFile& f, c
 }
 
 // One level of a consolidated file's metadata (`path` its place in the JSON, `where` its key).
+template <class = void>
 inline TensorDict consolidated_level(const nlohmann::json& j, const std::string& path, const std::string& where,
                                      const ConsolidatedFile& f) {
   const std::string at = f.file + ": " + (where.empty() ? std::string("the root") : "key '" + where + "'");
@@ -800,6 +828,7 @@ inline TensorDict consolidated_level(const nlohmann::json& j, const std::string&
 /// file, nested levels, batch sizes, dim names and non-tensor values as saved; a tensorclass
 /// level loads as a TensorDict (its static fields as non-tensor entries), a lazy stack
 /// densified. Errors are `FormatError`s naming the file and the key.
+template <class = void>
 [[nodiscard]] inline TensorDict load_consolidated(const std::filesystem::path& path) {
   const std::string file = path.string();
   detail::ConsolidatedFile f;
@@ -829,6 +858,7 @@ struct LeafSchema {
 /// A TensorDict of zeros with the given leaves (each shape after the batch dims). With `dir`,
 /// the leaves are files in that folder (written in the memmap format, then memory-mapped), so
 /// a buffer larger than memory can be filled in place.
+template <class = void>
 [[nodiscard]] inline TensorDict from_schema(std::initializer_list<std::pair<Key, LeafSchema>> schema,
                                             BatchSize batch_size,
                                             const std::optional<std::filesystem::path>& dir = std::nullopt) {

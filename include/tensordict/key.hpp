@@ -158,6 +158,7 @@ inline Key::Key(const NestedKey& key) : strs_(key.parts().data()), n_(key.size()
 
 namespace detail {
 // A key as Python prints it: `'step'` or `('layer', 'weight')`.
+template <class = void>
 inline std::string key_str(const Key& k) {
   std::ostringstream os;
   os << NestedKey(k);

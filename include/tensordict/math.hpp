@@ -106,6 +106,7 @@ T rebuild(const char* op, const T& t, tensor_vec& results) {
   return apply_impl<T, plain_apply>(op, t, next);
 }
 
+template <class = void>
 inline bool needs_graph(const tensor_vec& xs) {
   if (!c10::GradMode::is_enabled()) return false;
   for (const auto& x : xs) {
@@ -194,6 +195,7 @@ auto grouped(const std::array<tensor_vec, N>& lists, Fe&& fe) {
 // plain, contiguous and need no graph, one loop over the raw data does the same work without
 // it, and each large leaf is split over libtorch's thread pool.
 
+template <class = void>
 inline bool plain_cpu(const at::Tensor& x, c10::ScalarType st) {
   return x.scalar_type() == st && x.is_cpu() && x.layout() == at::kStrided &&
          typeid(*x.unsafeGetTensorImpl()) == typeid(c10::TensorImpl) && x.is_contiguous() &&
@@ -250,6 +252,7 @@ inline constexpr int64_t fused_grain = 32768;
 // libtorch's vectorized CPU kernels fuse `a + alpha * b` (add, sub, addcmul, lerp) into one
 // rounding where the CPU has FMA; the fused loop does the same there, so that its results
 // are libtorch's to the bit.
+template <class = void>
 inline bool cpu_fma() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool has = __builtin_cpu_supports("fma");
@@ -294,6 +297,7 @@ void fused_range_fma(S* o, const std::array<S*, N>& p, int64_t b, int64_t e, K& 
 #endif
 
 // Whether this CPU runs AVX2 with FMA, which the hand-vectorized kernels need.
+template <class = void>
 inline bool cpu_avx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -344,6 +348,7 @@ void fused_loop(const std::array<tensor_vec, N>& lists, tensor_vec* out, K&& k, 
 // share one allocation (each a tensor of its own over part of it), as allocating is most of
 // what a small leaf's result costs; a large one has its own, so that keeping one result alive
 // never keeps the others' memory.
+template <class = void>
 inline tensor_vec fused_outputs(const tensor_vec& xs) {
   constexpr int64_t small = 4096;
   tensor_vec out(xs.size());
@@ -594,6 +599,7 @@ T& update_op(const char* op, T& t, Fe&& fe, Elem&& elem, const Os&... os) {
   }
 
 // libtorch 1.13 spells optional arguments c10::optional.
+template <class = void>
 inline c10::optional<at::Scalar> opt(const std::optional<at::Scalar>& s) {
   return s ? c10::optional<at::Scalar>(*s) : c10::nullopt;
 }

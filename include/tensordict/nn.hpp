@@ -42,6 +42,7 @@ namespace tensordict {
 /// tensors, not copies) under their names, parameters first, then buffers, then each
 /// submodule as a nested TensorDict under its name (as Python's `TensorDict.from_module`).
 /// Tensors a module registered as undefined (a `Linear` without bias) are left out.
+template <class = void>
 [[nodiscard]] inline TensorDict from_module(const torch::nn::Module& m) {
   TensorDict out;
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
@@ -69,6 +70,7 @@ template <tree T, class M>
 
 namespace detail {
 
+template <class = void>
 inline const torch::nn::Module& as_module(const torch::nn::Module& m) { return m; }
 inline const torch::nn::Module& as_module(const torch::nn::Module* m) { return *m; }
 template <class M>
@@ -81,6 +83,7 @@ const torch::nn::Module& as_module(const M& holder) {
   return *holder.ptr();
 }
 
+template <class = void>
 inline std::string module_key_str(const NestedKey& k) {
   std::ostringstream os;
   os << k;
@@ -88,6 +91,7 @@ inline std::string module_key_str(const NestedKey& k) {
 }
 
 // The first difference between two module trees (keys, then shapes and dtypes), in words.
+template <class = void>
 inline std::string module_difference(const TensorDict& a, const TensorDict& b) {
   const auto ka = a.keys({.include_nested = true, .leaves_only = true});
   const auto kb = b.keys({.include_nested = true, .leaves_only = true});
@@ -183,6 +187,7 @@ void add_weight_bias(std::unordered_map<std::type_index, MemberTable>& all) {
   add_members<M>(all, {{"weight", &M::weight}, {"bias", &M::bias}});
 }
 
+template <class = void>
 inline std::unordered_map<std::type_index, MemberTable>& member_tables() {
   static std::unordered_map<std::type_index, MemberTable> all = [] {
     namespace nn = torch::nn;
@@ -230,6 +235,15 @@ struct ToModuleOptions {
   bool keep = false;
 };
 
+class ModuleSwap;
+/// Puts the tensors of `params` (as `from_module` lays them out; a subset is fine) into
+/// `module` and its submodules until the returned guard ends. The module computes with those
+/// very tensors, so batched tensors inside `vmap` and tensors that require grad work as
+/// arguments would. A key the module has no parameter, buffer or submodule for is a `KeyError`
+/// naming it; nothing is changed then.
+template <class = void>
+[[nodiscard]] ModuleSwap to_module(const TensorDict& params, torch::nn::Module& module, ToModuleOptions o = {});
+
 /// What `to_module` returns: while it lives, the module computes with the tree's tensors; when
 /// it ends (also by an exception), the module's own tensors are back, the very same tensors.
 class ModuleSwap {
@@ -263,24 +277,21 @@ class ModuleSwap {
   }
 
  private:
+  template <class>
   friend ModuleSwap to_module(const TensorDict&, torch::nn::Module&, ToModuleOptions);
   struct Swap {
     at::Tensor* slot;    // the parameter registry's handle, or null for a buffer
     at::Tensor* member;  // the module's member, or null when the registry is all it has
     at::Tensor original;
   };
+  template <class = void>
   void swap_level(torch::nn::Module& m, const TensorDict& level, const NestedKey& prefix);
   std::vector<Swap> swaps_;
   bool keep_ = false;
 };
 
-/// Puts the tensors of `params` (as `from_module` lays them out; a subset is fine) into
-/// `module` and its submodules until the returned guard ends. The module computes with those
-/// very tensors, so batched tensors inside `vmap` and tensors that require grad work as
-/// arguments would. A key the module has no parameter, buffer or submodule for is a `KeyError`
-/// naming it; nothing is changed then.
-[[nodiscard]] inline ModuleSwap to_module(const TensorDict& params, torch::nn::Module& module,
-                                          ToModuleOptions o = {}) {
+template <class>
+ModuleSwap to_module(const TensorDict& params, torch::nn::Module& module, ToModuleOptions o) {
   ModuleSwap guard;
   guard.swap_level(module, params, NestedKey(std::vector<std::string>{}));  // restores on throw
   if (o.keep) guard.keep();
@@ -305,6 +316,7 @@ template <tree T, class M>
 
 namespace detail {
 
+template <class = void>
 inline std::string quoted_names(const std::vector<std::string>& names) {
   std::string out = "[";
   for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", '" : "'") + names[i] + "'";
@@ -312,6 +324,7 @@ inline std::string quoted_names(const std::vector<std::string>& names) {
 }
 
 // What a refused swap tells the user to write.
+template <class = void>
 inline std::string how_to_declare(const torch::nn::Module& m, const std::string& name) {
   return "declare it with tensordict::register_module_members<" + m.name() + ">({{\"" + name +
          "\", &" + m.name() + "::member}})";
@@ -319,8 +332,8 @@ inline std::string how_to_declare(const torch::nn::Module& m, const std::string&
 
 }  // namespace detail
 
-inline void ModuleSwap::swap_level(torch::nn::Module& m, const TensorDict& level,
-                                   const NestedKey& prefix) {
+template <class>
+void ModuleSwap::swap_level(torch::nn::Module& m, const TensorDict& level, const NestedKey& prefix) {
   auto& params = m.*detail::ModuleRegistry::parameters();
   const auto& tables = detail::member_tables();
   const auto table = tables.find(std::type_index(typeid(m)));

@@ -291,6 +291,7 @@ struct static_node<T> {
 };
 
 // The decimal key of a runtime index, written into the caller's buffer.
+template <class = void>
 inline std::string_view index_key(std::size_t i, std::array<char, 24>& buf) {
   std::size_t n = 0;
   char tmp[24];

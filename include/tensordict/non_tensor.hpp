@@ -64,6 +64,7 @@ struct NonTensorStack {
 
 namespace detail {
 // A JSON array nested `dims` deep, flattened in row-major order.
+template <class = void>
 inline void flatten_json(const nlohmann::json& j, std::size_t dims,
                          std::vector<nlohmann::json>& out) {
   if (dims == 0) {
@@ -73,6 +74,7 @@ inline void flatten_json(const nlohmann::json& j, std::size_t dims,
   for (const auto& x : j) flatten_json(x, dims - 1, out);
 }
 // The values at `pos` (row-major over `sizes`), as arrays nested once per dim.
+template <class = void>
 inline nlohmann::json nest_json(const std::vector<nlohmann::json>& flat,
                                 const std::vector<int64_t>& pos, c10::IntArrayRef sizes,
                                 std::size_t d, std::size_t& next) {

@@ -173,6 +173,7 @@ const P* buffer(const std::optional<P>& b, bool on, const char* op, const char* 
 
 // The step count after this step: `step` (any shape: a stacked state steps all members
 // together) is advanced in place.
+template <class = void>
 inline int64_t advance(at::Tensor& step) {
   if (!step.defined()) throw Error("optimizer step: the state has no step count (was it made by init?)");
   at::NoGradGuard no_grad;
@@ -221,6 +222,7 @@ std::array<tensor_vec, N> step_leaves(const char* op, const P& params, const P& 
 
 // libtorch's own fused Adam over one (device, dtype) group, where this libtorch has it for the
 // group's device; false otherwise. The kernel reads the step count from one tensor per leaf.
+template <class = void>
 inline bool libtorch_fused_adam(const std::array<tensor_vec, 5>& l, int64_t t, double lr, double b1, double b2,
                                 double wd, double eps, bool ams, bool decoupled) {
 #if TORCH_VERSION_MAJOR >= 2
@@ -324,6 +326,7 @@ struct AdamConstants {
   return i;
 }
 #else
+template <class = void>
 inline int64_t adam_avx2(float*, const float*, float*, float*, int64_t b, int64_t, const AdamConstants&) {
   return b;
 }
@@ -610,15 +613,20 @@ class Adagrad : public detail::Optimizer<Adagrad, AdagradOptions> {
 };
 
 /// `td::optim::sgd({.lr = 0.1, .momentum = 0.9})`.
+template <class = void>
 [[nodiscard]] inline Sgd sgd(SgdOptions o = {}) { return Sgd(std::move(o)); }
 /// `td::optim::adam({.lr = 1e-3})`.
+template <class = void>
 [[nodiscard]] inline Adam adam(AdamOptions o = {}) { return Adam(std::move(o)); }
 /// AdamW: Adam with decoupled weight decay (1e-2 unless given, as torch's):
 /// `td::optim::adamw({.lr = 1e-3})`.
+template <class = void>
 [[nodiscard]] inline Adam adamw(const AdamWOptions& o = {}) { return Adam(o.adam(), true); }
 /// `td::optim::rmsprop({.lr = 1e-2})`.
+template <class = void>
 [[nodiscard]] inline Rmsprop rmsprop(RmspropOptions o = {}) { return Rmsprop(std::move(o)); }
 /// `td::optim::adagrad({.lr = 1e-2})`.
+template <class = void>
 [[nodiscard]] inline Adagrad adagrad(AdagradOptions o = {}) { return Adagrad(std::move(o)); }
 
 // ---------------------------------------------------------------------------------------------
@@ -657,10 +665,12 @@ struct ClipGradValue {
   }
 };
 /// `clip_grad_norm(1.0)`: see `ClipGradNorm`.
+template <class = void>
 [[nodiscard]] inline ClipGradNorm clip_grad_norm(double max_norm, ClipOptions o = {}) {
   return {max_norm, o};
 }
 /// `clip_grad_value(0.5)`: see `ClipGradValue`.
+template <class = void>
 [[nodiscard]] inline ClipGradValue clip_grad_value(double max_value) { return {max_value}; }
 
 /// Gradient transforms applied in order, then an optimizer: `chain(clip_grad_norm(1.0),

@@ -47,14 +47,17 @@ namespace tensordict {
 using Rename = std::function<std::string(const std::string&)>;
 
 /// `model.layers.0.w` → `layers.0.w`; names without the prefix are kept as they are.
+template <class = void>
 inline Rename strip_prefix(std::string prefix) {
   return [p = std::move(prefix)](const std::string& n) { return n.rfind(p, 0) == 0 ? n.substr(p.size()) : n; };
 }
 /// `layers.0.w` → `model.layers.0.w`.
+template <class = void>
 inline Rename add_prefix(std::string prefix) {
   return [p = std::move(prefix)](const std::string& n) { return p + n; };
 }
 /// Names starting with `from` start with `to` instead; others are kept.
+template <class = void>
 inline Rename replace_prefix(std::string from, std::string to) {
   return [f = std::move(from), t = std::move(to)](const std::string& n) {
     return n.rfind(f, 0) == 0 ? t + n.substr(f.size()) : n;
@@ -62,6 +65,7 @@ inline Rename replace_prefix(std::string from, std::string to) {
 }
 
 /// Names starting with `prefix` are left out (`drop_prefix("pooler.")`); others are kept.
+template <class = void>
 inline Rename drop_prefix(std::string prefix) {
   return [p = std::move(prefix)](const std::string& n) { return n.rfind(p, 0) == 0 ? std::string() : n; };
 }
@@ -69,6 +73,7 @@ inline Rename drop_prefix(std::string prefix) {
 namespace detail {
 // Whether `name` matches `pattern`, where `*` stands for any run of characters (none included)
 // and every other character for itself. Linear-time greedy matching with one backtrack point.
+template <class = void>
 inline bool glob_match(std::string_view pattern, std::string_view name) {
   std::size_t p = 0, n = 0, star = std::string_view::npos, mark = 0;
   while (n < name.size()) {
@@ -93,6 +98,7 @@ inline bool glob_match(std::string_view pattern, std::string_view name) {
 /// Names matching `pattern` are left out, where `*` stands for any run of characters
 /// (`drop_matching("*.position_ids")`, `drop_matching("encoder.layer.*.attention.self.*")`);
 /// others are kept.
+template <class = void>
 inline Rename drop_matching(std::string pattern) {
   return [p = std::move(pattern)](const std::string& n) { return detail::glob_match(p, n) ? std::string() : n; };
 }
@@ -170,6 +176,7 @@ struct SafetensorsSaveOptions {
 namespace detail {
 
 // libtorch's dtype for a safetensors dtype, or an error naming the tensor.
+template <class = void>
 inline at::ScalarType st_scalar_type(const safetensors_format::DType& d, const std::string& where) {
   if (auto t = dtype_from_name(d.python)) return *t;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
@@ -184,6 +191,7 @@ inline at::ScalarType st_scalar_type(const safetensors_format::DType& d, const s
                     ") is not supported by this libtorch (" + TORCH_VERSION + ")");
 }
 
+template <class = void>
 inline const safetensors_format::DType& st_dtype_of(at::ScalarType t, const std::string& where) {
   std::string name = dtype_name(t);
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
@@ -200,6 +208,7 @@ struct StFile {
   std::unordered_map<std::string, at::Tensor> tensors;
 };
 
+template <class = void>
 inline StFile read_safetensors(const std::string& path) {
   const MappedFile m = map_whole(path);
   StFile out;
@@ -223,18 +232,21 @@ inline StFile read_safetensors(const std::string& path) {
   return out;
 }
 
+template <class = void>
 inline at::Tensor converted(at::Tensor t, const CheckpointOptions& o) {
   if (o.dtype && at::isFloatingType(t.scalar_type()) && t.scalar_type() != *o.dtype) return t.to(*o.dtype);
   return t;
 }
 
 // The name a tensor of the file takes in the tree ("" when renamed away).
+template <class = void>
 inline std::string tree_name(const std::string& name, const CheckpointOptions& o) {
   return o.rename ? o.rename(name) : name;
 }
 
 // Python tensordict's structure metadata: one level, rebuilt (the key order of "keys" is the
 // saved order, which a parsed JSON object does not keep: it comes from `order`).
+template <class = void>
 inline TensorDict decode_level(const nlohmann::json& level, const std::string& at_path, StFile& f,
                                const KeyOrder& order, std::set<std::string>& used,
                                const std::string& file) {
@@ -293,6 +305,7 @@ inline TensorDict decode_level(const nlohmann::json& level, const std::string& a
 }
 
 // Sets `t` at the key path `name` splits into at '.', or says why it does not fit.
+template <class = void>
 inline void set_dotted(TensorDict& out, const std::string& name, const at::Tensor& t, const std::string& file) {
   std::vector<std::string> parts;
   for (std::size_t at = 0;;) {
@@ -311,6 +324,7 @@ inline void set_dotted(TensorDict& out, const std::string& name, const at::Tenso
 
 // The file as a TensorDict: the saved structure when Python tensordict wrote one, else nested
 // at "." in name order (as Python's from_safetensors does).
+template <class = void>
 inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::string* cls = nullptr) {
   const auto meta = f.header.metadata.find("tensordict");
   if (meta == f.header.metadata.end()) {
@@ -341,6 +355,7 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
 namespace detail {
 // `cls`, when given, receives the tensorclass the file's structure names at its root ("" for
 // none, or when a rename or a cast drops the structure).
+template <class = void>
 inline TensorDict load_st(const std::filesystem::path& path, const CheckpointOptions& o, std::string* cls) {
   const std::string file = path.string();
   return guarded_load(file, [&] {
@@ -366,6 +381,7 @@ inline TensorDict load_st(const std::filesystem::path& path, const CheckpointOpt
 /// saved (batch sizes, dim names, non-tensor values), or else nested at "." (`blocks.0.w` →
 /// `blocks` / `0` / `w`) in name order, as Python's `from_safetensors` does. Leaves are views
 /// of one private mapping of the file. `rename` and `dtype` of the options apply.
+template <class = void>
 [[nodiscard]] inline TensorDict load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
   return detail::load_st(path, o, nullptr);
 }
@@ -378,6 +394,7 @@ namespace detail {
 // A typed load's misfits as a LoadReport under the file's own names: an unexpected key (a
 // leaf, or a whole level) lists every tensor of the file renamed into it; a missing one is the
 // struct's key path, which no tensor of the file is renamed to.
+template <class = void>
 inline LoadReport misfit_report(const std::vector<std::string>& in_file, const CheckpointOptions& o,
                                 const Misfits& m) {
   std::vector<std::pair<std::string, std::string>> names;  // (tree name, file name), file order
@@ -535,6 +552,7 @@ LoadReport load_safetensors(const std::filesystem::path& path, T& out, const Che
 namespace detail {
 
 // One level's structure, as Python tensordict's to_safetensors describes it, and its tensors.
+template <class = void>
 inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::string& prefix,
                                               std::vector<std::pair<std::string, at::Tensor>>& tensors,
                                               std::set<std::string>& names, const std::string& file,
@@ -579,6 +597,7 @@ inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::s
 }
 
 // Writes the file at `path` through a temporary beside it, renamed over it once complete.
+template <class = void>
 inline void write_safetensors(const std::filesystem::path& path, const std::string& header,
                               const std::vector<std::pair<std::string, at::Tensor>>& tensors, bool sync) {
   namespace fs = std::filesystem;

@@ -23,6 +23,7 @@ namespace tensordict {
 
 namespace detail {
 
+template <class = void>
 inline at::ScalarType storage_scalar_type(const std::string& dtype, const std::string& where) {
   static const std::pair<const char*, at::ScalarType> known[] = {
       {"Double", at::kDouble}, {"Float", at::kFloat},      {"Half", at::kHalf},
@@ -40,6 +41,7 @@ struct TorchSaveFile {
   std::vector<std::pair<std::string, at::Tensor>> named;
 };
 
+template <class = void>
 inline void collect_tensors(const torch_save_format::Value& v, const std::string& name, std::size_t depth,
                             const std::unordered_map<std::string, at::Tensor>& storages, const std::string& file, std::vector<std::pair<std::string, at::Tensor>>& out) {
   using K = torch_save_format::Value::Kind;
@@ -99,6 +101,7 @@ inline void collect_tensors(const torch_save_format::Value& v, const std::string
   }
 }
 
+template <class = void>
 inline TorchSaveFile read_torch_save(const std::string& file) {
   const MappedFile m = map_whole(file);
   const auto entries = torch_save_format::read_zip(m.data, m.size, file);
@@ -158,6 +161,7 @@ inline TorchSaveFile read_torch_save(const std::string& file) {
 /// Loads a `torch.save` file of tensors (a state_dict, or dicts and lists of tensors) as a
 /// TensorDict nested at "." (`0.weight` → `0` / `weight`), in the file's order. `rename` and
 /// `dtype` of the options apply. Anything but tensors, dicts, lists and tuples is refused.
+template <class = void>
 [[nodiscard]] inline TensorDict load_state_dict(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
   const std::string file = path.string();
   return detail::guarded_load(file, [&] {

@@ -80,6 +80,7 @@ struct BatchFound {
   }
 };
 
+template <class = void>
 inline int64_t wrap_in_dim(int64_t dim, const at::Tensor& t, const std::string& what) {
   const int64_t n = t.dim();
   const int64_t d = dim < 0 ? dim + n : dim;
@@ -121,6 +122,7 @@ void find_batch(const A& a, int64_t dim, std::size_t index, BatchFound& found) {
 }
 
 // The batch size of a tree inside the map: its mapped dim removed when it is a batch dim.
+template <class = void>
 inline BatchSize without_dim(const BatchSize& b, int64_t dim) {
   const int64_t n = static_cast<int64_t>(b.size());
   const int64_t d = dim < 0 ? dim + n : dim;
@@ -130,6 +132,7 @@ inline BatchSize without_dim(const BatchSize& b, int64_t dim) {
   return BatchSize(c10::IntArrayRef(dims));
 }
 // The batch size of a result tree: the map's dim inserted at `dim` when it falls in the batch.
+template <class = void>
 inline BatchSize with_dim(const BatchSize& b, int64_t dim, int64_t size) {
   const int64_t n = static_cast<int64_t>(b.size());
   if (dim < 0 || dim > n) return b;
@@ -159,6 +162,7 @@ decltype(auto) wrap_arg(A&& a, InDim dim, int64_t level) {
 
 // A result tensor without this level's batch dim, which goes to `out_dim`; a result that does
 // not depend on the mapped inputs is expanded along it, as Python's vmap does.
+template <class = void>
 inline at::Tensor unwrap_tensor(const at::Tensor& t, int64_t level, int64_t batch, int64_t out_dim) {
   const auto b = functorch::unbatch(t, level);
   if (!b) {

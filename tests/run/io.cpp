@@ -547,7 +547,7 @@ std::string spaced(const std::string& text, std::mt19937& rng) {
 TEST_CASE("format: the JSON reader agrees with nlohmann's on random documents and their corruptions") {
   std::mt19937 rng(20261202);
   struct Reader : td::format::detail::JsonScan {
-    Reader() : JsonScan(64, "too deep") {}
+    Reader() : td::format::detail::JsonScan(64, "too deep") {}
   };
   int compared = 0, rejected = 0;
   for (int i = 0; i < 3000; ++i) {

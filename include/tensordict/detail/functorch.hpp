@@ -28,6 +28,7 @@ namespace tensordict::detail::functorch {
 namespace ft = at::functorch;
 
 // Whether a functorch transform (one of ours, at any depth) is running on this thread.
+template <class = void>
 inline bool transforms_active() { return ft::maybeCurrentDynamicLayer().has_value(); }
 
 // A grad level for a scope, when a transform is active; plain autograd otherwise (where a
@@ -82,6 +83,7 @@ class VmapLevel {
 };
 
 // `x` batched along `dim` at `level`.
+template <class = void>
 inline at::Tensor add_batch_dim(const at::Tensor& x, int64_t dim, int64_t level) {
   return ft::addBatchDim(x, dim, level);
 }
@@ -91,6 +93,7 @@ struct Unbatched {
   at::Tensor value;
   int64_t bdim;
 };
+template <class = void>
 inline std::optional<Unbatched> unbatch(const at::Tensor& x, int64_t level) {
   const auto* b = ft::maybeGetBatchedImpl(x);
   if (b == nullptr || b->level() != level) return std::nullopt;

@@ -23,6 +23,7 @@ inline constexpr std::uint8_t big_integer_subtype = 0x62;
 
 /// A JSON value holding the integer `text` (decimal digits, an optional leading '-'), of any
 /// size; `std::nullopt` when `text` is not such an integer.
+template <class = void>
 inline std::optional<nlohmann::json> big_integer(std::string_view text) {
   std::size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
   if (i == text.size() || (text[i] == '0' && text.size() > i + 1)) return std::nullopt;

@@ -13,6 +13,7 @@
 
 namespace tensordict::detail {
 
+template <class = void>
 inline std::string shape_str(c10::IntArrayRef s) {
   std::ostringstream os;
   os << '[';
@@ -20,12 +21,14 @@ inline std::string shape_str(c10::IntArrayRef s) {
   os << ']';
   return os.str();
 }
+template <class = void>
 inline std::string bs_str(const BatchSize& b) {
   std::ostringstream os;
   os << b;
   return os.str();
 }
 // Whether `shape` starts with the batch dims `b`.
+template <class = void>
 inline bool starts_with(c10::IntArrayRef shape, const BatchSize& b) {
   if (shape.size() < b.size()) return false;
   for (std::size_t i = 0; i < b.size(); ++i) {

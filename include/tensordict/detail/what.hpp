@@ -9,6 +9,7 @@ namespace tensordict::detail {
 
 // A failure's message, without libtorch's backtrace. libtorch's exceptions are caught as
 // std::exception: across its shared libraries a `catch (const c10::Error&)` can miss them.
+template <class = void>
 inline std::string what_of(const std::exception& e) {
   if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
   return e.what();

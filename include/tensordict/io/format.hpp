@@ -40,6 +40,7 @@ inline constexpr DType dtypes[] = {
 #undef TENSORDICT_DTYPES_UINT
 
 /// The dtype named `name`, or null.
+template <class = void>
 inline const DType* find_dtype(std::string_view name) noexcept {
   for (const auto& d : dtypes) {
     if (d.name == name) return &d;
@@ -49,6 +50,7 @@ inline const DType* find_dtype(std::string_view name) noexcept {
 
 /// A key as a file name, as Python writes it: ``/ < > : " | ? * \``, `%`, space, control
 /// characters and DEL become `%XX`; the empty key is `%`; `.` and `..` become `%2E` repeated.
+template <class = void>
 inline std::string encode_key(std::string_view key) {
   if (key.empty()) return "%";
   if (key == "." || key == "..") {
@@ -117,6 +119,7 @@ namespace detail {
   throw FormatError(file + ": " + what);
 }
 
+template <class = void>
 inline std::vector<int64_t> read_shape(const nlohmann::json& j, const std::string& file,
                                        const std::string& where) {
   if (!j.is_array()) fail(file, where + ": \"shape\" is not a list");
@@ -131,6 +134,7 @@ inline std::vector<int64_t> read_shape(const nlohmann::json& j, const std::strin
 }
 
 // numel × itemsize, or an error when it does not fit in 63 bits.
+template <class = void>
 inline std::pair<int64_t, int64_t> sizes_of(const std::vector<int64_t>& shape, int64_t itemsize,
                                             const std::string& file, const std::string& key) {
   int64_t numel = 1;
@@ -146,6 +150,7 @@ inline std::pair<int64_t, int64_t> sizes_of(const std::vector<int64_t>& shape, i
   return {numel, nbytes};
 }
 
+template <class = void>
 inline bool ends_with(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
@@ -153,6 +158,7 @@ inline bool ends_with(std::string_view s, std::string_view tail) {
 }  // namespace detail
 
 /// Keys of a TensorDict level's `meta.json` that describe the level, not an entry.
+template <class = void>
 inline bool is_level_key(std::string_view key) {
   return key == "shape" || key == "device" || key == "_type" || key == "_format_version" ||
          key == "_class" || key == "names" || key == "_names";
@@ -169,11 +175,12 @@ inline constexpr std::size_t max_meta_bytes = std::size_t{1} << 30;
 namespace detail {
 // What the reader sees go by: the top-level keys in order (a parsed object keeps them sorted)
 // and duplicate top-level keys. Integers beyond 64 bits are kept (Python's ints have no bound).
-class Scan : public JsonScan {
+template <class = void>
+class BasicScan : public JsonScan {
  public:
   std::vector<std::string> top_keys;
 
-  Scan() : JsonScan(max_json_depth, "values nested deeper than " + std::to_string(max_json_depth) + " levels") {}
+  BasicScan() : JsonScan(max_json_depth, "values nested deeper than " + std::to_string(max_json_depth) + " levels") {}
 
  protected:
   bool big_integer_seen(std::string_view) override { return true; }
@@ -188,12 +195,14 @@ class Scan : public JsonScan {
  private:
   std::unordered_set<std::string> seen_;
 };
+using Scan = BasicScan<>;
 }  // namespace detail
 
 /// Parses and validates one level's `meta.json` text; `file` names it in errors. One pass, linear
 /// in the text and bounded: values nested deeper than `max_json_depth`, duplicate keys and NUL
 /// bytes are errors; Python's NaN and Infinity are read as numbers, and its integers beyond 64
 /// bits as `big_integer`s.
+template <class = void>
 inline Level parse_level(std::string_view raw, const std::string& file) {
   if (raw.size() > max_meta_bytes) {
     detail::fail(file, std::to_string(raw.size()) + " bytes, more than the limit of " +

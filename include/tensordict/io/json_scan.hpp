@@ -22,16 +22,17 @@
 
 namespace tensordict::format::detail {
 
-class JsonScan {
+template <class = void>
+class BasicJsonScan {
  public:
   /// The first problem found ("" when none); the scan stops there.
   std::string problem;
 
   /// `max_depth`: objects and arrays nested deeper are a problem, described by `too_deep`.
-  JsonScan(std::size_t max_depth, std::string too_deep) : max_depth_(max_depth), too_deep_(std::move(too_deep)) {}
-  virtual ~JsonScan() = default;
-  JsonScan(const JsonScan&) = delete;
-  JsonScan& operator=(const JsonScan&) = delete;
+  BasicJsonScan(std::size_t max_depth, std::string too_deep) : max_depth_(max_depth), too_deep_(std::move(too_deep)) {}
+  virtual ~BasicJsonScan() = default;
+  BasicJsonScan(const BasicJsonScan&) = delete;
+  BasicJsonScan& operator=(const BasicJsonScan&) = delete;
 
   /// Reads `text` (one JSON value, whitespace around it) into `*out` (with `out` null, only
   /// checks it). False, with `problem` set, at the first problem.
@@ -389,5 +390,6 @@ class JsonScan {
   std::size_t max_depth_;
   std::string too_deep_;
 };
+using JsonScan = BasicJsonScan<>;
 
 }  // namespace tensordict::format::detail

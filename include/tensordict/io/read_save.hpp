@@ -96,6 +96,7 @@ struct Node {
 
 namespace detail {
 
+template <class = void>
 inline std::string os_reason(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 inline std::string join(const std::string& dir, const std::string& name) {
@@ -103,6 +104,7 @@ inline std::string join(const std::string& dir, const std::string& name) {
 }
 
 // Names that a save's meta.json gives must be plain file names: nothing that leaves the folder.
+template <class = void>
 inline void check_plain(const std::string& path, const std::string& name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
@@ -112,12 +114,14 @@ inline void check_plain(const std::string& path, const std::string& name) {
 
 // The real path of the save being read on this thread (set by `read_save`): links are followed
 // only to files and folders beneath it.
+template <class = void>
 inline const std::string*& save_root() noexcept {
   thread_local const std::string* root = nullptr;
   return root;
 }
 
 // The path an open descriptor names now ("" where /proc cannot say).
+template <class = void>
 inline std::string fd_path(int fd) {
   const std::string proc = "/proc/self/fd/" + std::to_string(fd);
   std::string out(4096, '\0');
@@ -131,6 +135,7 @@ inline std::string fd_path(int fd) {
 // (Python's loader follows links; a link that leaves the save is refused). The link is resolved
 // without opening what it names (O_PATH), checked, and then reopened through that handle, so a
 // link swapped meanwhile changes nothing. -1 (errno kept) where it cannot be opened.
+template <class = void>
 inline int open_link_beneath(int dirfd, const std::string& path, const std::string& name, int flags) {
   const std::string* root = save_root();
   if (!root) return errno = ELOOP, -1;
@@ -147,6 +152,7 @@ inline int open_link_beneath(int dirfd, const std::string& path, const std::stri
   return ::open(("/proc/self/fd/" + std::to_string(where)).c_str(), flags & ~O_NOFOLLOW);
 }
 
+template <class = void>
 inline bool is_link_at(int dirfd, const std::string& name) {
   struct stat st {};
   const int err = errno;
@@ -171,6 +177,7 @@ inline bool is_link_at(int dirfd, const std::string& name) {
   throw FormatError(path + ": cannot be opened (" + os_reason(err) + ")");
 }
 
+template <class = void>
 inline Fd open_dir_at(int dirfd, const std::string& path, const std::string& name) {
   check_plain(path, name);
   const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
@@ -185,6 +192,7 @@ inline Fd open_dir_at(int dirfd, const std::string& path, const std::string& nam
 
 // A regular file, read-write when wanted and allowed, else read-only; `writable` says which.
 // O_NONBLOCK: a FIFO in place of a file must not block the load (it is refused below).
+template <class = void>
 inline Fd open_file_at(int dirfd, const std::string& path, const std::string& name, bool want_write,
                        bool& writable, struct stat& st) {
   check_plain(path, name);
@@ -212,6 +220,7 @@ inline Fd open_file_at(int dirfd, const std::string& path, const std::string& na
 }
 
 // Reads `n` bytes from the start of `fd` into `out`.
+template <class = void>
 inline void read_exactly(int fd, char* out, std::size_t n, const std::string& path) {
   std::size_t done = 0;
   while (done < n) {
@@ -223,6 +232,7 @@ inline void read_exactly(int fd, char* out, std::size_t n, const std::string& pa
   }
 }
 
+template <class = void>
 inline Level read_level(int dirfd, const std::string& dir_path) {
   const std::string path = join(dir_path, "meta.json");
   bool writable = false;
@@ -238,6 +248,7 @@ inline Level read_level(int dirfd, const std::string& dir_path) {
   return parse_level(text, path);
 }
 
+template <class = void>
 inline bool exists_at(int dirfd, const std::string& name) {
   struct stat st {};
   return ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -247,6 +258,7 @@ inline bool exists_at(int dirfd, const std::string& name) {
 
 /// The file name of `key` in the folder `dirfd`: encoded as Python writes it, or the key
 /// itself where only that exists (Python's saves with robust_key=False, read back that way).
+template <class = void>
 inline std::string stored_name(int dirfd, const std::string& key, const char* suffix) {
   std::string name = encode_key(key) + suffix;
   const std::string raw = key + suffix;
@@ -258,6 +270,7 @@ inline std::string stored_name(int dirfd, const std::string& key, const char* su
 namespace detail {
 
 // The element count of a lazy stack's folder: sub-folders 0, 1, ... n-1, all present.
+template <class = void>
 inline std::size_t stack_elements(int dirfd, const std::string& path) {
   const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (dup < 0) throw FormatError(path + ": cannot be listed (" + os_reason(errno) + ")");
@@ -291,6 +304,7 @@ struct ReadCounts {
   std::size_t leaves = 0;  // leaves with bytes, all levels
 };
 
+template <class = void>
 inline std::unique_ptr<Node> read_node(int dirfd, const std::string& path, std::size_t depth, ReadCounts& w) {
   if (depth > max_json_depth) {
     throw FormatError(path + ": levels nested deeper than " + std::to_string(max_json_depth));
@@ -329,6 +343,7 @@ inline std::unique_ptr<Node> read_node(int dirfd, const std::string& path, std::
   return node;
 }
 
+template <class = void>
 inline Bytes read_leaf(int dirfd, const std::string& path, const std::string& name, int64_t nbytes,
                        const LoadOptions& o, bool copy_small) {
   bool writable = false;
@@ -367,6 +382,7 @@ inline Bytes read_leaf(int dirfd, const std::string& path, const std::string& na
 }
 
 // The second pass: the leaves of every folder read in the first, through the same handles.
+template <class = void>
 inline void read_leaves(Node& node, int dirfd, const LoadOptions& o, bool copy_small) {
   auto sub = [&](Node& child, const std::string& name) {
     const Fd f = open_dir_at(dirfd, child.path, name);
@@ -397,6 +413,7 @@ inline void read_leaves(Node& node, int dirfd, const LoadOptions& o, bool copy_s
   }
 }
 
+template <class = void>
 inline Fd open_root(const std::string& root) {
   const int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) return Fd(fd);
@@ -424,6 +441,7 @@ inline Fd open_root(const std::string& root) {
 
 // Whether `root` still names the folder `fd` was opened on (an open descriptor keeps its inode
 // from being reused, so equal numbers mean the same folder).
+template <class = void>
 inline bool still_at(const Fd& fd, const std::string& root) {
   struct stat a {}, b {};
   return ::fstat(fd.get(), &a) == 0 && ::stat(root.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
@@ -439,6 +457,7 @@ inline constexpr int max_load_attempts = 16;
 /// checked, every leaf mapped (or read, see `LoadOptions`). A save swapped in while this runs
 /// makes it start over, so the result is always one save, whole. Errors are `FormatError`s
 /// naming the file and the reason.
+template <class = void>
 inline std::unique_ptr<Node> read_save(const std::string& root, const LoadOptions& o = {}) {
   for (int attempt = 0; attempt < max_load_attempts; ++attempt) {
     const Fd fd = detail::open_root(root);

@@ -46,6 +46,7 @@ inline constexpr DType dtypes[] = {
 };
 
 /// The dtype safetensors names `name`, or null.
+template <class = void>
 inline const DType* find_dtype(std::string_view name) noexcept {
   for (const auto& d : dtypes) {
     if (d.name == name) return &d;
@@ -53,6 +54,7 @@ inline const DType* find_dtype(std::string_view name) noexcept {
   return nullptr;
 }
 /// The safetensors dtype of Python's dtype name, or null.
+template <class = void>
 inline const DType* find_python_dtype(std::string_view python) noexcept {
   for (const auto& d : dtypes) {
     if (d.python == python) return &d;
@@ -92,9 +94,10 @@ namespace detail {
 }
 
 // A pass over the header text that builds nothing: nesting depth, duplicate top-level names.
-class Scan : public format::detail::JsonScan {
+template <class = void>
+class BasicScan : public format::detail::JsonScan {
  public:
-  Scan() : JsonScan(max_header_depth, "a header nested deeper than any safetensors header") {
+  BasicScan() : format::detail::JsonScan(max_header_depth, "a header nested deeper than any safetensors header") {
     python_floats = false;  // safetensors' own parser reads JSON proper
     malformed_words = "malformed JSON header";
   }
@@ -108,10 +111,12 @@ class Scan : public format::detail::JsonScan {
  private:
   std::unordered_set<std::string> seen_;
 };
+using Scan = BasicScan<>;
 
 }  // namespace detail
 
 /// The header size that the first 8 bytes of a file give, checked against the file's size.
+template <class = void>
 inline std::uint64_t header_size(const unsigned char* first8, std::uint64_t file_size, const std::string& file) {
   if (file_size < 8) detail::fail(file, std::to_string(file_size) + " bytes, too short for a safetensors file");
   std::uint64_t n = 0;
@@ -130,6 +135,7 @@ inline std::uint64_t header_size(const unsigned char* first8, std::uint64_t file
 /// Parses and checks a header (`text`, the bytes after the size) of a file of `file_size`
 /// bytes; `file` names it in errors. Every error is a FormatError naming the file and, where
 /// there is one, the tensor.
+template <class = void>
 inline Header parse_header(std::string_view text, std::uint64_t file_size, const std::string& file) {
   if (text.empty() || text[0] != '{') detail::fail(file, "the header does not start with '{' (not a safetensors file?)");
   // The format allows trailing spaces (padding to an alignment).

@@ -31,6 +31,7 @@ namespace detail {
 [[noreturn]] inline void fail(const std::string& file, const std::string& what) {
   throw FormatError(file + ": " + what);
 }
+template <class = void>
 inline std::uint64_t le(const unsigned char* p, int n) {
   std::uint64_t v = 0;
   for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
@@ -40,6 +41,7 @@ inline std::uint64_t le(const unsigned char* p, int n) {
 
 /// The entries of the zip archive `data` (`size` bytes), checked: every entry stored (not
 /// compressed) and inside the file.
+template <class = void>
 inline std::vector<ZipEntry> read_zip(const unsigned char* data, std::uint64_t size, const std::string& file) {
   using detail::le;
   auto need = [&](std::uint64_t at, std::uint64_t n, const char* what) {
@@ -141,6 +143,7 @@ struct Value {
 inline constexpr std::size_t max_pickle_values = std::size_t{1} << 24;
 
 /// The storage dtype a `torch.*Storage` class names, or "".
+template <class = void>
 inline std::string storage_dtype(const Global& g) {
   static const char* const names[] = {"Double", "Float", "Half", "BFloat16", "Long", "Int", "Short", "Char",
                                       "Byte", "Bool", "ComplexFloat", "ComplexDouble"};

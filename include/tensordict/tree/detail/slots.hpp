@@ -11,18 +11,22 @@
 
 namespace tensordict::detail {
 
+template <class = void>
 inline const at::Tensor& undefined_tensor() noexcept {
   static const at::Tensor t;
   return t;
 }
 
 // A leaf slot is a `Tensor` or a `std::optional<Tensor>`; these read and write either.
+template <class = void>
 inline const at::Tensor& leaf_get(const at::Tensor& t) noexcept { return t; }
 inline const at::Tensor& leaf_get(const std::optional<at::Tensor>& t) noexcept {
   return t ? *t : undefined_tensor();
 }
+template <class = void>
 inline void leaf_set(at::Tensor& slot, const at::Tensor& v) noexcept { slot = v; }
 inline void leaf_set(at::Tensor& slot, at::Tensor&& v) noexcept { slot = std::move(v); }
+template <class = void>
 inline void leaf_set(std::optional<at::Tensor>& slot, const at::Tensor& v) noexcept {
   if (v.defined()) {
     slot = v;
@@ -30,6 +34,7 @@ inline void leaf_set(std::optional<at::Tensor>& slot, const at::Tensor& v) noexc
     slot.reset();
   }
 }
+template <class = void>
 inline void leaf_set(std::optional<at::Tensor>& slot, at::Tensor&& v) noexcept {
   if (v.defined()) {
     slot = std::move(v);
@@ -38,8 +43,10 @@ inline void leaf_set(std::optional<at::Tensor>& slot, at::Tensor&& v) noexcept {
   }
 }
 // The mutable tensor of a present leaf (callers check presence first).
+template <class = void>
 inline at::Tensor& leaf_ref(at::Tensor& t) noexcept { return t; }
 inline const at::Tensor& leaf_ref(const at::Tensor& t) noexcept { return t; }
+template <class = void>
 inline at::Tensor& leaf_ref(std::optional<at::Tensor>& t) noexcept { return *t; }
 inline const at::Tensor& leaf_ref(const std::optional<at::Tensor>& t) noexcept { return *t; }
 
