@@ -6,6 +6,8 @@
 ///     struct Linear { torch::Tensor weight, bias; std::string activation; };
 ///     auto g = tensordict::grad(loss)(params, x);   // a Linear of gradients
 
+// Functions in these headers that a file may never call are templates (`template <class = void>`),
+// so that including everything compiles only what is called (docs/benchmarks.md, "Lazy headers").
 #include "autograd.hpp"
 #include "batch.hpp"
 #include "batch_size.hpp"
