@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Compile time and peak memory of a translation unit that includes the library, side by side
 # with one that includes <torch/torch.h> alone (the same function written by hand), as a user
-# would build it (g++ -std=c++20 -O2 -c). Median of REPS runs (3 by default) of each.
+# would build it (g++ -std=c++20 -O2 -c). REPS rounds (3 by default), each compiling every
+# file once in turn, so that a change in the machine's load falls on all of them alike; the
+# figures are medians over the rounds, and "vs torch only" is the median of each round's ratio
+# (CPU time: user + system).
 #
 #   bench/compile_time.sh [REPS]          # a Markdown table; the figures in $OUT (compile_time.json)
 #
@@ -29,28 +32,32 @@ wide_fields=$(for i in $(seq 0 199); do printf 'torch::Tensor f%d; ' "$i"; done)
 printf '#include <string>\n#include <torch/torch.h>\n%s\n%s\n' "$model" "$hand" > "$work/torch_only.cpp"
 printf '#include <torch/torch.h>\n#include <tensordict/core.hpp>\n%s\n%s\n' "$model" "$lib" > "$work/core.cpp"
 printf '#include <torch/torch.h>\n#include <tensordict/tensordict.hpp>\n%s\n%s\n' "$model" "$lib" > "$work/umbrella.cpp"
-printf '#include <torch/torch.h>\n#include <tensordict/core.hpp>\nstruct Wide { %s };\n%s\n' "$wide_fields" \
+printf '#include <torch/torch.h>\n#include <tensordict/core.hpp>\n#include <tensordict/wide.hpp>\nstruct Wide { %s };\n%s\n' "$wide_fields" \
   'Wide step(const Wide& p, const Wide& g) {
   return tensordict::apply(p, [](const torch::Tensor& w, const torch::Tensor& d) { return w - 0.1 * d; }, g);
 }' > "$work/wide200.cpp"
 
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-json="["
-printf '| translation unit | wall (s), median of %s | peak memory (MiB) | wall vs torch only |\n|---|---|---|---|\n' "$reps"
-base=""
-for tu in torch_only core umbrella wide200; do
-  : > "$work/$tu.times"
-  for _ in $(seq "$reps"); do
-    /usr/bin/time -f '%e %M' -o "$work/$tu.one" \
+tus="torch_only core umbrella wide200"
+for tu in $tus; do : > "$work/$tu.times"; done
+for r in $(seq "$reps"); do
+  for tu in $tus; do
+    /usr/bin/time -f '%e %U %S %M' -o "$work/$tu.one" \
       "$cxx" -std=c++20 -O2 -c -I"$root/include" $torch_inc "$work/$tu.cpp" -o "$work/$tu.o"
-    cat "$work/$tu.one" >> "$work/$tu.times"
+    awk -v r="$r" '{print r, $1, $2 + $3, $4}' "$work/$tu.one" >> "$work/$tu.times"
   done
-  wall=$(awk '{print $1}' "$work/$tu.times" | median)
-  mem=$(awk '{print $2}' "$work/$tu.times" | median)
+done
+json="["
+printf '| translation unit | wall (s) | CPU (s) | peak memory (MiB) | CPU vs torch only |\n|---|---|---|---|---|\n'
+for tu in $tus; do
+  wall=$(awk '{print $2}' "$work/$tu.times" | median)
+  cpu=$(awk '{print $3}' "$work/$tu.times" | median)
+  mem=$(awk '{print $4}' "$work/$tu.times" | median)
   mib=$(awk -v k="$mem" 'BEGIN {printf "%.0f", k / 1024}')
-  [ -z "$base" ] && base="$wall"
-  ratio=$(awk -v a="$wall" -v b="$base" 'BEGIN {printf "%.2f", a / b}')
-  printf '| %s | %s | %s | %s |\n' "$tu" "$wall" "$mib" "$ratio"
-  json+="{\"tu\": \"$tu\", \"wall_s\": $wall, \"peak_mib\": $mib, \"vs_torch_only\": $ratio},"
+  ratio=$(awk 'NR == FNR {base[$1] = $3; next} {printf "%.4f\n", $3 / base[$1]}' \
+    "$work/torch_only.times" "$work/$tu.times" | median)
+  ratio=$(awk -v r="$ratio" 'BEGIN {printf "%.2f", r}')
+  printf '| %s | %s | %s | %s | %s |\n' "$tu" "$wall" "$cpu" "$mib" "$ratio"
+  json+="{\"tu\": \"$tu\", \"wall_s\": $wall, \"cpu_s\": $cpu, \"peak_mib\": $mib, \"vs_torch_only\": $ratio},"
 done
 echo "${json%,}]" > "${OUT:-compile_time.json}"

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "batch.hpp"
+#include "detail/lazy.hpp"
 #include "convert.hpp"
 #include "dict.hpp"
 #include "dtype.hpp"
@@ -209,23 +210,23 @@ inline void write_file(const fs::path& p, const void* data, std::size_t n, bool 
   if (::close(fd) != 0) failed("close", -1);
 }
 
-template <class = void>
-inline void write_json(const fs::path& p, const nlohmann::ordered_json& j, bool sync = true) {
+template <class D = void>
+inline void write_json(const fs::path& p, const lazy<nlohmann::ordered_json, D>& j, bool sync = true) {
   const std::string s = dump_python(j);
   write_file(p, s.data(), s.size(), sync);
 }
 
 // Adds `key` to an object known not to hold it, without the linear search of
 // ordered_json's operator[] (a level with many keys would cost quadratic time).
-template <class = void>
-inline void append_key(nlohmann::ordered_json& obj, const std::string& key, nlohmann::ordered_json v) {
-  using Map = nlohmann::ordered_json::object_t;
-  obj.get_ref<Map&>().Map::Container::emplace_back(key, std::move(v));
+template <class D = void>
+inline void append_key(lazy<nlohmann::ordered_json, D>& obj, const std::string& key, lazy<nlohmann::ordered_json, D> v) {
+  using Map = typename lazy<nlohmann::ordered_json, D>::object_t;
+  obj.template get_ref<Map&>().Map::Container::emplace_back(key, std::move(v));
 }
 
-template <class = void>
-inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
-  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+template <class D = void>
+inline lazy<nlohmann::ordered_json, D> shape_json(c10::IntArrayRef s) {
+  auto a = lazy<nlohmann::ordered_json, D>::array();
   for (int64_t d : s) a.push_back(d);
   return a;
 }
@@ -233,10 +234,11 @@ inline nlohmann::ordered_json shape_json(c10::IntArrayRef s) {
 // Writes one TensorDict level into `dir` (which exists). With `zeros`, tensor files are
 // created at their size without writing data (from_schema on disk).
 // With `classes`, the levels it names are written as those tensorclasses (of `module`).
-template <class = void>
+template <class D = void>
 inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false, bool sync = true,
                        const ClassTree* classes = nullptr, const std::string& module = "__main__") {
-  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  using Json = lazy<nlohmann::ordered_json, D>;
+  Json meta = Json::object();
   // Entries and the level's own fields share meta.json's top level. Python's loader tells them
   // apart (entries are objects), but its saver writes one over the other where names meet.
   for (const auto& [k, v] : td.entries()) {
@@ -260,8 +262,8 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
         write_file(dir / (name + ".memmap"), zeros ? nullptr : c.data_ptr(),
                    static_cast<std::size_t>(c.numel()) * c.element_size(), sync);
       }
-      append_key(meta, std::string(k), {{"device", "cpu"},
-                                        {"shape", shape_json(c.sizes())},
+      append_key<D>(meta, std::string(k), {{"device", "cpu"},
+                                        {"shape", shape_json<D>(c.sizes())},
                                         {"dtype", dtype_name(c.scalar_type())},
                                         {"is_nested", false}});
     } else if (v.is_tensordict()) {
@@ -271,36 +273,36 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
         // A tensorclass level, as Python writes one: its class in meta.json, its fields in
         // `_tensordict/`, and the parent's entry naming the class.
         fs::create_directory(dir / name / "_tensordict");
-        save_level(v.tensordict(), dir / name / "_tensordict", zeros, sync, c, module);
-        write_json(dir / name / "meta.json", {{"_type", python_type_string(module, c->cls)}}, sync);
-        append_key(meta, std::string(k), {{"type", c->cls}});
+        save_level<D>(v.tensordict(), dir / name / "_tensordict", zeros, sync, c, module);
+        write_json<D>(dir / name / "meta.json", {{"_type", python_type_string(module, c->cls)}}, sync);
+        append_key<D>(meta, std::string(k), {{"type", c->cls}});
       } else {
-        save_level(v.tensordict(), dir / name, zeros, sync, c, module);
-        append_key(meta, std::string(k), {{"type", "TensorDict"}});
+        save_level<D>(v.tensordict(), dir / name, zeros, sync, c, module);
+        append_key<D>(meta, std::string(k), {{"type", "TensorDict"}});
       }
     } else if (v.is_non_tensor()) {
       fs::create_directory(dir / name);
       const NonTensorData& d = v.non_tensor();
-      nlohmann::ordered_json m = {
+      Json m = {
           {"_type", std::string(d.metadata ? format::metadata_type : format::non_tensor_type)},
           {"data", d.value},
           {"_metadata", nullptr},
           {"_is_non_tensor", true}};
-      write_json(dir / name / "meta.json", m, sync);
-      append_key(meta, std::string(k), {{"type", d.metadata ? "MetaData" : "NonTensorData"}});
+      write_json<D>(dir / name / "meta.json", m, sync);
+      append_key<D>(meta, std::string(k), {{"type", d.metadata ? "MetaData" : "NonTensorData"}});
     } else {
       fs::create_directory(dir / name);
-      nlohmann::ordered_json m = {{"_type", std::string(format::non_tensor_stack_type)},
+      Json m = {{"_type", std::string(format::non_tensor_stack_type)},
                                   {"_format_version", format::format_version},
                                   {"_class", "tensordict:NonTensorStack"},
                                   {"stack_dim", 0},
                                   {"device", nullptr},
                                   {"data", v.non_tensor_stack().values}};
-      write_json(dir / name / "meta.json", m, sync);
-      append_key(meta, std::string(k), {{"type", "NonTensorStack"}});
+      write_json<D>(dir / name / "meta.json", m, sync);
+      append_key<D>(meta, std::string(k), {{"type", "NonTensorStack"}});
     }
   }
-  meta["shape"] = shape_json(td.batch_size().dims());
+  meta["shape"] = shape_json<D>(td.batch_size().dims());
   meta["device"] = "cpu";
   meta["_type"] = std::string(format::tensordict_type);
   // An entry of that name (an object, which Python reads as an entry) takes the place of these
@@ -308,11 +310,11 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
   if (!td.contains("_format_version")) meta["_format_version"] = format::format_version;
   if (!td.contains("_class")) meta["_class"] = "tensordict:TensorDict";
   if (!td.names().empty()) {
-    nlohmann::ordered_json names = nlohmann::ordered_json::array();
-    for (const auto& n : td.names()) names.push_back(n ? nlohmann::ordered_json(*n) : nullptr);
+    Json names = Json::array();
+    for (const auto& n : td.names()) names.push_back(n ? Json(*n) : nullptr);
     meta["_names"] = std::move(names);
   }
-  write_json(dir / "meta.json", meta, sync);
+  write_json<D>(dir / "meta.json", meta, sync);
 }
 
 // A struct level, as Python saves a tensorclass: a folder whose meta.json names the class, and
@@ -322,10 +324,10 @@ void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
   // Python names a class `module.QualName`; a C++ namespace has no Python counterpart, so the
   // struct's unqualified name goes after the chosen module.
   const ClassTree classes = class_tree(s);
-  nlohmann::ordered_json meta = {{"_type", python_type_string(o.python_module, python_class_name<T>())}};
+  lazy<nlohmann::ordered_json, T> meta = {{"_type", python_type_string(o.python_module, python_class_name<T>())}};
   fs::create_directory(dir / "_tensordict");
   save_level(to_tensordict(s), dir / "_tensordict", false, o.sync, &classes, o.python_module);
-  write_json(dir / "meta.json", meta, o.sync);
+  write_json<T>(dir / "meta.json", meta, o.sync);
 }
 
 template <class = void>
@@ -724,8 +726,8 @@ inline const std::vector<std::string>& ordered_keys(const ConsolidatedFile& f, c
 }
 
 // One level of a consolidated file's metadata (`path` its place in the JSON, `where` its key).
-template <class = void>
-inline TensorDict consolidated_level(const nlohmann::json& j, const std::string& path, const std::string& where,
+template <class D = void>
+inline TensorDict consolidated_level(const lazy<nlohmann::json, D>& j, const std::string& path, const std::string& where,
                                      const ConsolidatedFile& f) {
   const std::string at = f.file + ": " + (where.empty() ? std::string("the root") : "key '" + where + "'");
   auto bad = [&](const std::string& why) -> void { throw FormatError(at + ": " + why); };
@@ -745,12 +747,12 @@ inline TensorDict consolidated_level(const nlohmann::json& j, const std::string&
     std::vector<TensorDict> elems;
     for (std::size_t i = 0; i < subs.size(); ++i) {
       if (subs[i] != std::to_string(i)) bad("a lazy stack whose elements are not numbered 0, 1, ...");
-      elems.push_back(consolidated_level(j[subs[i]], KeyOrder::child(path, subs[i]), sub_where(subs[i]), f));
+      elems.push_back(consolidated_level<D>(j[subs[i]], KeyOrder::child(path, subs[i]), sub_where(subs[i]), f));
     }
     int64_t dim = 0;
     if (meta.contains("stack_dim")) {
       if (!meta["stack_dim"].is_number_integer()) bad("\"stack_dim\" is not an integer");
-      dim = meta["stack_dim"].get<int64_t>();
+      dim = meta["stack_dim"].template get<int64_t>();
     }
     if (elems.empty()) bad("a lazy stack without elements");
     try {
@@ -782,12 +784,12 @@ inline TensorDict consolidated_level(const nlohmann::json& j, const std::string&
           !v[3].is_number_unsigned() || !v[4].is_number_unsigned()) {
         bad("the leaf '" + k + "' is not a list [dtype, shape, start, stop, pad]");
       }
-      const std::string dtype = v[0].get<std::string>();
+      const std::string dtype = v[0].template get<std::string>();
       const format::DType* d = format::find_dtype(dtype);
       if (!d) bad("the leaf '" + k + "' has the unknown dtype '" + dtype + "'");
       const std::vector<int64_t> shape = format::detail::read_shape(v[1], f.file, "key '" + key + "'");
       const auto [numel, nbytes] = format::detail::sizes_of(shape, d->itemsize, f.file, key);
-      const std::uint64_t start = v[2].get<std::uint64_t>(), stop = v[3].get<std::uint64_t>();
+      const std::uint64_t start = v[2].template get<std::uint64_t>(), stop = v[3].template get<std::uint64_t>();
       if (start > stop || stop > f.data_size || stop - start < static_cast<std::uint64_t>(nbytes)) {
         bad("the leaf '" + k + "' spans bytes [" + std::to_string(start) + ", " + std::to_string(stop) + ") for " +
             std::to_string(nbytes) + " bytes of data in " + std::to_string(f.data_size));
@@ -803,14 +805,14 @@ inline TensorDict consolidated_level(const nlohmann::json& j, const std::string&
       }
       out.set(k, std::move(t));
     }
-    for (const auto& k : subs) out.set(k, consolidated_level(j[k], KeyOrder::child(path, k), sub_where(k), f));
+    for (const auto& k : subs) out.set(k, consolidated_level<D>(j[k], KeyOrder::child(path, k), sub_where(k), f));
     if (meta.contains("names") && meta["names"].is_array() && !meta["names"].empty()) {
       std::vector<std::optional<std::string>> names;
       bool any = false;
       for (const auto& n : meta["names"]) {
         if (!n.is_null() && !n.is_string()) bad("a dim name is " + n.dump());
         any = any || n.is_string();
-        names.push_back(n.is_null() ? std::nullopt : std::optional<std::string>(n.get<std::string>()));
+        names.push_back(n.is_null() ? std::nullopt : std::optional<std::string>(n.template get<std::string>()));
       }
       if (any) out.set_names(std::move(names));
     }
@@ -828,7 +830,7 @@ inline TensorDict consolidated_level(const nlohmann::json& j, const std::string&
 /// file, nested levels, batch sizes, dim names and non-tensor values as saved; a tensorclass
 /// level loads as a TensorDict (its static fields as non-tensor entries), a lazy stack
 /// densified. Errors are `FormatError`s naming the file and the key.
-template <class = void>
+template <class D = void>
 [[nodiscard]] inline TensorDict load_consolidated(const std::filesystem::path& path) {
   const std::string file = path.string();
   detail::ConsolidatedFile f;
@@ -844,9 +846,9 @@ template <class = void>
   f.data_size = f.map.size - 8 - n;
   const std::string_view text(reinterpret_cast<const char*>(f.map.data) + f.data_size, n);
   if (text.find('\0') != std::string_view::npos) throw FormatError(file + ": a NUL byte in its metadata");
-  nlohmann::json j;
+  detail::lazy<nlohmann::json, D> j;
   if (!f.order.read(text, &j)) throw FormatError(file + ": metadata: " + f.order.problem);
-  return detail::consolidated_level(j, "", "", f);
+  return detail::consolidated_level<D>(j, "", "", f);
 }
 
 /// A shape and a dtype for `from_schema`: `{{84, 84, 3}, torch::kUInt8}`.

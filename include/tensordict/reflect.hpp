@@ -46,6 +46,18 @@ namespace detail {
 template <std::size_t N>
 using index_c = std::integral_constant<std::size_t, N>;
 
+// The fields of an aggregate of N fields, as references (pick_get<I>) with their declared
+// types (`declared`).
+template <class T, std::size_t N>
+constexpr auto tie_fields(T& t, index_c<N>) noexcept {
+  return bind_fields<N>::tie(t);
+}
+
+/// True where a binder for structs of N fields is declared: up to `core_fields` with
+/// core.hpp, up to `max_fields` with <tensordict/wide.hpp>.
+template <std::size_t N>
+concept fields_bindable = requires { sizeof(bind_fields<N>); };
+
 // Storage for a T that is never constructed: only the addresses of its members are formed, in
 // constant expressions, so that the compiler spells each field's name for us. Being defined
 // (unlike an `extern` declaration) it also works for local types.
@@ -166,7 +178,7 @@ namespace detail {
 
 template <class T>
 using aggregate_field_types =
-    decltype(field_types(std::declval<T&>(), index_c<field_count_v<T>>{}));
+    typename decltype(tie_fields(std::declval<T&>(), index_c<field_count_v<T>>{}))::declared;
 
 // The I-th type of a pack, found by deducing a base class (std::tuple_element walks the pack,
 // which costs a struct of a few hundred fields seconds of compile time).
@@ -323,12 +335,13 @@ template <class T>
 inline constexpr std::string_view type_name_v = detail::type_name_storage<std::remove_cv_t<T>>.view();
 
 /// A type whose fields this library can enumerate: a Hana struct, or a class aggregate with no
-/// base class, no reference member and at most `detail::max_fields` fields.
+/// base class, no reference member and at most 64 fields (`detail::core_fields`), or 256
+/// (`detail::max_fields`) where <tensordict/wide.hpp> is included.
 template <class T>
 concept reflectable =
     hana_struct<T> ||
     (plain_aggregate<T> && !detail::has_base_class<T> &&
-     field_count_v<T> <= detail::max_fields &&
+     field_count_v<T> <= detail::max_fields && detail::fields_bindable<field_count_v<T>> &&
      !detail::type_list_traits<detail::aggregate_field_types<T>>::any_reference);
 
 /// Calls `f(std::integral_constant<std::size_t, I>{})` for each field index of T, in order.

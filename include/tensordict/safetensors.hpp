@@ -246,8 +246,8 @@ inline std::string tree_name(const std::string& name, const CheckpointOptions& o
 
 // Python tensordict's structure metadata: one level, rebuilt (the key order of "keys" is the
 // saved order, which a parsed JSON object does not keep: it comes from `order`).
-template <class = void>
-inline TensorDict decode_level(const nlohmann::json& level, const std::string& at_path, StFile& f,
+template <class D = void>
+inline TensorDict decode_level(const lazy<nlohmann::json, D>& level, const std::string& at_path, StFile& f,
                                const KeyOrder& order, std::set<std::string>& used,
                                const std::string& file) {
   const std::string where = file + ": tensordict metadata";
@@ -258,7 +258,7 @@ inline TensorDict decode_level(const nlohmann::json& level, const std::string& a
   std::vector<int64_t> bs;
   for (const auto& d : level["batch_size"]) {
     if (!d.is_number_unsigned()) throw FormatError(where + ": a batch size holds " + d.dump());
-    bs.push_back(d.get<int64_t>());
+    bs.push_back(d.template get<int64_t>());
   }
   TensorDict out{BatchSize(c10::IntArrayRef(bs))};
   const auto& keys = level["keys"];
@@ -272,7 +272,7 @@ inline TensorDict decode_level(const nlohmann::json& level, const std::string& a
     const auto& e = *found;
     try {
       if (e.contains("tensor") && e["tensor"].is_string()) {
-        const std::string& name = e["tensor"].get_ref<const std::string&>();
+        const std::string& name = e["tensor"].template get_ref<const std::string&>();
         const auto t = f.tensors.find(name);
         if (t == f.tensors.end()) throw FormatError(where + ": the tensor '" + name + "' is not in the file");
         if (!used.insert(name).second) throw FormatError(where + ": the tensor '" + name + "' is used twice");
@@ -280,7 +280,7 @@ inline TensorDict decode_level(const nlohmann::json& level, const std::string& a
       } else if (e.contains("non_tensor")) {
         out.set(key, NonTensorData{e["non_tensor"]});
       } else if (e.contains("td")) {
-        out.set(key, decode_level(e["td"], keys_path + key + "\x1ftd\x1f", f, order, used, file));
+        out.set(key, decode_level<D>(e["td"], keys_path + key + "\x1ftd\x1f", f, order, used, file));
       } else {
         throw FormatError(where + ": the entry '" + key + "' is neither a tensor, a non-tensor value nor a level");
       }
@@ -293,7 +293,7 @@ inline TensorDict decode_level(const nlohmann::json& level, const std::string& a
     std::vector<std::optional<std::string>> names;
     for (const auto& n : level["names"]) {
       if (!n.is_null() && !n.is_string()) throw FormatError(where + ": a dim name " + n.dump());
-      names.push_back(n.is_null() ? std::nullopt : std::optional<std::string>(n.get<std::string>()));
+      names.push_back(n.is_null() ? std::nullopt : std::optional<std::string>(n.template get<std::string>()));
     }
     try {
       out.set_names(std::move(names));
@@ -324,7 +324,7 @@ inline void set_dotted(TensorDict& out, const std::string& name, const at::Tenso
 
 // The file as a TensorDict: the saved structure when Python tensordict wrote one, else nested
 // at "." in name order (as Python's from_safetensors does).
-template <class = void>
+template <class D = void>
 inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::string* cls = nullptr) {
   const auto meta = f.header.metadata.find("tensordict");
   if (meta == f.header.metadata.end()) {
@@ -336,17 +336,17 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
     return out;
   }
   KeyOrder scan;
-  nlohmann::json j;
+  lazy<nlohmann::json, D> j;
   if (!scan.read(meta->second, &j)) throw FormatError(file + ": tensordict metadata: " + scan.problem);
   if (!j.is_object() || !j.contains("version") || j["version"] != 1 || !j.contains("root")) {
     throw FormatError(file + ": tensordict metadata of an unknown version (this library reads version 1)");
   }
   std::set<std::string> used;
-  TensorDict out = decode_level(j["root"], KeyOrder::child("", "root"), f, scan, used, file);
+  TensorDict out = decode_level<D>(j["root"], KeyOrder::child("", "root"), f, scan, used, file);
   for (const auto& [n, t] : f.tensors) {
     if (!used.count(n)) throw FormatError(file + ": the tensor '" + n + "' is not in its tensordict metadata");
   }
-  if (cls && j["root"].contains("class") && j["root"]["class"].is_string()) *cls = j["root"]["class"].get<std::string>();
+  if (cls && j["root"].contains("class") && j["root"]["class"].is_string()) *cls = j["root"]["class"].template get<std::string>();
   return out;
 }
 
@@ -552,24 +552,25 @@ LoadReport load_safetensors(const std::filesystem::path& path, T& out, const Che
 namespace detail {
 
 // One level's structure, as Python tensordict's to_safetensors describes it, and its tensors.
-template <class = void>
-inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::string& prefix,
+template <class D = void>
+inline lazy<nlohmann::ordered_json, D> encode_st_level(const TensorDict& td, const std::string& prefix,
                                               std::vector<std::pair<std::string, at::Tensor>>& tensors,
                                               std::set<std::string>& names, const std::string& file,
                                               const Rename& rename, const ClassTree* classes,
                                               const std::string& module) {
-  nlohmann::ordered_json level = nlohmann::ordered_json::object();
-  level["batch_size"] = shape_json(td.batch_size().dims());
+  using Json = lazy<nlohmann::ordered_json, D>;
+  Json level = Json::object();
+  level["batch_size"] = shape_json<D>(td.batch_size().dims());
   if (td.names().empty()) {
     level["names"] = nullptr;
   } else {
-    nlohmann::ordered_json n = nlohmann::ordered_json::array();
-    for (const auto& x : td.names()) n.push_back(x ? nlohmann::ordered_json(*x) : nullptr);
+    Json n = Json::array();
+    for (const auto& x : td.names()) n.push_back(x ? Json(*x) : nullptr);
     level["names"] = std::move(n);
   }
   // A struct level names its tensorclass, as Python's does (its from_safetensors rebuilds it).
   if (classes && !classes->cls.empty()) level["class"] = python_type_string(module, classes->cls);
-  nlohmann::ordered_json keys = nlohmann::ordered_json::object();
+  Json keys = Json::object();
   for (const auto& [k, v] : td.entries()) {
     const std::string name = prefix.empty() ? std::string(k) : prefix + "." + std::string(k);
     if (v.is_tensor()) {
@@ -581,12 +582,12 @@ inline nlohmann::ordered_json encode_st_level(const TensorDict& td, const std::s
                     (rename ? " once renamed" : " once joined with '.'") + " (the second is " + name + ")");
       }
       tensors.emplace_back(stored, v.tensor());
-      append_key(keys, std::string(k), {{"tensor", stored}});
+      append_key<D>(keys, std::string(k), {{"tensor", stored}});
     } else if (v.is_tensordict()) {
-      append_key(keys, std::string(k), {{"td", encode_st_level(v.tensordict(), name, tensors, names, file, rename,
+      append_key<D>(keys, std::string(k), {{"td", encode_st_level<D>(v.tensordict(), name, tensors, names, file, rename,
                                                                classes ? classes->at(k) : nullptr, module)}});
     } else if (v.is_non_tensor()) {
-      append_key(keys, std::string(k), {{"non_tensor", v.non_tensor().value}});
+      append_key<D>(keys, std::string(k), {{"non_tensor", v.non_tensor().value}});
     } else {
       throw Error("save_safetensors: " + file + ": the non-tensor stack at '" + name +
                   "' cannot be saved (as in Python, only single JSON values can)");
@@ -676,8 +677,9 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
       classes = detail::class_tree(tree);
       classes.cls = detail::python_class_name<T>();  // the root is named whatever its kind
     }
-    nlohmann::ordered_json root =
-        detail::encode_st_level(td, "", tensors, names, file, o.rename, &classes, python_module);
+    using Json = detail::lazy<nlohmann::ordered_json, T>;
+    Json root =
+        detail::encode_st_level<T>(td, "", tensors, names, file, o.rename, &classes, python_module);
     for (auto& [n, t] : tensors) {
       (void)detail::st_dtype_of(t.scalar_type(), "tensor '" + n + "'");
       t = t.detach().to(at::kCPU).contiguous();
@@ -687,10 +689,10 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
       return a.second.element_size() != b.second.element_size() ? a.second.element_size() > b.second.element_size()
                                                                 : a.first < b.first;
     });
-    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    Json header = Json::object();
     if (o.structure) {
-      nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-      nlohmann::ordered_json doc = nlohmann::ordered_json::object();
+      Json meta = Json::object();
+      Json doc = Json::object();
       doc["version"] = 1;
       doc["root"] = std::move(root);
       meta["tensordict"] = detail::dump_python(doc);
@@ -700,9 +702,9 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
     for (const auto& [n, t] : tensors) {
       if (n == "__metadata__") throw Error("save_safetensors: " + file + ": a tensor cannot be named '__metadata__'");
       const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * static_cast<std::uint64_t>(t.element_size());
-      detail::append_key(header, n,
+      detail::append_key<T>(header, n,
                          {{"dtype", std::string(detail::st_dtype_of(t.scalar_type(), n).name)},
-                          {"shape", detail::shape_json(t.sizes())},
+                          {"shape", detail::shape_json<T>(t.sizes())},
                           {"data_offsets", {at, at + bytes}}});
       at += bytes;
     }

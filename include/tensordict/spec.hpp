@@ -245,7 +245,11 @@ consteval bool check_struct_type() {
       static_assert(field_count_v<T> <= detail::max_fields,
                     "tensordict: this struct has more than 256 fields, the most a struct can "
                     "have here: group fields into nested structs (each one a subtree)");
-      if constexpr (field_count_v<T> <= detail::max_fields) {
+      static_assert(detail::core_fields == 64, "tensordict: the message below names the limit");
+      static_assert(field_count_v<T> > detail::max_fields || detail::fields_bindable<field_count_v<T>>,
+                    "tensordict: this struct has more than 64 fields: #include "
+                    "<tensordict/wide.hpp> (structs of up to 256 fields) before its first use");
+      if constexpr (field_count_v<T> <= detail::max_fields && detail::fields_bindable<field_count_v<T>>) {
         static_assert(
             !detail::type_list_traits<detail::aggregate_field_types<T>>::any_reference,
             "tensordict: a tree cannot have reference members: hold torch::Tensor by value "

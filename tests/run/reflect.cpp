@@ -3,6 +3,8 @@
 
 #include "types.hpp"
 
+#include <tensordict/wide.hpp>  // Widest and W65 below have more than 64 fields
+
 namespace td = tensordict;
 using namespace t;
 
@@ -119,9 +121,16 @@ TEST_CASE("batch size: values, comparison, printing") {
 struct Widest {
   TD_WIDE64(w) TD_WIDE64(x) TD_WIDE64(y) TD_WIDE64(z)
 };
+// One past the binders core.hpp carries.
+struct W65 {
+  TD_WIDE64(w)
+  torch::Tensor last;
+};
 #undef TD_WIDE64
 #undef TD_WIDE8
 static_assert(td::field_count_v<Widest> == 256);
+static_assert(td::field_count_v<W65> == 65 && td::spec<W65>::leaf_count == 57);
+static_assert(td::spec<W65>::keys[56] == "last" && td::spec<W65>::static_keys[7] == "wh7");
 static_assert(td::spec<Widest>::leaf_count == 224 && td::spec<Widest>::static_count == 32);
 static_assert(td::spec<Widest>::keys[0] == "wa0" && td::spec<Widest>::keys[223] == "zh6");
 static_assert(td::spec<Widest>::static_keys[31] == "zh7");

@@ -19,11 +19,15 @@
 #include <nlohmann/json.hpp>
 
 #include "../detail/json_text.hpp"
+#include "../detail/lazy.hpp"
 
 namespace tensordict::format::detail {
 
-template <class = void>
+template <class D = void>
 class BasicJsonScan {
+  // D keeps the JSON code in the members dependent: compiled only in files that scan.
+  using Json = tensordict::detail::lazy<nlohmann::json, D>;
+
  public:
   /// The first problem found ("" when none); the scan stops there.
   std::string problem;
@@ -36,7 +40,7 @@ class BasicJsonScan {
 
   /// Reads `text` (one JSON value, whitespace around it) into `*out` (with `out` null, only
   /// checks it). False, with `problem` set, at the first problem.
-  bool read(std::string_view text, nlohmann::json* out = nullptr) {
+  bool read(std::string_view text, Json* out = nullptr) {
     p_ = text.data();
     begin_ = p_;
     end_ = p_ + text.size();
@@ -98,13 +102,13 @@ class BasicJsonScan {
 
   // `true`, `false` or `null`, read as `v`.
   template <class V>
-  bool literal(std::string_view w, V v, nlohmann::json* out) {
+  bool literal(std::string_view w, V v, Json* out) {
     if (!word(w)) return false;
     if (out) *out = v;
     return true;
   }
 
-  bool value(nlohmann::json* out) {
+  bool value(Json* out) {
     skip_space();
     if (p_ == end_) return malformed("the text ends where a value should be");
     switch (*p_) {
@@ -136,7 +140,7 @@ class BasicJsonScan {
     }
   }
 
-  bool special(nlohmann::json* out, bool negative) {
+  bool special(Json* out, bool negative) {
     if (!python_floats) return malformed("NaN or Infinity, which JSON lacks");
     if (negative) ++p_;
     if (!negative && *p_ == 'N') {
@@ -165,11 +169,11 @@ class BasicJsonScan {
     return true;
   }
 
-  bool object(nlohmann::json* out) {
+  bool object(Json* out) {
     ++p_;
     if (!start_object()) return false;
-    nlohmann::json obj = nlohmann::json::object();
-    auto* map = out ? &obj.get_ref<nlohmann::json::object_t&>() : nullptr;
+    Json obj = Json::object();
+    auto* map = out ? &obj.template get_ref<typename Json::object_t&>() : nullptr;
     std::string k;
     for (bool more = !empty_until('}'); more;) {
       skip_space();
@@ -180,7 +184,7 @@ class BasicJsonScan {
       if (p_ == end_ || *p_ != ':') return malformed("no ':' after an object's key");
       ++p_;
       if (map) {
-        nlohmann::json v;
+        Json v;
         if (!value(&v)) return false;
         (*map)[k] = std::move(v);  // a repeated key: the last value, as Python's json keeps
       } else if (!value(nullptr)) {
@@ -192,15 +196,15 @@ class BasicJsonScan {
     return end_object();
   }
 
-  bool array(nlohmann::json* out) {
+  bool array(Json* out) {
     ++p_;
     if (!start_array()) return false;
-    nlohmann::json arr = nlohmann::json::array();
+    Json arr = Json::array();
     for (bool more = !empty_until(']'); more;) {
       if (out) {
-        nlohmann::json v;
+        Json v;
         if (!value(&v)) return false;
-        arr.get_ref<nlohmann::json::array_t&>().push_back(std::move(v));
+        arr.template get_ref<typename Json::array_t&>().push_back(std::move(v));
       } else if (!value(nullptr)) {
         return false;
       }
@@ -322,7 +326,7 @@ class BasicJsonScan {
     }
   }
 
-  bool number(nlohmann::json* out) {
+  bool number(Json* out) {
     const char* b = p_;
     const bool negative = *p_ == '-';
     if (negative) ++p_;
