@@ -19,13 +19,15 @@
 #include <type_traits>
 #include <utility>
 
+// Hana's algorithms are only declared here (fwd/): they are used for Hana structs alone, and
+// the header that adapts one (define_struct.hpp, adapt_struct.hpp) brings their definitions.
+// Every other file is spared parsing them.
 #include <boost/hana/accessors.hpp>
-#include <boost/hana/at.hpp>
 #include <boost/hana/concept/struct.hpp>
-#include <boost/hana/first.hpp>
-#include <boost/hana/length.hpp>
-#include <boost/hana/second.hpp>
-#include <boost/hana/string.hpp>
+#include <boost/hana/fwd/at.hpp>
+#include <boost/hana/fwd/first.hpp>
+#include <boost/hana/fwd/length.hpp>
+#include <boost/hana/fwd/second.hpp>
 
 #include "detail/bind_generated.hpp"
 

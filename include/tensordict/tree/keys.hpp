@@ -5,7 +5,6 @@
 /// predicate).
 
 #include <initializer_list>
-#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>

@@ -7,8 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <initializer_list>
-#include <ranges>
-#include <span>
+#include <span>  // std::ranges::range (<ranges> itself, with its views, is not needed)
 #include <string>
 #include <string_view>
 #include <type_traits>
