@@ -95,3 +95,26 @@ TEST_CASE("TensorDict: locking") {
   state.set_("step", torch::tensor(4));                            // values are not
   CHECK(state["step"].item<int64_t>() == 4);
 }
+
+namespace {
+enum class Mode { train, eval };
+struct Config {
+  torch::Tensor scale;
+  Mode mode = Mode::train;
+  std::vector<std::string> tags;
+};
+}  // namespace
+
+TEST_CASE("TensorDict: non-tensor values are tensordict::Json") {
+  TensorDict d{{"name", "walker"}, {"cfg", td::NonTensorData{td::Json::object({{"depth", 3}, {"act", "relu"}})}}};
+  const td::Json& cfg = d.get<td::NonTensorData>("cfg").value;
+  CHECK(cfg["depth"] == 3);
+  CHECK(cfg["act"].get<std::string>() == "relu");
+  CHECK(cfg.dump() == R"({"depth":3,"act":"relu"})");  // keys in order, as Python's dicts
+  CHECK(d.get<std::string>("name") == "walker");
+  // Static fields of enums, containers, optionals (and types with to_json/from_json) too.
+  Config c{torch::ones({2}), Mode::eval, {"a", "b"}};
+  TensorDict as_dict = td::to_tensordict(c);
+  CHECK(as_dict.get<td::NonTensorData>("tags").value == td::Json::array({"a", "b"}));
+  CHECK(td::from_tensordict<Config>(as_dict).mode == Mode::eval);
+}

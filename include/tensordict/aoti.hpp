@@ -28,7 +28,6 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
 #include "convert.hpp"
@@ -73,7 +72,7 @@ inline std::vector<PyLeafSignature> signatures(const std::unordered_map<std::str
   if (it == meta.end()) return {};
   std::vector<PyLeafSignature> out;
   try {
-    const nlohmann::json j = nlohmann::json::parse(it->second);
+    const Json j = Json::parse(it->second);
     for (const auto& x : j.at("leaves")) {
       PyLeafSignature s;
       s.dtype = x.at("dtype").get<std::string>();
@@ -87,7 +86,7 @@ inline std::vector<PyLeafSignature> signatures(const std::unordered_map<std::str
       }
       out.push_back(std::move(s));
     }
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const JsonError& e) {
     throw FormatError(file + ": malformed " + key + " metadata (" + e.what() + ")");
   }
   return out;

@@ -153,7 +153,7 @@ template <class Loc, class F>
 NonTensorStack rebatch_stack(const char* op, const Loc& loc, const NonTensorStack& st,
                              const BatchSize& bs, F& f) {
   try {
-    std::vector<nlohmann::json> flat;
+    std::vector<Json> flat;
     flatten_json(st.values, bs.size(), flat);
     const auto n = static_cast<int64_t>(flat.size());
     const at::Tensor moved = f(at::arange(n, at::kLong).view(bs.dims())).contiguous();
@@ -711,7 +711,7 @@ void combine_static(const char* op, const Loc& loc, V& out, const std::vector<co
                             " in element 0, " + show(*vs[differ]) + " in element " +
                             std::to_string(differ));
   } else {
-    std::vector<nlohmann::json> flat;
+    std::vector<Json> flat;
     std::vector<at::Tensor> pos;
     for (std::size_t i = 0; i < vs.size(); ++i) {
       const V& e = *vs[i];

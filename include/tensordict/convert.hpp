@@ -12,8 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "batch.hpp"  // own_batch_size, used by the struct conversions
 #include "dict.hpp"
 #include "tree.hpp"
@@ -21,25 +19,25 @@
 namespace tensordict {
 
 /// True for a static-field type that converts to and from JSON (strings, numbers, bools, enums,
-/// containers of these, and types with nlohmann `to_json`/`from_json`).
+/// optionals, sequences, string-keyed maps, pairs and tuples of these; types with
+/// `to_json`/`from_json` for `tensordict::Json`, or nlohmann/json's where its header is
+/// included).
 template <class V>
-concept json_convertible = requires(nlohmann::json j, const V& v) {
-  nlohmann::json(v);
-  j.get<V>();
-};
+concept json_convertible = json_writable<V> && json_readable<V>;
 
 namespace detail {
 
 // The JSON form of a static field; `Strict` rejects types without one at compile time,
 // otherwise they become their printed form (for `repr` only).
 template <bool Strict, class V>
-nlohmann::json static_json(const V& v) {
+Json static_json(const V& v) {
   if constexpr (json_convertible<V>) {
-    return nlohmann::json(v);
+    return Json(v);
   } else {
     static_assert(!Strict,
                   "tensordict: a static field has no JSON form, so it cannot be a TensorDict "
-                  "entry; give its type nlohmann to_json/from_json functions");
+                  "entry; give its type to_json/from_json functions for tensordict::Json (or "
+                  "nlohmann/json's, with <nlohmann/json.hpp> included)");
     return show(v);
   }
 }
@@ -208,13 +206,14 @@ void read_child(const Entry* e, M& out, const M* like, const NestedKey& key) {
   } else if constexpr (k == FieldKind::static_field) {
     static_assert(json_convertible<M>,
                   "tensordict: a static field has no JSON form, so it cannot be read from a "
-                  "TensorDict entry; give its type nlohmann to_json/from_json functions");
+                  "TensorDict entry; give its type to_json/from_json functions for "
+                  "tensordict::Json (or nlohmann/json's, with <nlohmann/json.hpp> included)");
     // A list-valued field that Python saved as a NonTensorStack reads as that list.
     if (!require_kind(key, *e, e->is_non_tensor() || e->is_non_tensor_stack(), "non-tensor data")) return;
-    const nlohmann::json& value = e->is_non_tensor() ? e->non_tensor().value : e->non_tensor_stack().values;
+    const Json& value = e->is_non_tensor() ? e->non_tensor().value : e->non_tensor_stack().values;
     try {
       out = value.template get<M>();
-    } catch (const nlohmann::json::exception& err) {
+    } catch (const JsonError& err) {
       std::ostringstream os;
       os << "holds " << value.dump() << ", which is not a " << type_name_v<M> << " (" << err.what() << ')';
       misfit(key, os.str());

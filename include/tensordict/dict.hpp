@@ -24,7 +24,6 @@
 
 #include <ATen/Functions.h>
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 
 #include "batch_size.hpp"
 #include "detail/text.hpp"
@@ -84,7 +83,7 @@ class Entry {
   Entry(NonTensorData d) : Entry(data_kind, new NonTensorData(std::move(d))) {}      // NOLINT
   Entry(NonTensorStack s) : Entry(stack_kind, new NonTensorStack(std::move(s))) {}   // NOLINT
   template <class V>
-  Entry(const MetaData<V>& m) : Entry(NonTensorData{nlohmann::json(m.value), true}) {}  // NOLINT
+  Entry(const MetaData<V>& m) : Entry(NonTensorData{Json(m.value), true}) {}  // NOLINT
   Entry(const char* s) : Entry(NonTensorData{s}) {}                  // NOLINT
   Entry(std::string s) : Entry(NonTensorData{std::move(s)}) {}       // NOLINT
   template <class N>
@@ -481,7 +480,7 @@ class TensorDict : public operators::found_by_lookup {
         return static_cast<const NonTensorStack&>(e.non_tensor_stack());
       } else if (e.is_non_tensor_stack()) {
         // One element of a stack (a stack indexed down to no batch dims) holds one value.
-        const nlohmann::json& v = e.non_tensor_stack().values;
+        const Json& v = e.non_tensor_stack().values;
         if (v.is_array()) {
           throw KeyError("entry holds a NonTensorStack of " + std::to_string(v.size()) +
                          " values; read it with get<NonTensorStack>, or index the tree first");
@@ -492,9 +491,10 @@ class TensorDict : public operators::found_by_lookup {
       }
     } catch (const KeyError& err) {
       throw KeyError("key " + detail::key_str(key) + ": " + err.what());
-    } catch (const nlohmann::json::exception& err) {
+    } catch (const JsonError& err) {
+      const Json& v = e.is_non_tensor_stack() ? e.non_tensor_stack().values : e.non_tensor().value;
       throw KeyError("key " + detail::key_str(key) + ": non-tensor value " +
-                     e.non_tensor().value.dump() + " cannot be read as the requested type (" +
+                     v.dump() + " cannot be read as the requested type (" +
                      err.what() + ")");
     }
   }

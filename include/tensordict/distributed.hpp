@@ -46,7 +46,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <nlohmann/json.hpp>
 
 #include "batch.hpp"
 #include "consolidate.hpp"
@@ -1210,17 +1209,17 @@ inline constexpr int64_t remote_max_meta = int64_t{64} << 20;
 
 // A level of the structure init_remote sends: batch size, dim names, and the entries in order
 // (a tensor's dtype, shape and byte offset in the buffer; a nested level; JSON data).
-inline nlohmann::json remote_node(const TensorDict& d, const std::vector<int64_t>& offsets, std::size_t& next) {
-  nlohmann::json node;
+inline Json remote_node(const TensorDict& d, const std::vector<int64_t>& offsets, std::size_t& next) {
+  Json node;
   node["batch_size"] = d.batch_size().dims().vec();
   if (!d.names().empty()) {
-    nlohmann::json names = nlohmann::json::array();
-    for (const auto& n : d.names()) names.push_back(n ? nlohmann::json(*n) : nlohmann::json(nullptr));
+    Json names = Json::array();
+    for (const auto& n : d.names()) names.push_back(n ? Json(*n) : Json());
     node["names"] = names;
   }
-  nlohmann::json entries = nlohmann::json::array();
+  Json entries = Json::array();
   for (const auto& [name, e] : d.entries()) {
-    nlohmann::json x;
+    Json x;
     x["name"] = std::string(name);
     if (e.is_tensor()) {
       const at::Tensor& t = e.tensor();
@@ -1255,7 +1254,7 @@ inline void entry_tensors(const TensorDict& d, std::vector<at::Tensor>& out) {
                                 std::to_string(src) + ": " + why);
 }
 
-inline TensorDict remote_build(const nlohmann::json& node, const at::Tensor& storage, int rank, int src, int depth,
+inline TensorDict remote_build(const Json& node, const at::Tensor& storage, int rank, int src, int depth,
                                const std::string& where) {
   if (depth > 64) bad_remote(rank, src, "nested deeper than 64 levels");
   if (!node.is_object() || !node.contains("batch_size") || !node.contains("entries") || !node["entries"].is_array() ||
@@ -1306,7 +1305,8 @@ inline TensorDict remote_build(const nlohmann::json& node, const at::Tensor& sto
       } else if (x.contains("dict")) {
         d.set(name, remote_build(x["dict"], storage, rank, src, depth + 1, key));
       } else if (x.contains("data")) {
-        d.set(name, NonTensorData{x["data"], x.value("metadata", false)});
+        const Json* m = x.find("metadata");
+        d.set(name, NonTensorData{x["data"], m && m->is_boolean() && m->get<bool>()});
       } else {
         bad_remote(rank, src, "key '" + key + "' is neither a tensor, a TensorDict nor data");
       }
@@ -1365,7 +1365,7 @@ void init_remote(G& group, const T& tree, int dst, const P2POptions& o = {}) {
       storage.narrow(0, offsets[i], detail::nbytes(tensors[i])).copy_(detail::as_bytes(tensors[i].detach().cpu()));
     }
     std::size_t next = 0;
-    nlohmann::json meta;
+    Json meta;
     meta["format"] = "tensordict-cpp remote tree";
     meta["type"] = std::string(type_name_v<std::remove_cv_t<T>>);
     meta["root"] = detail::remote_node(d, offsets, next);
@@ -1417,8 +1417,12 @@ template <class T = TensorDict, class G>
     recv_one(storage, o.init_tag + 2);
     storage = storage.narrow(0, 0, total);
     const std::string text(static_cast<const char*>(meta_bytes.data_ptr()), static_cast<std::size_t>(meta_len));
-    nlohmann::json meta = nlohmann::json::parse(text, nullptr, false);
-    if (meta.is_discarded() || !meta.is_object() || !meta.contains("root")) {
+    Json meta;
+    try {
+      meta = Json::parse(text);
+    } catch (const JsonError&) {
+    }
+    if (!meta.is_object() || !meta.contains("root")) {
       detail::bad_remote(rank, src, "the structure is not JSON of a tree");
     }
     TensorDict d = detail::remote_build(meta["root"], storage, rank, src, 0, "");

@@ -29,7 +29,6 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
 #include "batch.hpp"
 #include "detail/lazy.hpp"
@@ -211,22 +210,21 @@ inline void write_file(const fs::path& p, const void* data, std::size_t n, bool 
 }
 
 template <class D = void>
-inline void write_json(const fs::path& p, const lazy<nlohmann::ordered_json, D>& j, bool sync = true) {
-  const std::string s = dump_python(j);
+inline void write_json(const fs::path& p, const Json& j, bool sync = true) {
+  const std::string s = j.dump();
   write_file(p, s.data(), s.size(), sync);
 }
 
-// Adds `key` to an object known not to hold it, without the linear search of
-// ordered_json's operator[] (a level with many keys would cost quadratic time).
+// Adds `key` to an object known not to hold it, without the linear search of `operator[]` (a
+// level with many keys would cost quadratic time).
 template <class D = void>
-inline void append_key(lazy<nlohmann::ordered_json, D>& obj, const std::string& key, lazy<nlohmann::ordered_json, D> v) {
-  using Map = typename lazy<nlohmann::ordered_json, D>::object_t;
-  obj.template get_ref<Map&>().Map::Container::emplace_back(key, std::move(v));
+inline void append_key(Json& obj, const std::string& key, Json v) {
+  obj.items().emplace_back(key, std::move(v));
 }
 
 template <class D = void>
-inline lazy<nlohmann::ordered_json, D> shape_json(c10::IntArrayRef s) {
-  auto a = lazy<nlohmann::ordered_json, D>::array();
+inline Json shape_json(c10::IntArrayRef s) {
+  auto a = Json::array();
   for (int64_t d : s) a.push_back(d);
   return a;
 }
@@ -237,7 +235,6 @@ inline lazy<nlohmann::ordered_json, D> shape_json(c10::IntArrayRef s) {
 template <class D = void>
 inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = false, bool sync = true,
                        const ClassTree* classes = nullptr, const std::string& module = "__main__") {
-  using Json = lazy<nlohmann::ordered_json, D>;
   Json meta = Json::object();
   // Entries and the level's own fields share meta.json's top level. Python's loader tells them
   // apart (entries are objects), but its saver writes one over the other where names meet.
@@ -262,10 +259,10 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
         write_file(dir / (name + ".memmap"), zeros ? nullptr : c.data_ptr(),
                    static_cast<std::size_t>(c.numel()) * c.element_size(), sync);
       }
-      append_key<D>(meta, std::string(k), {{"device", "cpu"},
-                                        {"shape", shape_json<D>(c.sizes())},
-                                        {"dtype", dtype_name(c.scalar_type())},
-                                        {"is_nested", false}});
+      append_key<D>(meta, std::string(k), Json::object({{"device", "cpu"},
+                                                    {"shape", shape_json<D>(c.sizes())},
+                                                    {"dtype", dtype_name(c.scalar_type())},
+                                                    {"is_nested", false}}));
     } else if (v.is_tensordict()) {
       fs::create_directory(dir / name);
       const ClassTree* c = classes ? classes->at(k) : nullptr;
@@ -274,32 +271,31 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
         // `_tensordict/`, and the parent's entry naming the class.
         fs::create_directory(dir / name / "_tensordict");
         save_level<D>(v.tensordict(), dir / name / "_tensordict", zeros, sync, c, module);
-        write_json<D>(dir / name / "meta.json", {{"_type", python_type_string(module, c->cls)}}, sync);
-        append_key<D>(meta, std::string(k), {{"type", c->cls}});
+        write_json<D>(dir / name / "meta.json", Json::object({{"_type", python_type_string(module, c->cls)}}), sync);
+        append_key<D>(meta, std::string(k), Json::object({{"type", c->cls}}));
       } else {
         save_level<D>(v.tensordict(), dir / name, zeros, sync, c, module);
-        append_key<D>(meta, std::string(k), {{"type", "TensorDict"}});
+        append_key<D>(meta, std::string(k), Json::object({{"type", "TensorDict"}}));
       }
     } else if (v.is_non_tensor()) {
       fs::create_directory(dir / name);
       const NonTensorData& d = v.non_tensor();
-      Json m = {
-          {"_type", std::string(d.metadata ? format::metadata_type : format::non_tensor_type)},
-          {"data", d.value},
-          {"_metadata", nullptr},
-          {"_is_non_tensor", true}};
+      const Json m = Json::object({{"_type", std::string(d.metadata ? format::metadata_type : format::non_tensor_type)},
+                                   {"data", d.value},
+                                   {"_metadata", nullptr},
+                                   {"_is_non_tensor", true}});
       write_json<D>(dir / name / "meta.json", m, sync);
-      append_key<D>(meta, std::string(k), {{"type", d.metadata ? "MetaData" : "NonTensorData"}});
+      append_key<D>(meta, std::string(k), Json::object({{"type", d.metadata ? "MetaData" : "NonTensorData"}}));
     } else {
       fs::create_directory(dir / name);
-      Json m = {{"_type", std::string(format::non_tensor_stack_type)},
-                                  {"_format_version", format::format_version},
-                                  {"_class", "tensordict:NonTensorStack"},
-                                  {"stack_dim", 0},
-                                  {"device", nullptr},
-                                  {"data", v.non_tensor_stack().values}};
+      const Json m = Json::object({{"_type", std::string(format::non_tensor_stack_type)},
+                                   {"_format_version", format::format_version},
+                                   {"_class", "tensordict:NonTensorStack"},
+                                   {"stack_dim", 0},
+                                   {"device", nullptr},
+                                   {"data", v.non_tensor_stack().values}});
       write_json<D>(dir / name / "meta.json", m, sync);
-      append_key<D>(meta, std::string(k), {{"type", "NonTensorStack"}});
+      append_key<D>(meta, std::string(k), Json::object({{"type", "NonTensorStack"}}));
     }
   }
   meta["shape"] = shape_json<D>(td.batch_size().dims());
@@ -311,7 +307,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
   if (!td.contains("_class")) meta["_class"] = "tensordict:TensorDict";
   if (!td.names().empty()) {
     Json names = Json::array();
-    for (const auto& n : td.names()) names.push_back(n ? Json(*n) : nullptr);
+    for (const auto& n : td.names()) names.push_back(n ? Json(*n) : Json());
     meta["_names"] = std::move(names);
   }
   write_json<D>(dir / "meta.json", meta, sync);
@@ -324,7 +320,7 @@ void save_struct(const T& s, const fs::path& dir, const MemmapOptions& o) {
   // Python names a class `module.QualName`; a C++ namespace has no Python counterpart, so the
   // struct's unqualified name goes after the chosen module.
   const ClassTree classes = class_tree(s);
-  lazy<nlohmann::ordered_json, T> meta = {{"_type", python_type_string(o.python_module, python_class_name<T>())}};
+  const Json meta = Json::object({{"_type", python_type_string(o.python_module, python_class_name<T>())}});
   fs::create_directory(dir / "_tensordict");
   save_level(to_tensordict(s), dir / "_tensordict", false, o.sync, &classes, o.python_module);
   write_json<T>(dir / "meta.json", meta, o.sync);
@@ -391,13 +387,13 @@ template <class W>
 void atomic_save(const fs::path& target, const MemmapOptions& o, W&& write) {
   try {
     atomic_save_impl(target, o, write);
+  } catch (const JsonError& e) {  // e.g. a string value that is not UTF-8
+    throw Error("memmap: " + target.string() + ": a non-tensor value cannot be written as JSON (" +
+                e.what() + ")");
   } catch (const Error&) {
     throw;
   } catch (const fs::filesystem_error& e) {
     throw Error(std::string("memmap: ") + e.what());
-  } catch (const nlohmann::json::exception& e) {  // e.g. a string value that is not UTF-8
-    throw Error("memmap: " + target.string() + ": a non-tensor value cannot be written as JSON (" +
-                e.what() + ")");
   } catch (const c10::Error& e) {
     throw Error("memmap: " + target.string() + ": " + e.what_without_backtrace());
   }
@@ -515,9 +511,9 @@ inline TensorDict build(const format::Node& n) {
     }
     case format::LevelKind::tensorclass: {
       TensorDict out = build(*n.inner);
-      for (auto it = n.level.fields.begin(); it != n.level.fields.end(); ++it) {
-        if (it.value().is_object() && it.value().contains("_type")) continue;  // not a plain value
-        out.set(it.key(), NonTensorData{it.value()});
+      for (const auto& [k, v] : n.level.fields.items()) {
+        if (v.is_object() && v.contains("_type")) continue;  // not a plain value
+        out.set(k, NonTensorData{v});
       }
       return out;
     }
@@ -561,12 +557,12 @@ template <class F>
 auto guarded_load(const std::string& root, F&& f) -> decltype(f()) {
   try {
     return f();
+  } catch (const JsonError& e) {
+    throw FormatError(root + ": " + e.what());
   } catch (const Error&) {
     throw;
   } catch (const c10::Error& e) {
     throw FormatError(root + ": " + e.what_without_backtrace());
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(root + ": " + e.what());
   } catch (const std::bad_alloc&) {
     throw FormatError(root + ": not enough memory to load it");
   }
@@ -678,57 +674,15 @@ T& load_memmap_(T& tree, const std::filesystem::path& dir, const LoadOptions& o 
 }
 
 namespace detail {
-// Records the key order of every object of a JSON text (a parsed object sorts its keys), by
-// the path of keys that leads to it, joined with '\x1f'.
-template <class = void>
-class BasicKeyOrder : public format::detail::JsonScan {
- public:
-  std::unordered_map<std::string, std::vector<std::string>> keys;
-  BasicKeyOrder() : format::detail::JsonScan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth)) {}
-  static std::string child(const std::string& path, const std::string& key) { return path + key + '\x1f'; }
-
- protected:
-  bool big_integer_seen(std::string_view) override { return true; }
-  bool start_object() override {
-    path_.push_back(path_.empty() ? std::string() : child(path_.back(), std::exchange(pending_, {})));
-    return format::detail::JsonScan::start_object();
-  }
-  bool key(const std::string& k) override {
-    keys[path_.back()].push_back(k);
-    pending_ = k;
-    return true;
-  }
-  bool end_object() override { return path_.pop_back(), format::detail::JsonScan::end_object(); }
-  bool start_array() override {
-    path_.push_back(path_.empty() ? std::string() : child(path_.back(), std::exchange(pending_, {})) + "[]");
-    return format::detail::JsonScan::start_array();
-  }
-  bool end_array() override { return path_.pop_back(), format::detail::JsonScan::end_array(); }
-
- private:
-  std::vector<std::string> path_;
-  std::string pending_;
-};
-using KeyOrder = BasicKeyOrder<>;
-
 struct ConsolidatedFile {
   MappedFile map;
   std::uint64_t data_size = 0;  // the tensors' bytes, before the metadata
-  KeyOrder order;
   std::string file;
 };
 
-template <class = void>
-inline const std::vector<std::string>& ordered_keys(const ConsolidatedFile& f, const std::string& path) {
-  static const std::vector<std::string> none;
-  const auto it = f.order.keys.find(path);
-  return it == f.order.keys.end() ? none : it->second;
-}
-
-// One level of a consolidated file's metadata (`path` its place in the JSON, `where` its key).
+// One level of a consolidated file's metadata (`where` its key).
 template <class D = void>
-inline TensorDict consolidated_level(const lazy<nlohmann::json, D>& j, const std::string& path, const std::string& where,
-                                     const ConsolidatedFile& f) {
+inline TensorDict consolidated_level(const Json& j, const std::string& where, const ConsolidatedFile& f) {
   const std::string at = f.file + ": " + (where.empty() ? std::string("the root") : "key '" + where + "'");
   auto bad = [&](const std::string& why) -> void { throw FormatError(at + ": " + why); };
   if (!j.is_object() || !j.contains("cls") || !j["cls"].is_string() || !j.contains("leaves") ||
@@ -738,16 +692,16 @@ inline TensorDict consolidated_level(const lazy<nlohmann::json, D>& j, const std
   }
   const auto& meta = j["cls_metadata"];
   static const std::set<std::string, std::less<>> own = {"cls", "leaves", "non_tensors", "cls_metadata", "size"};
-  std::vector<std::string> subs;
-  for (const auto& k : ordered_keys(f, path)) {
-    if (!own.count(k)) subs.push_back(k);
+  std::vector<const std::pair<std::string, Json>*> subs;
+  for (const auto& kv : j.items()) {
+    if (!own.count(kv.first)) subs.push_back(&kv);
   }
   auto sub_where = [&](const std::string& k) { return where.empty() ? k : where + "." + k; };
   if (j["cls"] == "LazyStackedTensorDict") {
     std::vector<TensorDict> elems;
     for (std::size_t i = 0; i < subs.size(); ++i) {
-      if (subs[i] != std::to_string(i)) bad("a lazy stack whose elements are not numbered 0, 1, ...");
-      elems.push_back(consolidated_level<D>(j[subs[i]], KeyOrder::child(path, subs[i]), sub_where(subs[i]), f));
+      if (subs[i]->first != std::to_string(i)) bad("a lazy stack whose elements are not numbered 0, 1, ...");
+      elems.push_back(consolidated_level<D>(subs[i]->second, sub_where(subs[i]->first), f));
     }
     int64_t dim = 0;
     if (meta.contains("stack_dim")) {
@@ -769,16 +723,12 @@ inline TensorDict consolidated_level(const lazy<nlohmann::json, D>& j, const std
   const std::vector<int64_t> bs = format::detail::read_shape(meta["batch_size"], f.file, at.substr(f.file.size() + 2));
   TensorDict out{BatchSize(c10::IntArrayRef(bs))};
   try {
-    const auto& non_tensors = j["non_tensors"];
-    for (const auto& k : ordered_keys(f, KeyOrder::child(path, "non_tensors"))) {
-      const auto& v = non_tensors[k];
+    for (const auto& [k, v] : j["non_tensors"].items()) {
       if (!v.is_array() || v.empty()) bad("the non-tensor entry '" + k + "' is not a list [data, batch size, device]");
       out.set(k, NonTensorData{v[0]});
     }
-    const auto& leaves = j["leaves"];
-    for (const auto& k : ordered_keys(f, KeyOrder::child(path, "leaves"))) {
+    for (const auto& [k, v] : j["leaves"].items()) {
       const std::string key = sub_where(k);
-      const auto& v = leaves[k];
       if (k.rfind("<NJT", 0) == 0) bad("the leaf '" + k + "' is a nested (jagged) tensor, which is not supported");
       if (!v.is_array() || v.size() < 5 || !v[0].is_string() || !v[2].is_number_unsigned() ||
           !v[3].is_number_unsigned() || !v[4].is_number_unsigned()) {
@@ -805,7 +755,7 @@ inline TensorDict consolidated_level(const lazy<nlohmann::json, D>& j, const std
       }
       out.set(k, std::move(t));
     }
-    for (const auto& k : subs) out.set(k, consolidated_level<D>(j[k], KeyOrder::child(path, k), sub_where(k), f));
+    for (const auto* kv : subs) out.set(kv->first, consolidated_level<D>(kv->second, sub_where(kv->first), f));
     if (meta.contains("names") && meta["names"].is_array() && !meta["names"].empty()) {
       std::vector<std::optional<std::string>> names;
       bool any = false;
@@ -846,9 +796,11 @@ template <class D = void>
   f.data_size = f.map.size - 8 - n;
   const std::string_view text(reinterpret_cast<const char*>(f.map.data) + f.data_size, n);
   if (text.find('\0') != std::string_view::npos) throw FormatError(file + ": a NUL byte in its metadata");
-  detail::lazy<nlohmann::json, D> j;
-  if (!f.order.read(text, &j)) throw FormatError(file + ": metadata: " + f.order.problem);
-  return detail::consolidated_level<D>(j, "", "", f);
+  format::detail::BasicJsonScan<D> scan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth));
+  scan.keep_big_integers();
+  Json j;
+  if (!scan.read(text, &j)) throw FormatError(file + ": metadata: " + scan.problem);
+  return detail::consolidated_level<D>(j, "", f);
 }
 
 /// A shape and a dtype for `from_schema`: `{{84, 84, 3}, torch::kUInt8}`.

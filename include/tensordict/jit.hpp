@@ -19,7 +19,6 @@
 #include <vector>
 
 #include <torch/script.h>
-#include <nlohmann/json.hpp>
 
 #include "convert.hpp"
 #include "dict.hpp"
@@ -64,7 +63,7 @@ inline std::vector<std::pair<std::string, const Entry*>> tree_children(const Ten
 inline c10::IValue scalar(const char* op, const Entry* e, const c10::TypePtr& type, std::vector<std::string>& at) {
   const c10::TypeKind k = type->kind();
   if (e && e->is_non_tensor()) {
-    const nlohmann::json& v = e->non_tensor().value;
+    const Json& v = e->non_tensor().value;
     if (k == c10::TypeKind::StringType && v.is_string()) return c10::IValue(v.get<std::string>());
     if (k == c10::TypeKind::IntType && v.is_number_integer()) return c10::IValue(v.get<int64_t>());
     if (k == c10::TypeKind::FloatType && v.is_number()) return c10::IValue(v.get<double>());
@@ -212,10 +211,10 @@ inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr&
 inline std::optional<Entry> from_ivalue(const char* op, const c10::IValue& v, const std::string& at) {
   if (v.isNone()) return std::nullopt;
   if (v.isTensor()) return Entry(v.toTensor());
-  if (v.isString()) return Entry(NonTensorData{nlohmann::json(v.toStringRef())});
-  if (v.isInt()) return Entry(NonTensorData{nlohmann::json(v.toInt())});
-  if (v.isDouble()) return Entry(NonTensorData{nlohmann::json(v.toDouble())});
-  if (v.isBool()) return Entry(NonTensorData{nlohmann::json(v.toBool())});
+  if (v.isString()) return Entry(NonTensorData{Json(v.toStringRef())});
+  if (v.isInt()) return Entry(NonTensorData{Json(v.toInt())});
+  if (v.isDouble()) return Entry(NonTensorData{Json(v.toDouble())});
+  if (v.isBool()) return Entry(NonTensorData{Json(v.toBool())});
   TensorDict td;
   auto put = [&](const std::string& k, const c10::IValue& x) {
     if (auto e = from_ivalue(op, x, at.empty() ? k : at + "." + k)) td.set(k, std::move(*e));
@@ -258,7 +257,7 @@ c10::IValue argument(const char* op, const V& v, const c10::Argument& a) {
       const Entry e(v);  // a number: a 0-dim tensor
       return to_ivalue(op, &e, a.type(), at);
     } else if constexpr (std::is_convertible_v<const V&, std::string_view>) {
-      const Entry e(NonTensorData{nlohmann::json(std::string(std::string_view(v)))});
+      const Entry e(NonTensorData{Json(std::string(std::string_view(v)))});
       return to_ivalue(op, &e, a.type(), at);
     } else if constexpr (std::is_same_v<std::remove_cvref_t<V>, TensorDict>) {
       const Entry e(v);

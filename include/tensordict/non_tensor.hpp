@@ -10,14 +10,14 @@
 #include <vector>
 
 #include <c10/util/ArrayRef.h>
-#include <nlohmann/json.hpp>
+#include "json.hpp"
 
 namespace tensordict {
 
 /// A value that is not a tensor (a string, a number, a bool, any JSON value): Python's
 /// `NonTensorData`. With `metadata` set it is Python's `MetaData`: one value for a whole stack.
 struct NonTensorData {
-  nlohmann::json value;
+  Json value;
   bool metadata = false;
   friend bool operator==(const NonTensorData&, const NonTensorData&) = default;
   /// Prints the value as JSON.
@@ -44,19 +44,10 @@ MetaData(const char*) -> MetaData<std::string>;
 template <class V>
 MetaData(V) -> MetaData<V>;
 
-template <class V>
-void to_json(nlohmann::json& j, const MetaData<V>& m) {
-  j = m.value;
-}
-template <class V>
-void from_json(const nlohmann::json& j, MetaData<V>& m) {
-  m.value = j.template get<V>();
-}
-
 /// Per-element non-tensor values of a stack whose elements differ (Python's `NonTensorStack`),
 /// as a JSON array nested once per stacked dim.
 struct NonTensorStack {
-  nlohmann::json values = nlohmann::json::array();
+  Json values = Json::array();
   friend bool operator==(const NonTensorStack&, const NonTensorStack&) = default;
   /// Prints the values as JSON.
   friend std::ostream& operator<<(std::ostream& os, const NonTensorStack& s) { return os << s.values.dump(); }
@@ -65,8 +56,7 @@ struct NonTensorStack {
 namespace detail {
 // A JSON array nested `dims` deep, flattened in row-major order.
 template <class = void>
-inline void flatten_json(const nlohmann::json& j, std::size_t dims,
-                         std::vector<nlohmann::json>& out) {
+inline void flatten_json(const Json& j, std::size_t dims, std::vector<Json>& out) {
   if (dims == 0) {
     out.push_back(j);
     return;
@@ -75,11 +65,10 @@ inline void flatten_json(const nlohmann::json& j, std::size_t dims,
 }
 // The values at `pos` (row-major over `sizes`), as arrays nested once per dim.
 template <class = void>
-inline nlohmann::json nest_json(const std::vector<nlohmann::json>& flat,
-                                const std::vector<int64_t>& pos, c10::IntArrayRef sizes,
-                                std::size_t d, std::size_t& next) {
+inline Json nest_json(const std::vector<Json>& flat, const std::vector<int64_t>& pos, c10::IntArrayRef sizes,
+                      std::size_t d, std::size_t& next) {
   if (d == sizes.size()) return flat.at(static_cast<std::size_t>(pos.at(next++)));
-  nlohmann::json arr = nlohmann::json::array();
+  Json arr = Json::array();
   for (int64_t i = 0; i < sizes[d]; ++i) arr.push_back(nest_json(flat, pos, sizes, d + 1, next));
   return arr;
 }

@@ -151,14 +151,14 @@ inline std::string type_name(py::handle o) { return py::str(py::type::handle_of(
 
 inline constexpr int max_json_depth = 256;
 
-inline nlohmann::json to_json(py::handle v, Path& path, int depth = 0) {
+inline Json to_json(py::handle v, Path& path, int depth = 0) {
   if (depth > max_json_depth) {
     throw py::value_error(path.str() + ": a non-tensor value nested more than " +
                           std::to_string(max_json_depth) + " deep (or holding itself)");
   }
   PyObject* o = v.ptr();
-  if (o == Py_None) return nullptr;
-  if (PyBool_Check(o)) return o == Py_True;
+  if (o == Py_None) return Json();
+  if (PyBool_Check(o)) return Json(o == Py_True);
   if (PyLong_Check(o)) {
     int overflow = 0;
     const long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
@@ -181,12 +181,12 @@ inline nlohmann::json to_json(py::handle v, Path& path, int depth = 0) {
     return std::string(s, static_cast<std::size_t>(n));
   }
   if (PyList_Check(o) || PyTuple_Check(o)) {
-    nlohmann::json out = nlohmann::json::array();
+    Json out = Json::array();
     for (py::handle x : py::reinterpret_borrow<py::sequence>(v)) out.push_back(to_json(x, path, depth + 1));
     return out;
   }
   if (PyDict_Check(o)) {
-    nlohmann::json out = nlohmann::json::object();
+    Json out = Json::object();
     for (auto [k, x] : py::reinterpret_borrow<py::dict>(v)) {
       if (!PyUnicode_Check(k.ptr())) {
         throw py::type_error(path.str() + ": a non-tensor dict with a key of type " + type_name(k) +
@@ -201,31 +201,30 @@ inline nlohmann::json to_json(py::handle v, Path& path, int depth = 0) {
                        "float, bool, None, and lists and dicts of these)");
 }
 
-inline py::object from_json(const nlohmann::json& j) {
+inline py::object from_json(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return py::none();
-    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
-    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
-    case nlohmann::json::value_t::string: return py::str(j.get_ref<const std::string&>());
-    case nlohmann::json::value_t::array: {
+    case Json::Type::null: return py::none();
+    case Json::Type::boolean: return py::bool_(j.get<bool>());
+    case Json::Type::number_integer: return py::int_(j.get<std::int64_t>());
+    case Json::Type::number_unsigned: return py::int_(j.get<std::uint64_t>());
+    case Json::Type::number_float: return py::float_(j.get<double>());
+    case Json::Type::string: return py::str(j.str());
+    case Json::Type::array: {
       py::list out;
       for (const auto& x : j) out.append(from_json(x));
       return out;
     }
-    case nlohmann::json::value_t::object: {
+    case Json::Type::object: {
       py::dict out;
       for (const auto& [k, x] : j.items()) out[py::str(k)] = from_json(x);
       return out;
     }
-    case nlohmann::json::value_t::binary:
-      if (auto big = big_integer_text(j)) {
-        return py::reinterpret_steal<py::object>(PyLong_FromString(big->c_str(), nullptr, 10));
-      }
-      [[fallthrough]];
-    default: throw Error("a non-tensor value with no Python form");
+    case Json::Type::big_integer: {
+      const std::string big = *j.big_integer_text();
+      return py::reinterpret_steal<py::object>(PyLong_FromString(big.c_str(), nullptr, 10));
+    }
   }
+  throw Error("a non-tensor value with no Python form");
 }
 
 // ---- Python -> C++ -------------------------------------------------------------------------
@@ -314,7 +313,7 @@ inline void read_entry(TensorDict& out, const std::string& key, py::handle v, Pa
       // A C++ NonTensorStack is nested once per batch dim of its level; a Python one may have
       // more dims (TensorDict({"a": [1, "x"]}) makes one of [2] in a level of []): its values
       // are then one list, as non-tensor data.
-      nlohmann::json values = to_json(v.attr("tolist")(), path);
+      Json values = to_json(v.attr("tolist")(), path);
       if (py::len(v.attr("batch_size")) == out.batch_dims()) {
         out.set(key, NonTensorStack{std::move(values)});
       } else {
@@ -453,7 +452,7 @@ inline py::object make_names(const TensorDict& td) {
   return out;
 }
 
-inline py::object make_stack(const nlohmann::json& values, std::size_t dims, const py::object& device,
+inline py::object make_stack(const Json& values, std::size_t dims, const py::object& device,
                              const Api& a) {
   if (dims == 0) return a.data(py::arg("data") = from_json(values), py::arg("batch_size") = py::tuple(),
                                py::arg("device") = device);
@@ -635,7 +634,7 @@ bool read_direct(py::handle o, Kind kind, T& out, const Api& a, Path& path) {
           if (kind_of(v, a) != Kind::data) return false;
           try {
             field = to_json(py::handle(v).attr("data"), path).template get<M>();
-          } catch (const nlohmann::json::exception&) {
+          } catch (const JsonError&) {
             return false;
           } catch (const py::error_already_set&) {
             throw;
@@ -675,7 +674,7 @@ py::object write_direct(const T& s, const py::object& size, const BatchSize& bat
         if (!starts_with(t.sizes(), batch)) return false;
         x = py::reinterpret_steal<py::object>(THPVariable_Wrap(t));
       } else if constexpr (k == FieldKind::static_field) {
-        x = a.data(py::arg("data") = from_json(nlohmann::json(field)), py::arg("batch_size") = size,
+        x = a.data(py::arg("data") = from_json(Json(field)), py::arg("batch_size") = size,
                    py::arg("device") = none);
       } else if constexpr (k == FieldKind::subtree) {
         x = write_direct(field, size, batch, a);
@@ -864,7 +863,7 @@ py::object make_class(py::module_& m, const std::string& name) {
             if (none_default) {
               def = py::none();
             } else if constexpr (field_kind_v<M> == FieldKind::static_field && json_convertible<M>) {
-              def = from_json(nlohmann::json(static_node<T>::template get<I>(zero)));
+              def = from_json(Json(static_node<T>::template get<I>(zero)));
             }
             fields.emplace_back(key, def);
           }

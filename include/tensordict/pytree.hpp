@@ -22,7 +22,6 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 
 #include "convert.hpp"
 #include "dict.hpp"
@@ -60,7 +59,7 @@ struct NameTree {
   std::size_t index = 0;                 // a leaf's position in the source's flat order
   std::vector<NameTree> children;
   std::optional<BatchSize> batch;        // a TensorDict level's own batch size
-  const nlohmann::json* value = nullptr; // non-tensor data
+  const Json* value = nullptr; // non-tensor data
 
   const NameTree* find(std::string_view n) const {
     for (const auto& c : children) {

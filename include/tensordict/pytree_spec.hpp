@@ -19,7 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 
 #include "errors.hpp"
 #include "io/json_scan.hpp"
@@ -83,9 +82,9 @@ struct PyTreeSpec {
   /// Non-tensor data the export baked in: a tensorclass's non-tensor fields held outside its
   /// TensorDict, as a JSON object (key → value). (Non-tensor entries of a level are
   /// `non_tensor` children.)
-  nlohmann::json non_tensor = nlohmann::json::object();
+  Json non_tensor = Json::object();
   /// A `non_tensor` node's value.
-  nlohmann::json data;
+  Json data;
   /// A deque's `maxlen` (absent when unbounded).
   std::optional<std::int64_t> maxlen;
 
@@ -274,27 +273,27 @@ struct PyTreeSpecParser {
 
   static PyTreeSpec root(std::string_view text);
 
-  static nlohmann::json parse_json(std::string_view text, const std::string& what) {
+  static Json parse_json(std::string_view text, const std::string& what) {
     if (text.size() > max_text) fail(what + " is " + std::to_string(text.size()) + " bytes, more than a spec can be");
     format::detail::JsonScan scan(max_depth, what + " is nested deeper than " + std::to_string(max_depth) + " levels");
-    nlohmann::json j;
+    Json j;
     if (!scan.read(text, &j)) fail(what + ": " + scan.problem);
     return j;
   }
 
-  static const nlohmann::json& field(const nlohmann::json& o, const char* name, const std::string& where) {
-    const auto it = o.find(name);
-    if (it == o.end()) fail(where + " has no \"" + name + "\"");
-    return *it;
+  static const Json& field(const Json& o, const char* name, const std::string& where) {
+    const Json* v = o.find(name);
+    if (!v) fail(where + " has no \"" + name + "\"");
+    return *v;
   }
 
   // The context of most nodes is JSON inside a JSON string ("context": "[\"a\", \"b\"]").
-  static nlohmann::json inner_context(const nlohmann::json& c, const std::string& where) {
+  static Json inner_context(const Json& c, const std::string& where) {
     if (!c.is_string()) fail(where + ": the context is " + std::string(c.type_name()) + ", expected JSON text in a string");
-    return parse_json(c.get_ref<const std::string&>(), where + "'s context");
+    return parse_json(c.str(), where + "'s context");
   }
 
-  static std::vector<std::string> dict_keys(const nlohmann::json& k, const std::string& where) {
+  static std::vector<std::string> dict_keys(const Json& k, const std::string& where) {
     if (!k.is_array()) fail(where + ": the keys are " + std::string(k.type_name()) + ", expected a list");
     std::vector<std::string> out;
     out.reserve(k.size());
@@ -310,9 +309,9 @@ struct PyTreeSpecParser {
     return out;
   }
 
-  static void tensordict_context(PyTreeSpec& s, const nlohmann::json& c, const std::string& where) {
-    const auto fmt = c.is_object() ? c.find("format") : c.end();
-    if (!c.is_object() || fmt == c.end() || !fmt->is_string() || *fmt != "tensordict-cpp/1") {
+  static void tensordict_context(PyTreeSpec& s, const Json& c, const std::string& where) {
+    const Json* fmt = c.find("format");
+    if (!c.is_object() || !fmt || !fmt->is_string() || *fmt != "tensordict-cpp/1") {
       fail(where + ": the context is not the one tensordict_cpp.register_export_types() writes (" +
            c.dump().substr(0, 120) + ")");
     }
@@ -365,7 +364,7 @@ struct PyTreeSpecParser {
       for (const auto& kv : nt["items"]) {
         if (!kv.is_array() || kv.size() != 2 || !kv[0].is_string()) fail(where + ": a non-tensor item is not a [key, value] pair");
         // A level's non-tensor entries are its NonTensorData children too: kept there.
-        const std::string& k = kv[0].get_ref<const std::string&>();
+        const std::string& k = kv[0].str();
         if (std::find(s.keys.begin(), s.keys.end(), k) == s.keys.end()) s.non_tensor[k] = kv[1];
       }
     } else {
@@ -375,16 +374,16 @@ struct PyTreeSpecParser {
     if (!tc.is_boolean()) fail(where + ": \"tensorclass\" is not a bool");
     s.kind = tc.get<bool>() ? PyNodeKind::tensorclass : PyNodeKind::tensordict;
     // A NonTensorData entry is a tensorclass of one non-tensor field, `data`.
-    const auto marker = s.non_tensor.find("_is_non_tensor");
-    if (s.kind == PyNodeKind::tensorclass && marker != s.non_tensor.end() && marker->is_boolean() && marker->get<bool>()) {
+    const Json* marker = s.non_tensor.find("_is_non_tensor");
+    if (s.kind == PyNodeKind::tensorclass && marker && marker->is_boolean() && marker->get<bool>()) {
       if (!s.keys.empty() || !s.non_tensor.contains("data")) fail(where + ": a NonTensorData node with keys or without data");
       s.kind = PyNodeKind::non_tensor;
       s.data = s.non_tensor["data"];
-      s.non_tensor = nlohmann::json::object();
+      s.non_tensor = Json::object();
     }
   }
 
-  static PyTreeSpec node(const nlohmann::json& j, const std::string& where, std::size_t depth) {
+  static PyTreeSpec node(const Json& j, const std::string& where, std::size_t depth) {
     if (depth > max_depth) fail(where + " is nested too deep");
     if (!j.is_object()) fail(where + " is " + std::string(j.type_name()) + ", expected a node object");
     const auto& type = field(j, "type", where);
@@ -413,7 +412,7 @@ struct PyTreeSpecParser {
       s.keys = dict_keys(field(ctx, "dict_context", at), at);
     } else if (t == "collections.deque") {
       s.kind = PyNodeKind::deque;
-      const nlohmann::json m = inner_context(ctx, at);
+      const Json m = inner_context(ctx, at);
       if (m.is_number_integer()) {
         s.maxlen = m.get<std::int64_t>();
       } else if (!m.is_null()) {
@@ -423,7 +422,7 @@ struct PyTreeSpecParser {
       if (!ctx.is_string()) fail(at + ": the context is not the class's name");
       s.kind = PyNodeKind::namedtuple;
       s.class_name = ctx.get<std::string>();
-    } else if (ctx.is_string() && ctx.get_ref<const std::string&>().find("\"tensordict-cpp/1\"") != std::string::npos) {
+    } else if (ctx.is_string() && ctx.str().find("\"tensordict-cpp/1\"") != std::string::npos) {
       tensordict_context(s, inner_context(ctx, at), at);
     } else {
       fail(at + ": unsupported node type '" + t +
@@ -454,14 +453,14 @@ struct PyTreeSpecParser {
 inline PyTreeSpec PyTreeSpec::parse(std::string_view text) {
   try {
     return PyTreeSpecParser::root(text);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const JsonError& e) {
     // Every field is checked before it is read; this is the net under that.
     throw FormatError(std::string("pytree spec: malformed (") + e.what() + ")");
   }
 }
 
 inline PyTreeSpec PyTreeSpecParser::root(std::string_view text) {
-  const nlohmann::json j = PyTreeSpecParser::parse_json(text, "the spec");
+  const Json j = PyTreeSpecParser::parse_json(text, "the spec");
   if (!j.is_array() || j.size() != 2) PyTreeSpecParser::fail("expected [protocol, root node], got " + std::string(j.type_name()));
   if (!j[0].is_number_integer() || j[0].get<std::int64_t>() != 1) {
     PyTreeSpecParser::fail("protocol " + j[0].dump().substr(0, 40) + " (only protocol 1 is known)");

@@ -31,7 +31,6 @@
 
 #include <ATen/ATen.h>
 #include <torch/version.h>
-#include <nlohmann/json.hpp>
 
 #include "convert.hpp"
 #include "dict.hpp"
@@ -244,12 +243,9 @@ inline std::string tree_name(const std::string& name, const CheckpointOptions& o
   return o.rename ? o.rename(name) : name;
 }
 
-// Python tensordict's structure metadata: one level, rebuilt (the key order of "keys" is the
-// saved order, which a parsed JSON object does not keep: it comes from `order`).
+// Python tensordict's structure metadata: one level, rebuilt (its "keys" in their saved order).
 template <class D = void>
-inline TensorDict decode_level(const lazy<nlohmann::json, D>& level, const std::string& at_path, StFile& f,
-                               const KeyOrder& order, std::set<std::string>& used,
-                               const std::string& file) {
+inline TensorDict decode_level(const Json& level, StFile& f, std::set<std::string>& used, const std::string& file) {
   const std::string where = file + ": tensordict metadata";
   if (!level.is_object() || !level.contains("batch_size") || !level["batch_size"].is_array() ||
       !level.contains("keys") || !level["keys"].is_object()) {
@@ -261,18 +257,10 @@ inline TensorDict decode_level(const lazy<nlohmann::json, D>& level, const std::
     bs.push_back(d.template get<int64_t>());
   }
   TensorDict out{BatchSize(c10::IntArrayRef(bs))};
-  const auto& keys = level["keys"];
-  const std::string keys_path = at_path + "keys\x1f";
-  const auto it = order.keys.find(keys_path);
-  const std::vector<std::string> none;
-  std::set<std::string> seen;
-  for (const std::string& key : it == order.keys.end() ? none : it->second) {
-    const auto found = keys.find(key);
-    if (found == keys.end() || !seen.insert(key).second) continue;
-    const auto& e = *found;
+  for (const auto& [key, e] : level["keys"].items()) {
     try {
       if (e.contains("tensor") && e["tensor"].is_string()) {
-        const std::string& name = e["tensor"].template get_ref<const std::string&>();
+        const std::string& name = e["tensor"].str();
         const auto t = f.tensors.find(name);
         if (t == f.tensors.end()) throw FormatError(where + ": the tensor '" + name + "' is not in the file");
         if (!used.insert(name).second) throw FormatError(where + ": the tensor '" + name + "' is used twice");
@@ -280,7 +268,7 @@ inline TensorDict decode_level(const lazy<nlohmann::json, D>& level, const std::
       } else if (e.contains("non_tensor")) {
         out.set(key, NonTensorData{e["non_tensor"]});
       } else if (e.contains("td")) {
-        out.set(key, decode_level<D>(e["td"], keys_path + key + "\x1ftd\x1f", f, order, used, file));
+        out.set(key, decode_level<D>(e["td"], f, used, file));
       } else {
         throw FormatError(where + ": the entry '" + key + "' is neither a tensor, a non-tensor value nor a level");
       }
@@ -288,7 +276,6 @@ inline TensorDict decode_level(const lazy<nlohmann::json, D>& level, const std::
       throw FormatError(where + ": " + err.what());
     }
   }
-  if (seen.size() != keys.size()) throw FormatError(where + ": a level's keys could not be read in order");
   if (level.contains("names") && level["names"].is_array()) {
     std::vector<std::optional<std::string>> names;
     for (const auto& n : level["names"]) {
@@ -335,14 +322,15 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
     for (const auto& n : names) set_dotted(out, n, f.tensors.at(n), file);
     return out;
   }
-  KeyOrder scan;
-  lazy<nlohmann::json, D> j;
+  format::detail::BasicJsonScan<D> scan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth));
+  scan.keep_big_integers();
+  Json j;
   if (!scan.read(meta->second, &j)) throw FormatError(file + ": tensordict metadata: " + scan.problem);
   if (!j.is_object() || !j.contains("version") || j["version"] != 1 || !j.contains("root")) {
     throw FormatError(file + ": tensordict metadata of an unknown version (this library reads version 1)");
   }
   std::set<std::string> used;
-  TensorDict out = decode_level<D>(j["root"], KeyOrder::child("", "root"), f, scan, used, file);
+  TensorDict out = decode_level<D>(j["root"], f, used, file);
   for (const auto& [n, t] : f.tensors) {
     if (!used.count(n)) throw FormatError(file + ": the tensor '" + n + "' is not in its tensordict metadata");
   }
@@ -553,19 +541,17 @@ namespace detail {
 
 // One level's structure, as Python tensordict's to_safetensors describes it, and its tensors.
 template <class D = void>
-inline lazy<nlohmann::ordered_json, D> encode_st_level(const TensorDict& td, const std::string& prefix,
-                                              std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                                              std::set<std::string>& names, const std::string& file,
-                                              const Rename& rename, const ClassTree* classes,
-                                              const std::string& module) {
-  using Json = lazy<nlohmann::ordered_json, D>;
+inline Json encode_st_level(const TensorDict& td, const std::string& prefix,
+                            std::vector<std::pair<std::string, at::Tensor>>& tensors, std::set<std::string>& names,
+                            const std::string& file, const Rename& rename, const ClassTree* classes,
+                            const std::string& module) {
   Json level = Json::object();
   level["batch_size"] = shape_json<D>(td.batch_size().dims());
   if (td.names().empty()) {
     level["names"] = nullptr;
   } else {
     Json n = Json::array();
-    for (const auto& x : td.names()) n.push_back(x ? Json(*x) : nullptr);
+    for (const auto& x : td.names()) n.push_back(x ? Json(*x) : Json());
     level["names"] = std::move(n);
   }
   // A struct level names its tensorclass, as Python's does (its from_safetensors rebuilds it).
@@ -582,12 +568,13 @@ inline lazy<nlohmann::ordered_json, D> encode_st_level(const TensorDict& td, con
                     (rename ? " once renamed" : " once joined with '.'") + " (the second is " + name + ")");
       }
       tensors.emplace_back(stored, v.tensor());
-      append_key<D>(keys, std::string(k), {{"tensor", stored}});
+      append_key<D>(keys, std::string(k), Json::object({{"tensor", stored}}));
     } else if (v.is_tensordict()) {
-      append_key<D>(keys, std::string(k), {{"td", encode_st_level<D>(v.tensordict(), name, tensors, names, file, rename,
-                                                               classes ? classes->at(k) : nullptr, module)}});
+      append_key<D>(keys, std::string(k),
+                    Json::object({{"td", encode_st_level<D>(v.tensordict(), name, tensors, names, file, rename,
+                                                            classes ? classes->at(k) : nullptr, module)}}));
     } else if (v.is_non_tensor()) {
-      append_key<D>(keys, std::string(k), {{"non_tensor", v.non_tensor().value}});
+      append_key<D>(keys, std::string(k), Json::object({{"non_tensor", v.non_tensor().value}}));
     } else {
       throw Error("save_safetensors: " + file + ": the non-tensor stack at '" + name +
                   "' cannot be saved (as in Python, only single JSON values can)");
@@ -677,7 +664,6 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
       classes = detail::class_tree(tree);
       classes.cls = detail::python_class_name<T>();  // the root is named whatever its kind
     }
-    using Json = detail::lazy<nlohmann::ordered_json, T>;
     Json root =
         detail::encode_st_level<T>(td, "", tensors, names, file, o.rename, &classes, python_module);
     for (auto& [n, t] : tensors) {
@@ -695,7 +681,7 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
       Json doc = Json::object();
       doc["version"] = 1;
       doc["root"] = std::move(root);
-      meta["tensordict"] = detail::dump_python(doc);
+      meta["tensordict"] = doc.dump();
       header["__metadata__"] = std::move(meta);
     }
     std::uint64_t at = 0;
@@ -703,18 +689,18 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
       if (n == "__metadata__") throw Error("save_safetensors: " + file + ": a tensor cannot be named '__metadata__'");
       const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * static_cast<std::uint64_t>(t.element_size());
       detail::append_key<T>(header, n,
-                         {{"dtype", std::string(detail::st_dtype_of(t.scalar_type(), n).name)},
-                          {"shape", detail::shape_json<T>(t.sizes())},
-                          {"data_offsets", {at, at + bytes}}});
+                            Json::object({{"dtype", std::string(detail::st_dtype_of(t.scalar_type(), n).name)},
+                                          {"shape", detail::shape_json<T>(t.sizes())},
+                                          {"data_offsets", Json::array({at, at + bytes})}}));
       at += bytes;
     }
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
     detail::write_safetensors(path, text, tensors, o.sync);
+  } catch (const JsonError& e) {
+    throw Error("save_safetensors: " + file + ": a non-tensor value cannot be written as JSON (" + e.what() + ")");
   } catch (const Error&) {
     throw;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("save_safetensors: " + file + ": a non-tensor value cannot be written as JSON (" + e.what() + ")");
   } catch (const c10::Error& e) {
     throw Error("save_safetensors: " + file + ": " + e.what_without_backtrace());
   }

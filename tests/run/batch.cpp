@@ -2,6 +2,7 @@
 #include <string_view>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "copy_counter.hpp"
@@ -384,7 +385,7 @@ TEST_CASE("batch: non-tensor values that differ land where their elements do, on
   TensorDict d1 = make_dict(), d2 = make_dict();  // batch [4], name "walker"
   d2.set("name", "runner");
   auto names = [](const TensorDict& t) { return t.get<td::NonTensorStack>("name").values; };
-  using J = nlohmann::json;
+  using J = td::Json;
   const J w4 = J::array({"walker", "walker", "walker", "walker"});
   const J r4 = J::array({"runner", "runner", "runner", "runner"});
   // cat: one run of values per element, along the concatenated dim.

@@ -15,7 +15,6 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 
 #include "../errors.hpp"
 #include "json_scan.hpp"
@@ -105,12 +104,12 @@ struct Level {
   std::vector<std::optional<std::string>> names;
   std::optional<std::string> device;
   /// NonTensorData: the value and whether it is MetaData; NonTensorStack: the values.
-  nlohmann::json data;
+  Json data;
   bool metadata = false;
   /// Lazy stack and NonTensorStack: the stack dim.
   int64_t stack_dim = 0;
   /// Tensorclass: its non-tensor fields (everything but `_type`).
-  nlohmann::json fields = nlohmann::json::object();
+  Json fields = Json::object();
 };
 
 namespace detail {
@@ -120,7 +119,7 @@ namespace detail {
 }
 
 template <class = void>
-inline std::vector<int64_t> read_shape(const nlohmann::json& j, const std::string& file,
+inline std::vector<int64_t> read_shape(const Json& j, const std::string& file,
                                        const std::string& where) {
   if (!j.is_array()) fail(file, where + ": \"shape\" is not a list");
   std::vector<int64_t> out;
@@ -173,13 +172,10 @@ inline constexpr std::size_t max_json_depth = 256;
 inline constexpr std::size_t max_meta_bytes = std::size_t{1} << 30;
 
 namespace detail {
-// What the reader sees go by: the top-level keys in order (a parsed object keeps them sorted)
-// and duplicate top-level keys. Integers beyond 64 bits are kept (Python's ints have no bound).
+// What the reader sees go by: duplicate top-level keys. Integers beyond 64 bits are kept (Python's ints have no bound).
 template <class = void>
 class BasicScan : public JsonScan {
  public:
-  std::vector<std::string> top_keys;
-
   BasicScan() : JsonScan(max_json_depth, "values nested deeper than " + std::to_string(max_json_depth) + " levels") {}
 
  protected:
@@ -187,7 +183,6 @@ class BasicScan : public JsonScan {
   bool key(const std::string& k) override {
     if (depth() == 1) {
       if (!seen_.insert(k).second) return stop("the key '" + k + "' appears twice");
-      top_keys.push_back(k);
     }
     return true;
   }
@@ -210,7 +205,7 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
   }
   if (raw.find('\0') != std::string_view::npos) detail::fail(file, "a NUL byte in the JSON text");
   detail::Scan scan;
-  nlohmann::json j;
+  Json j;
   if (!scan.read(raw, &j)) detail::fail(file, scan.problem);
   if (!j.is_object()) detail::fail(file, "not a JSON object");
   if (!j.contains("_type") || !j["_type"].is_string()) detail::fail(file, "no \"_type\" string");
@@ -257,8 +252,8 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
       detail::fail(file, "unknown \"_type\" " + j["_type"].dump());
     }
     out.kind = LevelKind::tensorclass;
-    for (const std::string& k : scan.top_keys) {
-      if (k != "_type") out.fields[k] = j[k];
+    for (const auto& [k, v] : j.items()) {
+      if (k != "_type") out.fields[k] = v;
     }
     return out;
   }
@@ -284,26 +279,25 @@ inline Level parse_level(std::string_view raw, const std::string& file) {
       out.names.push_back(n.is_null() ? std::nullopt : std::optional<std::string>(n.get<std::string>()));
     }
   }
-  for (const std::string& key : scan.top_keys) {
-    const auto& v = j[key];
+  for (const auto& [key, v] : j.items()) {
     if (is_level_key(key) && !v.is_object()) continue;
     if (!v.is_object()) detail::fail(file, "key '" + key + "': the entry is not an object");
     if (v.contains("dtype")) {
       if (!v["dtype"].is_string()) detail::fail(file, "key '" + key + "': \"dtype\" is not a string");
       Leaf leaf;
-      leaf.dtype = v["dtype"].get<std::string>();
+      leaf.dtype = v["dtype"].template get<std::string>();
       const DType* d = find_dtype(leaf.dtype);
       if (!d) detail::fail(file, "key '" + key + "': unknown dtype '" + leaf.dtype + "'");
       leaf.itemsize = d->itemsize;
       if (!v.contains("shape")) detail::fail(file, "key '" + key + "': no \"shape\"");
       leaf.shape = detail::read_shape(v["shape"], file, "key '" + key + "'");
-      if (v.contains("is_nested") && v["is_nested"].is_boolean() && v["is_nested"].get<bool>()) {
+      if (v.contains("is_nested") && v["is_nested"].is_boolean() && v["is_nested"].template get<bool>()) {
         detail::fail(file, "key '" + key + "': nested (jagged) tensors are not supported");
       }
       std::tie(leaf.numel, leaf.nbytes) = detail::sizes_of(leaf.shape, leaf.itemsize, file, key);
       out.entries.emplace_back(key, std::move(leaf));
     } else if (v.contains("type") && v["type"].is_string()) {
-      out.entries.emplace_back(key, v["type"].get<std::string>());
+      out.entries.emplace_back(key, v["type"].template get<std::string>());
     } else {
       detail::fail(file, "key '" + key + "': neither a tensor (\"dtype\") nor a collection (\"type\")");
     }

@@ -16,17 +16,16 @@
 #include <system_error>
 #include <utility>
 
-#include <nlohmann/json.hpp>
+#include <unordered_map>
 
-#include "../detail/json_text.hpp"
-#include "../detail/lazy.hpp"
+#include "../json.hpp"
 
 namespace tensordict::format::detail {
 
 template <class D = void>
 class BasicJsonScan {
-  // D keeps the JSON code in the members dependent: compiled only in files that scan.
-  using Json = tensordict::detail::lazy<nlohmann::json, D>;
+  // D keeps the members templates: compiled only in files that scan.
+  using Json = tensordict::Json;
 
  public:
   /// The first problem found ("" when none); the scan stops there.
@@ -37,6 +36,9 @@ class BasicJsonScan {
   virtual ~BasicJsonScan() = default;
   BasicJsonScan(const BasicJsonScan&) = delete;
   BasicJsonScan& operator=(const BasicJsonScan&) = delete;
+
+  /// Integers beyond 64 bits are read as `Json::big_integer`s, not a problem.
+  void keep_big_integers() noexcept { keep_big_ = true; }
 
   /// Reads `text` (one JSON value, whitespace around it) into `*out` (with `out` null, only
   /// checks it). False, with `problem` set, at the first problem.
@@ -60,6 +62,7 @@ class BasicJsonScan {
   /// An integer beyond 64 bits (`text`, as written): kept as a `big_integer` when this returns
   /// true. By default a problem, for formats whose integers are sizes and offsets.
   virtual bool big_integer_seen(std::string_view text) {
+    if (keep_big_) return true;
     return stop("an integer beyond 64 bits (" + std::string(text.substr(0, 40)) + "), which cannot be read exactly");
   }
   /// Whether NaN, Infinity and -Infinity (which Python's json writes) are read as numbers.
@@ -173,7 +176,9 @@ class BasicJsonScan {
     ++p_;
     if (!start_object()) return false;
     Json obj = Json::object();
-    auto* map = out ? &obj.template get_ref<typename Json::object_t&>() : nullptr;
+    auto* map = out ? &obj.items() : nullptr;
+    // Where each key is, once an object has enough of them for a linear search to cost.
+    std::unordered_map<std::string, std::size_t> where;
     std::string k;
     for (bool more = !empty_until('}'); more;) {
       skip_space();
@@ -186,7 +191,7 @@ class BasicJsonScan {
       if (map) {
         Json v;
         if (!value(&v)) return false;
-        (*map)[k] = std::move(v);  // a repeated key: the last value, as Python's json keeps
+        put(*map, where, k, std::move(v));
       } else if (!value(nullptr)) {
         return false;
       }
@@ -204,7 +209,7 @@ class BasicJsonScan {
       if (out) {
         Json v;
         if (!value(&v)) return false;
-        arr.template get_ref<typename Json::array_t&>().push_back(std::move(v));
+        arr.elements().push_back(std::move(v));
       } else if (!value(nullptr)) {
         return false;
       }
@@ -212,6 +217,29 @@ class BasicJsonScan {
     }
     if (out) *out = std::move(arr);
     return end_array();
+  }
+
+  // A repeated key keeps its first place and takes the last value, as Python's json does.
+  static void put(Json::object_t& m, std::unordered_map<std::string, std::size_t>& where, const std::string& k, Json v) {
+    constexpr std::size_t linear = 16;
+    if (m.size() < linear) {
+      for (auto& [key, x] : m) {
+        if (key == k) {
+          x = std::move(v);
+          return;
+        }
+      }
+    } else {
+      if (where.empty()) {
+        for (std::size_t i = 0; i < m.size(); ++i) where.emplace(m[i].first, i);
+      }
+      const auto [it, added] = where.emplace(k, m.size());
+      if (!added) {
+        m[it->second].second = std::move(v);
+        return;
+      }
+    }
+    m.emplace_back(k, std::move(v));
   }
 
   static int hex(char c) {
@@ -370,7 +398,7 @@ class BasicJsonScan {
         }
       }
       if (!big_integer_seen(text)) return false;
-      if (out) *out = *tensordict::big_integer(text);
+      if (out) *out = *Json::big_integer(text);
       return true;
     }
     double v = 0;
@@ -393,7 +421,17 @@ class BasicJsonScan {
   std::size_t depth_ = 0;
   std::size_t max_depth_;
   std::string too_deep_;
+  bool keep_big_ = false;
 };
 using JsonScan = BasicJsonScan<>;
 
 }  // namespace tensordict::format::detail
+
+template <class D>
+tensordict::Json tensordict::Json::parse(std::string_view text) {
+  format::detail::BasicJsonScan<D> scan(256, "nested deeper than 256 levels");
+  scan.keep_big_integers();
+  Json out;
+  if (!scan.read(text, &out)) throw JsonError("not JSON: " + scan.problem);
+  return out;
+}

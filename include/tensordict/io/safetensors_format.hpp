@@ -17,7 +17,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 
 #include "../errors.hpp"
 #include "json_scan.hpp"
@@ -143,47 +142,45 @@ inline Header parse_header(std::string_view text, std::uint64_t file_size, const
   while (!json.empty() && json.back() == ' ') json.remove_suffix(1);
   if (json.find('\0') != std::string_view::npos) detail::fail(file, "a NUL byte in the header");
   detail::Scan scan;
-  nlohmann::json j;
+  Json j;
   if (!scan.read(json, &j)) detail::fail(file, scan.problem);
   if (!j.is_object()) detail::fail(file, "the header is not a JSON object");
   Header out;
   out.data_start = 8 + text.size();
   const std::uint64_t data_bytes = file_size - out.data_start;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& name = it.key();
-    const nlohmann::json& v = it.value();
+  for (const auto& [name, v] : j.items()) {
     if (name == "__metadata__") {
       if (!v.is_object()) detail::fail(file, "\"__metadata__\" is not an object of strings");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) detail::fail(file, "\"__metadata__\" key '" + m.key() + "' is not a string");
-        out.metadata.emplace(m.key(), m.value().get<std::string>());
+      for (const auto& [mk, mv] : v.items()) {
+        if (!mv.is_string()) detail::fail(file, "\"__metadata__\" key '" + mk + "' is not a string");
+        out.metadata.insert_or_assign(mk, mv.str());
       }
       continue;
     }
     const std::string where = "tensor '" + name + "'";
     if (!v.is_object()) detail::fail(file, where + ": not an object");
-    for (auto f = v.begin(); f != v.end(); ++f) {
-      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") {
-        detail::fail(file, where + ": unknown field '" + f.key() + "'");
+    for (const auto& [fk, fv] : v.items()) {
+      if (fk != "dtype" && fk != "shape" && fk != "data_offsets") {
+        detail::fail(file, where + ": unknown field '" + fk + "'");
       }
     }
     if (!v.contains("dtype") || !v["dtype"].is_string()) detail::fail(file, where + ": no \"dtype\" string");
     Tensor t;
     t.name = name;
-    t.dtype = find_dtype(v["dtype"].get_ref<const std::string&>());
-    if (!t.dtype) detail::fail(file, where + ": unknown dtype '" + v["dtype"].get<std::string>() + "'");
+    t.dtype = find_dtype(v["dtype"].str());
+    if (!t.dtype) detail::fail(file, where + ": unknown dtype '" + v["dtype"].template get<std::string>() + "'");
     if (!v.contains("shape") || !v["shape"].is_array()) detail::fail(file, where + ": no \"shape\" list");
     t.numel = 1;
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+      if (!d.is_number_unsigned() || d.template get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
         detail::fail(file, where + ": \"shape\" holds " + d.dump() + ", not a size");
       }
-      t.shape.push_back(d.get<int64_t>());
+      t.shape.push_back(d.template get<int64_t>());
       if (__builtin_mul_overflow(t.numel, t.shape.back(), &t.numel)) {
         detail::fail(file, where + ": the shape's element count overflows");
       }
     }
-    const auto& off = v.contains("data_offsets") ? v["data_offsets"] : nlohmann::json();
+    const Json off = v.contains("data_offsets") ? v["data_offsets"] : Json();
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
       detail::fail(file, where + ": \"data_offsets\" is not two byte offsets");
     }
@@ -205,7 +202,10 @@ inline Header parse_header(std::string_view text, std::uint64_t file_size, const
     out.tensors.push_back(std::move(t));
   }
   std::sort(out.tensors.begin(), out.tensors.end(),
-            [](const Tensor& a, const Tensor& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+            [](const Tensor& a, const Tensor& b) {
+              if (a.begin != b.begin) return a.begin < b.begin;
+              return a.end != b.end ? a.end < b.end : a.name < b.name;
+            });
   std::uint64_t at = 0;
   for (const Tensor& t : out.tensors) {
     if (t.begin < at) {

@@ -68,7 +68,7 @@ td::TensorDict made_in_cpp() {
   td::TensorDict t({{"obs", torch::arange(6.).reshape({2, 3})},
                     {"nested", inner},
                     {"mode", td::NonTensorData{"greedy"}},
-                    {"tags", td::NonTensorStack{nlohmann::json{{"a", "b", "c"}, {"d", "e", "f"}}}},
+                    {"tags", td::NonTensorStack{td::Json::array({td::Json::array({"a", "b", "c"}), td::Json::array({"d", "e", "f"})})}},
                     {"act", td::MetaData("relu")},
                     {"big", td::NonTensorData{*td::big_integer("1180591620717411303424")}}},
                    {2, 3});
