@@ -39,6 +39,26 @@ struct JsonError : Error {
 class Json;
 
 namespace detail {
+// The length of the UTF-8 sequence at `u` (its first byte ≥ 0x80, `left` bytes there), 0 when
+// it is not one as JSON requires (overlong forms, surrogates, beyond U+10FFFF, cut short).
+inline std::size_t utf8_length(const unsigned char* u, std::size_t left) noexcept {
+  auto cont = [&](std::size_t i) { return i < left && (u[i] & 0xC0) == 0x80; };
+  const unsigned c = u[0];
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (left < 2) return 0;
+    const unsigned d = u[1];
+    if ((c == 0xE0 && d < 0xA0) || (c == 0xED && d > 0x9F)) return 0;
+    return cont(1) && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (left < 2) return 0;
+    const unsigned d = u[1];
+    if ((c == 0xF0 && d < 0x90) || (c == 0xF4 && d > 0x8F)) return 0;
+    return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
 template <class V>
 struct json_io;  // how a C++ type becomes a Json and back; see `json_writable`
 template <class J>
@@ -358,13 +378,8 @@ class Json {
     for (std::size_t i = 0; i < n;) {
       const unsigned c = u[i];
       if (c >= 0x80) {
-        // A UTF-8 sequence, checked as JSON requires (no overlong forms, no surrogates).
-        std::size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-        bool ok = c >= 0xC2 && c <= 0xF4 && i + len <= n;
-        for (std::size_t k = 1; ok && k < len; ++k) ok = (u[i + k] & 0xC0) == 0x80;
-        if (ok && len == 3) ok = !(c == 0xE0 && u[i + 1] < 0xA0) && !(c == 0xED && u[i + 1] > 0x9F);
-        if (ok && len == 4) ok = !(c == 0xF0 && u[i + 1] < 0x90) && !(c == 0xF4 && u[i + 1] > 0x8F);
-        if (!ok) throw JsonError("a string that is not UTF-8 (byte " + std::to_string(i) + "), which JSON cannot hold");
+        const std::size_t len = detail::utf8_length(u + i, n - i);
+        if (len == 0) throw JsonError("a string that is not UTF-8 (byte " + std::to_string(i) + "), which JSON cannot hold");
         out.append(s, i, len);
         i += len;
         continue;

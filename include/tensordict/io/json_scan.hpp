@@ -278,24 +278,7 @@ class BasicJsonScan {
   }
   // The length of the UTF-8 sequence at p_ (its first byte ≥ 0x80), 0 when it is not one.
   std::size_t utf8_length() const {
-    const auto* u = reinterpret_cast<const unsigned char*>(p_);
-    const std::size_t left = static_cast<std::size_t>(end_ - p_);
-    auto cont = [&](std::size_t i) { return i < left && (u[i] & 0xC0) == 0x80; };
-    const unsigned c = u[0];
-    if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-      if (left < 2) return 0;
-      const unsigned d = u[1];
-      if ((c == 0xE0 && d < 0xA0) || (c == 0xED && d > 0x9F)) return 0;  // overlong; surrogates
-      return cont(1) && cont(2) ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-      if (left < 2) return 0;
-      const unsigned d = u[1];
-      if ((c == 0xF0 && d < 0x90) || (c == 0xF4 && d > 0x8F)) return 0;  // overlong; beyond U+10FFFF
-      return cont(1) && cont(2) && cont(3) ? 4 : 0;
-    }
-    return 0;
+    return tensordict::detail::utf8_length(reinterpret_cast<const unsigned char*>(p_), static_cast<std::size_t>(end_ - p_));
   }
 
   bool string(std::string& s) {
