@@ -197,8 +197,10 @@ auto grouped(const std::array<tensor_vec, N>& lists, Fe&& fe) {
 
 template <class = void>
 inline bool plain_cpu(const at::Tensor& x, c10::ScalarType st) {
-  return x.scalar_type() == st && x.is_cpu() && x.layout() == at::kStrided &&
-         typeid(*x.unsafeGetTensorImpl()) == typeid(c10::TensorImpl) && x.is_contiguous() &&
+  if (x.scalar_type() != st || !x.is_cpu() || x.layout() != at::kStrided) return false;
+  // A subclass of TensorImpl (functorch's wrappers, sparse, nested) is not plain memory.
+  const c10::TensorImpl& impl = *x.unsafeGetTensorImpl();
+  return typeid(impl) == typeid(c10::TensorImpl) && x.is_contiguous() &&
          !x.is_conj() && !x.is_neg() && x.has_storage();
 }
 

@@ -61,8 +61,22 @@ template <std::size_t N>
 concept fields_bindable = requires { sizeof(bind_fields<N>); };
 
 // Storage for a T that is never constructed: only the addresses of its members are formed, in
-// constant expressions, so that the compiler spells each field's name for us. Being defined
-// (unlike an `extern` declaration) it also works for local types.
+// constant expressions, so that the compiler spells each field's name for us.
+#if defined(__clang__)
+// Clang takes a constexpr union only when every member is a literal type (a torch::Tensor is
+// not), and forms no member of it: the object is declared only, which Clang allows in constant
+// expressions, and nothing names it at run time (get_field binds the fields instead).
+template <class T>
+struct fake_storage {
+  const T value;
+};
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wundefined-internal"
+template <class T>
+extern const fake_storage<T> fake_object;
+#pragma clang diagnostic pop
+#else
+// Being defined (unlike an `extern` declaration) it also works for GCC's local types.
 template <class T>
 union fake_storage {
   char unused;
@@ -72,14 +86,19 @@ union fake_storage {
 };
 template <class T>
 inline constexpr fake_storage<T> fake_object{};
+#endif
 
 // Converts to a reference to any type: brace-initialising an aggregate with N of these
 // compiles exactly when the aggregate has at least N fields (and no more than N need a value).
 struct any_field {
+  // Named in unevaluated operands only, never called. Defined all the same: Clang instantiates
+  // the constexpr constructors such a conversion reaches (std::optional's, from a field of a
+  // local type), and one calling an undefined function of a type without linkage is an error.
+  // Not constexpr, so that no constant evaluation can reach it.
   template <class U>
-  // Declared only, and not constexpr (an inline function GCC would warn is never defined): it
-  // is named in unevaluated operands only.
-  operator U&() const&& noexcept;
+  operator U&() const&& noexcept {
+    __builtin_unreachable();
+  }
 };
 
 // Converts only to a proper base of T: `T{any_base_of<T>{}}` compiles when T's first element is
@@ -88,7 +107,9 @@ template <class T>
 struct any_base_of {
   template <class U>
     requires(std::is_base_of_v<U, T> && !std::is_same_v<U, T>)
-  operator U&() const&& noexcept;
+  operator U&() const&& noexcept {
+    __builtin_unreachable();  // as any_field's
+  }
 };
 
 template <class T, std::size_t... I>
@@ -223,6 +244,7 @@ struct field_type_impl<T, I> {
 template <class T, std::size_t I>
 using field_type_t = typename detail::field_type_impl<std::remove_cv_t<T>, I>::type;
 
+#if !defined(__clang__)
 namespace detail {
 // The byte offset of field I in an aggregate T: the address of that field of the never-built
 // `fake_object<T>` is a constant, and so is its distance from the object's start once the
@@ -234,6 +256,7 @@ template <class T, std::size_t I>
   return reinterpret_cast<const char*>(member) - reinterpret_cast<const char*>(&fake_object<T>.value);
 }
 }  // namespace detail
+#endif
 
 /// Field I of a tree, as a reference with the constness of `t` (and of the field).
 template <std::size_t I, class T>
@@ -242,6 +265,11 @@ template <std::size_t I, class T>
   if constexpr (hana_struct<U>) {
     return boost::hana::second(boost::hana::at_c<I>(boost::hana::accessors<U>()))(t);
   } else {
+#if defined(__clang__)
+    // Clang has no constant address for fake_object's fields: every field is bound (the
+    // optimiser leaves the one asked for).
+    return detail::pick_get<I>(detail::tie_fields(t, detail::index_c<field_count_v<U>>{}));
+#else
     using Ref = decltype(detail::pick_get<I>(detail::tie_fields(t, detail::index_c<field_count_v<U>>{})));
     if (std::is_constant_evaluated()) {
       return detail::pick_get<I>(detail::tie_fields(t, detail::index_c<field_count_v<U>>{}));
@@ -250,6 +278,7 @@ template <std::size_t I, class T>
     using Field = std::remove_reference_t<Ref>;
     return static_cast<Ref>(*std::launder(reinterpret_cast<Field*>(
         const_cast<Byte*>(reinterpret_cast<const volatile Byte*>(std::addressof(t))) + detail::field_offset<U, I>())));
+#endif
   }
 }
 
@@ -259,6 +288,14 @@ template <auto P>
 constexpr const char* spelled() noexcept {
   return __PRETTY_FUNCTION__;
 }
+// Clang (to 17 at least) takes no pointer to a subobject as a template argument, but takes a
+// class holding one: its spelling ends "{&fake_object.value.bias}]".
+template <class P>
+struct boxed_pointer {
+  P p;
+};
+template <class P>
+boxed_pointer(P) -> boxed_pointer<P>;
 template <class T>
 constexpr const char* spelled_type() noexcept {
   return __PRETTY_FUNCTION__;
@@ -287,15 +324,29 @@ struct static_chars {
   constexpr std::string_view view() const { return {data.data(), N}; }
 };
 
+#if defined(__clang__)
+// fake_object is declared only, on purpose (see there).
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wundefined-var-template"
+#pragma clang diagnostic ignored "-Wundefined-internal"
+#endif
 template <class T, std::size_t I>
 consteval std::string_view aggregate_field_name() {
 #if TENSORDICT_PFR_NAMES
   return boost::pfr::get_name<I, T>();
 #else
+#if defined(__clang__)
+  return trailing_identifier(spelled<boxed_pointer{
+      &pick_get<I>(tie_fields(fake_object<T>.value, index_c<field_count_v<T>>{}))}>());
+#else
   return trailing_identifier(
       spelled<&pick_get<I>(tie_fields(fake_object<T>.value, index_c<field_count_v<T>>{}))>());
 #endif
+#endif
 }
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 template <class T, std::size_t I>
 consteval std::string_view field_name_view() {
@@ -321,8 +372,56 @@ consteval std::string_view type_name_view(std::string_view sig) {
   return sig.substr(begin, end - begin);
 }
 
+// The compilers' spellings made one: Clang's "(anonymous namespace)" as GCC's "{anonymous}",
+// no standard library's inline namespace ("std::__cxx11::", "std::__1::"), "std::string" for
+// std::basic_string<char>, and no space in GCC's "> >", so that messages read the same
+// whichever compiler built them.
+// Writes to `out` when it is given; returns the length either way.
+constexpr std::size_t tidy_type_name(std::string_view s, char* out) {
+  constexpr std::pair<std::string_view, std::string_view> rules[] = {
+      {"(anonymous namespace)", "{anonymous}"},
+      {"std::__cxx11::basic_string<char>", "std::string"},
+      {"std::__1::basic_string<char>", "std::string"},
+      {"std::basic_string<char>", "std::string"},
+      {"std::__cxx11::", "std::"},
+      {"std::__1::", "std::"},
+  };
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    bool matched = false;
+    for (const auto& [from, to] : rules) {
+      // A match starts a name: not inside a longer one ("mystd::").
+      if (s.substr(i, from.size()) == from && (i == 0 || !ident_char(s[i - 1]))) {
+        for (char c : to) {
+          if (out) out[n] = c;
+          ++n;
+        }
+        i += from.size();
+        matched = true;
+        break;
+      }
+    }
+    if (!matched && s[i] == ' ' && i + 1 < s.size() && s[i + 1] == '>') {
+      ++i;  // GCC's "vector<basic_string<char> >"
+      continue;
+    }
+    if (!matched) {
+      if (out) out[n] = s[i];
+      ++n, ++i;
+    }
+  }
+  return n;
+}
+
+template <std::size_t N>
+struct tidy_chars {
+  std::array<char, N + 1> data{};
+  constexpr explicit tidy_chars(std::string_view s) { (void)tidy_type_name(s, data.data()); }
+  constexpr std::string_view view() const { return {data.data(), N}; }
+};
+
 template <class T>
-inline constexpr static_chars<type_name_view(spelled_type<T>()).size()> type_name_storage{
+inline constexpr tidy_chars<tidy_type_name(type_name_view(spelled_type<T>()), nullptr)> type_name_storage{
     type_name_view(spelled_type<T>())};
 
 }  // namespace detail
@@ -332,7 +431,8 @@ template <class T, std::size_t I>
 inline constexpr std::string_view field_name_v =
     detail::field_name_storage<std::remove_cv_t<T>, I>.view();
 
-/// The type's name as the compiler spells it (e.g. `"Linear"`, `"ns::Model"`).
+/// The type's name as the compiler spells it (e.g. `"Linear"`, `"ns::Model"`), the same with
+/// GCC and Clang (`"std::string"`, `"{anonymous}::Block"`).
 template <class T>
 inline constexpr std::string_view type_name_v = detail::type_name_storage<std::remove_cv_t<T>>.view();
 

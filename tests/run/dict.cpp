@@ -726,7 +726,7 @@ TEST_CASE("to_tensordict / from_tensordict: structs and TensorDicts meet") {
   wrong_type.set({"layer", "activation"}, td::NonTensorData{42});
   CHECK_THROWS_WITH_AS((void)td::from_tensordict<t::Model>(wrong_type),
                        doctest::Contains("from_tensordict: key ('layer', 'activation') holds 42, "
-                                         "which is not a std::__cxx11::basic_string"),
+                                         "which is not a std::string"),
                        td::SpecMismatchError);
   // Against a skeleton, dtypes and shapes are checked too.
   TensorDict wrong_shape = d;

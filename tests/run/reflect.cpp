@@ -77,8 +77,25 @@ struct Wide {
 static_assert(td::spec<Wide>::leaf_count == 64);
 static_assert(td::spec<Wide>::keys[63] == "h7");
 
+namespace {
+struct Hidden {
+  torch::Tensor x;
+};
+}  // namespace
+
+// Type names read the same whichever compiler spelled them (GCC and Clang differ on anonymous
+// namespaces, libstdc++'s inline namespace and "> >").
+static_assert(td::type_name_v<std::string> == "std::string");
+static_assert(td::type_name_v<const std::string> == "std::string");
+static_assert(td::type_name_v<Hidden> == "{anonymous}::Hidden");
+static_assert(td::type_name_v<std::vector<std::string>> == "std::vector<std::string>");
+static_assert(td::type_name_v<std::vector<std::vector<int>>> == "std::vector<std::vector<int>>");
+static_assert(td::type_name_v<std::map<std::string, Hidden>> == "std::map<std::string, {anonymous}::Hidden>");
+static_assert(td::type_name_v<std::array<Linear, 3>> == "std::array<t::Linear, 3>");
+
 TEST_CASE("reflect: type names and key paths print") {
   CHECK(td::spec<Linear>::name == "t::Linear");
+  CHECK(td::spec<Hidden>::name == "{anonymous}::Hidden");
   std::ostringstream os;
   os << td::spec<Model>::keys[2];
   CHECK(os.str() == "heads.0");

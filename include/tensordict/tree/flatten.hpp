@@ -187,9 +187,15 @@ template <tree T>
 }
 
 /// `tree_unflatten` from the array `tree_flatten` returned: the count is checked at compile time.
-template <static_tree T>
-[[nodiscard]] TENSORDICT_INLINE T tree_unflatten(
-    const std::array<at::Tensor, spec<T>::leaf_count>& leaves, const TreeSpec<T>& spec) {
+// N is deduced rather than spelled `spec<T>::leaf_count`: compilers that substitute into the
+// parameters before checking `static_tree` (Clang) would otherwise instantiate spec<T> for
+// trees with containers.
+template <static_tree T, std::size_t N>
+[[nodiscard]] TENSORDICT_INLINE T tree_unflatten(const std::array<at::Tensor, N>& leaves,
+                                                 const TreeSpec<T>& spec) {
+  static_assert(N == tensordict::spec<T>::leaf_count,
+                "tensordict: tree_unflatten: the array holds another number of leaves than the tree "
+                "has (spec<T>::leaf_count)");
   return spec.unflatten(leaves);
 }
 
