@@ -82,6 +82,15 @@ std::string python_class_name() {
   return cls;
 }
 
+// A saved class name as this version spells it: earlier ones kept GCC's spelling of template
+// arguments ("Wrapper<std::__cxx11::basic_string<char> >"), which `type_name_v` no longer has.
+template <class = void>
+std::string tidy_class_name(std::string_view saved) {
+  std::string out(tidy_type_name(saved, nullptr), '\0');
+  tidy_type_name(saved, out.data());
+  return out;
+}
+
 // A whole file, mapped privately: the tensors are its views.
 struct MappedFile {
   std::shared_ptr<void> owner;
@@ -636,7 +645,7 @@ TensorDict load_as(const std::filesystem::path& dir, const LoadOptions& o) {
   return guarded_load(root, [&] {
     const auto node = format::read_save(root, o);
     const std::string cls = root_class(*node);
-    if (!cls.empty() && cls != python_class_name<T>()) {
+    if (!cls.empty() && tidy_class_name(cls) != python_class_name<T>()) {
       throw FormatError(format::detail::join(root, "meta.json") + ": a saved " + node->level.type +
                         ", not a " + python_class_name<T>() +
                         " (load_memmap without a type loads any save as a TensorDict)");

@@ -459,7 +459,7 @@ template <tree T>
   std::string cls;
   TensorDict td = detail::load_st(path, o, &cls);
   // A file that names its tensorclass is checked against T, as memmap saves are.
-  if (!cls.empty() && detail::class_of(cls) != detail::python_class_name<T>()) {
+  if (!cls.empty() && detail::tidy_class_name(detail::class_of(cls)) != detail::python_class_name<T>()) {
     throw FormatError(file + ": a saved " + cls + ", not a " + detail::python_class_name<T>() +
                       " (load_safetensors without a type loads any file as a TensorDict)");
   }

@@ -109,6 +109,28 @@ TEST_CASE("memmap / load_memmap: a TensorDict round trip, in Python's layout") {
   CHECK(back.get<std::string>("name") == "walker");
 }
 
+template <class S>
+struct Tagged {
+  torch::Tensor x;
+  S tag;
+};
+
+TEST_CASE("memmap of a struct template: its class name as saved by earlier versions still loads") {
+  TempDir tmp;
+  td::memmap(Tagged<std::string>{torch::arange(3), "a"}, tmp.path / "s");
+  auto meta = nlohmann::json::parse(read(tmp.path / "s" / "meta.json"));
+  CHECK(meta["_type"] == "<class '__main__.Tagged<std::string>'>");
+  // GCC's spelling, which earlier versions wrote.
+  meta["_type"] = "<class '__main__.Tagged<std::__cxx11::basic_string<char> >'>";
+  write(tmp.path / "s" / "meta.json", meta.dump());
+  auto back = td::load_memmap<Tagged<std::string>>(tmp.path / "s");
+  CHECK(back.tag == "a");
+  CHECK(back.x.equal(torch::arange(3)));
+  // Another class is still refused, in today's spelling.
+  CHECK_THROWS_WITH_AS((void)td::load_memmap<Tagged<int>>(tmp.path / "s"),
+                       doctest::Contains("not a Tagged<int>"), td::FormatError);
+}
+
 TEST_CASE("load_memmap: leaves are memory-mapped files, not copies") {
   TempDir tmp;
   td::memmap(sample(), tmp.path / "s");
