@@ -86,7 +86,7 @@ std::string python_class_name() {
 // arguments ("Wrapper<std::__cxx11::basic_string<char> >"), which `type_name_v` no longer has.
 template <class = void>
 std::string tidy_class_name(std::string_view saved) {
-  std::string out(tidy_type_name(saved, nullptr), '\0');
+  std::string out(tidy_type_name_length(saved), '\0');
   tidy_type_name(saved, out.data());
   return out;
 }

@@ -376,8 +376,10 @@ consteval std::string_view type_name_view(std::string_view sig) {
 // no standard library's inline namespace ("std::__cxx11::", "std::__1::"), "std::string" for
 // std::basic_string<char>, and no space in GCC's "> >", so that messages read the same
 // whichever compiler built them.
-// Writes to `out` when it is given; returns the length either way.
-constexpr std::size_t tidy_type_name(std::string_view s, char* out) {
+// Writes to `out` where `Write` (no test of `out` against null: GCC's UBSan build cannot
+// evaluate one in a constant expression); returns the length either way.
+template <bool Write>
+constexpr std::size_t tidy_type_name_impl(std::string_view s, char* out) {
   constexpr std::pair<std::string_view, std::string_view> rules[] = {
       {"(anonymous namespace)", "{anonymous}"},
       {"std::__cxx11::basic_string<char>", "std::string"},
@@ -393,7 +395,7 @@ constexpr std::size_t tidy_type_name(std::string_view s, char* out) {
       // A match starts a name: not inside a longer one ("mystd::").
       if (s.substr(i, from.size()) == from && (i == 0 || !ident_char(s[i - 1]))) {
         for (char c : to) {
-          if (out) out[n] = c;
+          if constexpr (Write) out[n] = c;
           ++n;
         }
         i += from.size();
@@ -406,22 +408,29 @@ constexpr std::size_t tidy_type_name(std::string_view s, char* out) {
       continue;
     }
     if (!matched) {
-      if (out) out[n] = s[i];
+      if constexpr (Write) out[n] = s[i];
       ++n, ++i;
     }
   }
   return n;
 }
 
+constexpr std::size_t tidy_type_name_length(std::string_view s) {
+  return tidy_type_name_impl<false>(s, nullptr);
+}
+constexpr void tidy_type_name(std::string_view s, char* out) {
+  tidy_type_name_impl<true>(s, out);
+}
+
 template <std::size_t N>
 struct tidy_chars {
   std::array<char, N + 1> data{};
-  constexpr explicit tidy_chars(std::string_view s) { (void)tidy_type_name(s, data.data()); }
+  constexpr explicit tidy_chars(std::string_view s) { tidy_type_name(s, data.data()); }
   constexpr std::string_view view() const { return {data.data(), N}; }
 };
 
 template <class T>
-inline constexpr tidy_chars<tidy_type_name(type_name_view(spelled_type<T>()), nullptr)> type_name_storage{
+inline constexpr tidy_chars<tidy_type_name_length(type_name_view(spelled_type<T>()))> type_name_storage{
     type_name_view(spelled_type<T>())};
 
 }  // namespace detail
