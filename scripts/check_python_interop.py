@@ -125,6 +125,10 @@ check("safetensors state_dict names", sorted(plain) == want)
 check("safetensors values", torch.equal(plain["blocks.2.weight"], torch.full((2, 2), 2.0)))
 ns = from_safetensors(f"{root}/names.safetensors")
 check("safetensors dim names", ns.names == ["batch", None])
+rn = from_safetensors(f"{root}/renamed.safetensors")
+check("safetensors renamed keys (tensordict)", "lin" not in rn.keys() and torch.equal(rn["encoder", "proj", "weight"], torch.ones(2, 3)))
+check("safetensors renamed non-tensor", rn["encoder", "proj", "activation"] == "gelu")
+check("safetensors renamed names (safetensors)", "encoder.proj.weight" in load_file(f"{root}/renamed.safetensors"))
 
 for f in failures:
     print("FAILED:", f)

@@ -49,13 +49,22 @@ inline std::string what_entry(const Entry* e) {
   throw SpecMismatchError(std::string(op) + ": " + join_path(at) + " " + why);
 }
 
-// The children of a level that carry tensors or trees (non-tensor entries are static fields,
-// not sent unless the schema asks for a scalar there).
-inline std::vector<std::pair<std::string, const Entry*>> tree_children(const TensorDict& td) {
+// The children of a level that carry tensors or trees. A struct's non-tensor entries are its
+// static fields, not sent unless the schema asks for a scalar there; a TensorDict's (`data`)
+// are entries the caller put there, so one where the schema wants a tensor or a tree is an
+// error naming it, not dropped.
+inline std::vector<std::pair<std::string, const Entry*>> tree_children(const char* op, const TensorDict& td,
+                                                                       std::vector<std::string>& at, bool data,
+                                                                       const c10::TypePtr& type) {
   std::vector<std::pair<std::string, const Entry*>> out;
   for (const auto& [k, e] : td.entries()) {
     if (e.is_tensor() && !e.tensor().defined()) continue;
-    if (e.is_tensor() || e.is_tensordict()) out.emplace_back(std::string(k), &e);
+    if (e.is_tensor() || e.is_tensordict()) {
+      out.emplace_back(std::string(k), &e);
+    } else if (data) {
+      at.emplace_back(k);
+      mismatch(op, at, "is non-tensor data (" + e.non_tensor().value.dump() + "), the method takes " + type_str(type));
+    }
   }
   return out;
 }
@@ -80,11 +89,13 @@ inline c10::IValue scalar(const char* op, const Entry* e, const c10::TypePtr& ty
 }
 
 // `e` (a tensor, a level, non-tensor data, or absent) as an IValue of `type`.
-inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr& type, std::vector<std::string>& at) {
+// `data`: `e` comes from a TensorDict (see `tree_children`), not from a struct.
+inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr& type, std::vector<std::string>& at,
+                             bool data) {
   switch (type->kind()) {
     case c10::TypeKind::OptionalType: {
       if (!e || (e->is_tensor() && !e->tensor().defined())) return c10::IValue();
-      return to_ivalue(op, e, type->castRaw<c10::OptionalType>()->getElementType(), at);
+      return to_ivalue(op, e, type->castRaw<c10::OptionalType>()->getElementType(), at, data);
     }
     case c10::TypeKind::TensorType:
       if (!e || !e->is_tensor()) mismatch(op, at, "is " + what_entry(e) + ", the method takes a Tensor");
@@ -103,8 +114,14 @@ inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr&
       c10::impl::GenericDict out(d->getKeyType(), vt);
       for (const auto& [k, x] : e->tensordict().entries()) {
         if (x.is_tensor() && !x.tensor().defined()) continue;
-        if (!scalar_values && !x.is_tensor() && !x.is_tensordict()) continue;  // a static field
         at.emplace_back(k);
+        if (!scalar_values && !x.is_tensor() && !x.is_tensordict()) {
+          if (!data) {  // a static field
+            at.pop_back();
+            continue;
+          }
+          mismatch(op, at, "is non-tensor data (" + x.non_tensor().value.dump() + "), the method takes " + type_str(vt));
+        }
         c10::IValue key;
         if (kk == c10::TypeKind::IntType) {
           std::size_t used = 0;
@@ -119,7 +136,7 @@ inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr&
         } else {
           key = c10::IValue(std::string(k));
         }
-        out.insert(std::move(key), to_ivalue(op, &x, vt, at));
+        out.insert(std::move(key), to_ivalue(op, &x, vt, at, data));
         at.pop_back();
       }
       return c10::IValue(out);
@@ -128,10 +145,10 @@ inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr&
       const c10::TypePtr& et = type->castRaw<c10::ListType>()->getElementType();
       if (!e || !e->is_tensordict()) mismatch(op, at, "is " + what_entry(e) + ", the method takes " + type_str(type));
       c10::impl::GenericList out(et);
-      const auto kids = tree_children(e->tensordict());
+      const auto kids = tree_children(op, e->tensordict(), at, data, et);
       for (std::size_t i = 0; i < kids.size(); ++i) {
         at.push_back(kids[i].first);
-        out.push_back(to_ivalue(op, kids[i].second, et, at));
+        out.push_back(to_ivalue(op, kids[i].second, et, at, data));
         at.pop_back();
       }
       return c10::IValue(out);
@@ -148,10 +165,12 @@ inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr&
           const std::string n((*names)[i].data(), (*names)[i].size());
           at.push_back(n);
           const TensorDict& level = e->tensordict();
-          items.push_back(to_ivalue(op, level.contains(n) ? &level.entry(n) : nullptr, elems[i], at));
+          items.push_back(to_ivalue(op, level.contains(n) ? &level.entry(n) : nullptr, elems[i], at, data));
           at.pop_back();
         }
-        for (const auto& [k, x] : tree_children(e->tensordict())) {
+        for (const auto& [k, x] : e->tensordict().entries()) {
+          if (!data && !x.is_tensor() && !x.is_tensordict()) continue;  // a static field
+          if (x.is_tensor() && !x.tensor().defined()) continue;
           bool known = false;
           for (const auto& n : *names) known = known || std::string(n.data(), n.size()) == k;
           if (!known) {
@@ -163,7 +182,7 @@ inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr&
       }
       // By position: a container's keys "0", "1", ... name the positions (an absent optional
       // leaves a gap); a struct's members go in declaration order, absent optional ones last.
-      const auto kids = tree_children(e->tensordict());
+      const auto kids = tree_children(op, e->tensordict(), at, data, type);
       bool by_index = true;
       for (const auto& [k, x] : kids) {
         bool digits = !k.empty() && k.size() < 10;
@@ -191,7 +210,7 @@ inline c10::IValue to_ivalue(const char* op, const Entry* e, const c10::TypePtr&
           x = kids[i].second;
         }
         at.push_back(name);
-        items.push_back(to_ivalue(op, x, elems[i], at));
+        items.push_back(to_ivalue(op, x, elems[i], at, data));
         at.pop_back();
       }
       return c10::IValue(c10::ivalue::Tuple::create(std::move(items)));
@@ -255,13 +274,13 @@ c10::IValue argument(const char* op, const V& v, const c10::Argument& a) {
     using T = std::remove_cvref_t<V>;
     if constexpr (std::is_same_v<T, at::Tensor> || std::is_arithmetic_v<T>) {
       const Entry e(v);  // a number: a 0-dim tensor
-      return to_ivalue(op, &e, a.type(), at);
+      return to_ivalue(op, &e, a.type(), at, true);
     } else if constexpr (std::is_convertible_v<const V&, std::string_view>) {
       const Entry e(NonTensorData{Json(std::string(std::string_view(v)))});
-      return to_ivalue(op, &e, a.type(), at);
+      return to_ivalue(op, &e, a.type(), at, true);
     } else if constexpr (std::is_same_v<std::remove_cvref_t<V>, TensorDict>) {
       const Entry e(v);
-      return to_ivalue(op, &e, a.type(), at);
+      return to_ivalue(op, &e, a.type(), at, true);
     } else if constexpr (!tree<T>) {
       static_assert(sizeof(T) == 0,
                     "tensordict::jit: an argument must be a tree (a struct of tensors, a container, a TensorDict), "
@@ -269,7 +288,7 @@ c10::IValue argument(const char* op, const V& v, const c10::Argument& a) {
       return {};
     } else {
       const Entry e(to_tensordict(v));
-      return to_ivalue(op, &e, a.type(), at);
+      return to_ivalue(op, &e, a.type(), at, false);
     }
   } catch (const SpecMismatchError& err) {
     throw SpecMismatchError(std::string(err.what()) + " (argument '" + a.name() + "': " + type_str(a.type()) + ")");

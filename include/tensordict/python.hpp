@@ -445,10 +445,18 @@ inline py::object make_device(const std::optional<c10::Device>& d) {
   return py::reinterpret_steal<py::object>(THPDevice_New(*d));
 }
 
-inline py::object make_names(const TensorDict& td) {
-  if (td.names().empty()) return py::none();
+using Names = std::vector<std::optional<std::string>>;
+
+// A level's names as Python stores them: its own, or else those of its parent (`inherited`)
+// followed by None for its extra dims, as Python's nested TensorDicts carry their parent's.
+inline py::object make_names(const TensorDict& td, const Names* inherited = nullptr) {
+  const Names& own = td.names();
+  const bool from_parent = own.empty() && inherited && !inherited->empty() && td.batch_dims() >= inherited->size();
+  if (own.empty() && !from_parent) return py::none();
   py::list out;
-  for (const auto& n : td.names()) out.append(n ? py::object(py::str(*n)) : py::object(py::none()));
+  const Names& n = from_parent ? *inherited : own;
+  for (const auto& x : n) out.append(x ? py::object(py::str(*x)) : py::object(py::none()));
+  for (std::size_t i = n.size(); i < td.batch_dims(); ++i) out.append(py::none());
   return out;
 }
 
@@ -499,7 +507,10 @@ inline py::object new_tensordict(const py::dict& entries, const py::object& size
   return out;
 }
 
-inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& path, const Api& a) {
+inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& path, const Api& a,
+                            const Names* inherited = nullptr) {
+  // The names this level passes down: its own, or those it inherited.
+  const Names* names = !td.names().empty() ? &td.names() : inherited;
   const bool fast = a.storage_known && fast_flag().load(std::memory_order_relaxed);
   py::dict entries;
   py::object device = make_device(td.device());
@@ -514,7 +525,7 @@ inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& pa
       x = py::reinterpret_steal<py::object>(THPVariable_Wrap(v.tensor()));
     } else if (v.is_tensordict()) {
       const Push push(path, k);
-      x = write_tree(v.tensordict(), ct ? ct->at(k) : nullptr, path, a);
+      x = write_tree(v.tensordict(), ct ? ct->at(k) : nullptr, path, a, names);
     } else if (v.is_non_tensor()) {
       const auto& d = v.non_tensor();
       x = (d.metadata ? a.metadata : a.data)(py::arg("data") = from_json(d.value),
@@ -526,7 +537,7 @@ inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& pa
     if (!x) throw py::error_already_set();
     if (PyDict_SetItemString(entries.ptr(), k.c_str(), x.ptr()) != 0) throw py::error_already_set();
   }
-  py::object out = new_tensordict(entries, size, device, make_names(td), fast, a);
+  py::object out = new_tensordict(entries, size, device, make_names(td, names), fast, a);
   if (td.is_locked()) out.attr("lock_")();
   if (const Registered* r = ct ? registered(ct->type) : nullptr) return wrap_class(std::move(out), *r, fast);
   return out;
@@ -935,7 +946,6 @@ template <tensorclass_struct T>
   }
   if (m.empty()) return out;
   std::ostringstream os;
-  os << "a " << detail::type_name(o) << " given for the C++ " << type_name_v<T> << " does not fit it:";
   auto keys = [&](const char* what, const std::vector<NestedKey>& ks) {
     if (ks.empty()) return;
     os << ' ' << what;
@@ -945,8 +955,18 @@ template <tensorclass_struct T>
   keys("missing", m.missing);
   keys("unexpected", m.unexpected);
   for (const auto& [key, why] : m.mismatched) os << " key " << key << ' ' << why << ';';
-  std::string what = os.str();
-  what.pop_back();
+  std::string misfits = os.str();
+  misfits.pop_back();
+  // A tensorclass of another class whose fields do not fit is an object of the wrong kind:
+  // TypeError, as Python raises for an argument of the wrong type (one whose fields fit is
+  // taken, as Python code takes any object with the right attributes).
+  if (k == detail::Kind::tensorclass && detail::type_name(o) != detail::python_class_name<T>()) {
+    throw py::type_error("expected a " + detail::python_class_name<T>() +
+                         " (a tensorclass with its fields, a TensorDict or a dict), got a " + detail::type_name(o) +
+                         ", whose fields do not fit it:" + misfits);
+  }
+  const std::string what =
+      "a " + detail::type_name(o) + " given for the C++ " + std::string(type_name_v<T>) + " does not fit it:" + misfits;
   // A wrong set of keys is Python's KeyError; a key holding the wrong kind of value ValueError.
   if (m.mismatched.empty()) throw KeyError(what);
   throw SpecMismatchError(what);

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -140,6 +141,10 @@ struct CheckpointOptions {
 /// both sides).
 struct LoadReport {
   std::vector<std::string> missing, unexpected, mismatched;
+  /// The class the file records (`<class '__main__.Net'>`) where a non-strict typed load read
+  /// it into a struct of another name (a backbone out of a whole model's checkpoint); empty
+  /// otherwise. Information only: `ok()` does not count it.
+  std::string saved_class;
   /// True when everything matched.
   bool ok() const noexcept { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   /// The report as one message.
@@ -154,6 +159,7 @@ struct LoadReport {
     list("missing", missing);
     list("unexpected", unexpected);
     list("mismatched", mismatched);
+    if (!saved_class.empty()) s += (s.empty() ? "" : "; ") + std::string("saved as ") + saved_class;
     return s;
   }
 };
@@ -167,8 +173,10 @@ struct SafetensorsSaveOptions {
   bool structure = true;
   /// Maps each leaf's key path ("." between levels) to its name in the file, as the
   /// checkpoint's own names (`replace_prefix("layers.", "encoder.layer.")`); an empty result
-  /// leaves the leaf out. The structure metadata keeps the tree's keys, pointing at the new
-  /// names, so `from_safetensors` still rebuilds the tree as it was.
+  /// leaves the leaf out. Non-tensor values move with their key paths. The file then holds
+  /// the renamed tree, for every reader: the structure metadata describes the new names nested
+  /// at '.' (with the root's batch size and dim names), so `load_safetensors`, Python's
+  /// `from_safetensors`, plain `safetensors` and transformers all see the new names.
   Rename rename;
 };
 
@@ -415,7 +423,8 @@ inline LoadReport misfit_report(const std::vector<std::string>& in_file, const C
 // strict, every misfit is one FormatError (under the file's names, from `in_file()`, with the
 // fixes); not strict, what fits is returned and the rest reported.
 template <class T, class Names>
-T typed_load(const std::string& file, const TensorDict& td, const CheckpointOptions& o, Names&& in_file) {
+T typed_load(const std::string& file, const TensorDict& td, const CheckpointOptions& o, Names&& in_file,
+             std::string saved_class = {}) {
   Misfits m;
   T out{};
   try {
@@ -424,8 +433,12 @@ T typed_load(const std::string& file, const TensorDict& td, const CheckpointOpti
   } catch (const Error& e) {
     throw FormatError(file + ": " + e.what());
   }
-  if (m.empty()) return out;
+  if (m.empty()) {
+    if (o.report) *o.report = LoadReport{{}, {}, {}, std::move(saved_class)};
+    return out;
+  }
   LoadReport r = misfit_report(in_file(), o, m);
+  r.saved_class = std::move(saved_class);
   if (o.strict) {
     std::string fix;
     if (!r.unexpected.empty()) {
@@ -456,18 +469,23 @@ template <tree T>
   requires(std::is_default_constructible_v<T> && !std::is_same_v<T, TensorDict>)
 [[nodiscard]] T load_safetensors(const std::filesystem::path& path, const CheckpointOptions& o = {}) {
   const std::string file = path.string();
-  std::string cls;
+  std::string cls, saved_class;
   TensorDict td = detail::load_st(path, o, &cls);
-  // A file that names its tensorclass is checked against T, as memmap saves are.
+  // A file that names its tensorclass is checked against T, as memmap saves are; not strict,
+  // the class is information (the report names it) and the keys decide what loads.
   if (!cls.empty() && detail::tidy_class_name(detail::class_of(cls)) != detail::python_class_name<T>()) {
-    throw FormatError(file + ": a saved " + cls + ", not a " + detail::python_class_name<T>() +
-                      " (load_safetensors without a type loads any file as a TensorDict)");
+    if (o.strict) {
+      throw FormatError(file + ": a saved " + cls + ", not a " + detail::python_class_name<T>() +
+                        " (load_safetensors without a type loads any file as a TensorDict; {.strict = false} loads "
+                        "what fits)");
+    }
+    saved_class = cls;
   }
   return detail::typed_load<T>(file, td, o, [&] {
     std::vector<std::string> names;
     for (const auto& t : detail::read_safetensors(file).header.tensors) names.push_back(t.name);
     return names;
-  });
+  }, std::move(saved_class));
 }
 
 /// Loads a safetensors file into `out`, a tree you have (a struct with its containers sized, or
@@ -584,6 +602,48 @@ inline Json encode_st_level(const TensorDict& td, const std::string& prefix,
   return level;
 }
 
+// `td` with every tensor and non-tensor value moved to the key path `rename` gives its dotted
+// path (left out where that is empty), nested at '.'; the root's batch size and names kept.
+template <class D = void>
+inline TensorDict renamed_tree(const TensorDict& td, const Rename& rename, const std::string& file) {
+  TensorDict out(td.batch_size());
+  std::map<std::string, std::string> from;  // new name -> old one, for the message of a clash
+  std::function<void(const TensorDict&, const std::string&)> walk = [&](const TensorDict& level, const std::string& prefix) {
+    for (const auto& [k, v] : level.entries()) {
+      const std::string name = prefix.empty() ? std::string(k) : prefix + "." + std::string(k);
+      if (v.is_tensordict()) {
+        walk(v.tensordict(), name);
+        continue;
+      }
+      if (v.is_tensor() && !v.tensor().defined()) continue;
+      const std::string to = rename(name);
+      if (to.empty()) continue;
+      if (auto [it, fresh] = from.emplace(to, name); !fresh) {
+        throw Error("save_safetensors: " + file + ": two keys have the name '" + to + "' once renamed (" + it->second +
+                    " and " + name + ")");
+      }
+      std::vector<std::string> parts;
+      for (std::size_t at = 0;;) {
+        const std::size_t dot = to.find('.', at);
+        parts.push_back(to.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+        if (dot == std::string::npos) break;
+        at = dot + 1;
+      }
+      try {
+        NestedKey key(std::move(parts));
+        if (out.contains(key)) throw Error("a level is there");
+        out.set(std::move(key), v);
+      } catch (const Error& e) {
+        throw Error("save_safetensors: " + file + ": " + name + " renamed to '" + to +
+                    "' does not fit beside the other renamed keys (" + e.what() + ")");
+      }
+    }
+  };
+  walk(td, "");
+  if (!td.names().empty()) out.set_names(td.names());
+  return out;
+}
+
 // Writes the file at `path` through a temporary beside it, renamed over it once complete.
 template <class = void>
 inline void write_safetensors(const std::filesystem::path& path, const std::string& header,
@@ -664,8 +724,12 @@ void save_safetensors(const T& tree, const std::filesystem::path& path, const Sa
       classes = detail::class_tree(tree);
       classes.cls = detail::python_class_name<T>();  // the root is named whatever its kind
     }
-    Json root =
-        detail::encode_st_level<T>(td, "", tensors, names, file, o.rename, &classes, python_module);
+    // Renamed, the file holds another tree: the one its new names nest into. Its structure is
+    // written so, for every reader (this library, Python's tensordict, plain safetensors and
+    // transformers) to see the same names; the root's batch size and dim names stay.
+    const bool renamed = static_cast<bool>(o.rename);
+    if (renamed) td = detail::renamed_tree(td, o.rename, file);
+    Json root = detail::encode_st_level<T>(td, "", tensors, names, file, {}, renamed ? nullptr : &classes, python_module);
     for (auto& [n, t] : tensors) {
       (void)detail::st_dtype_of(t.scalar_type(), "tensor '" + n + "'");
       t = t.detach().to(at::kCPU).contiguous();

@@ -187,6 +187,11 @@ def test_made_in_cpp(m):
     assert c.get("tags").tolist() == [["a", "b", "c"], ["d", "e", "f"]]
     assert torch.equal(c["obs"], torch.arange(6.0).reshape(2, 3))
     assert c["nested"].batch_size == torch.Size([2, 3]) and c["nested", "w"].shape == (2, 3, 4)
+    # A nested TensorDict carries its parent's dim names, as Python's do.
+    assert c["nested"].names == ["env", None], c["nested"].names
+    deeper = m.nested_names()
+    assert deeper.names == ["env"] and deeper["a"].names == ["env", None]
+    assert deeper["a", "b"].names == ["env", None, None] and deeper["own"].names == ["env", "agent"]
     # Python's own operations work on it.
     assert c.clone()["nested", "w"].sum() == 24 and c[1]["obs"].tolist() == [3.0, 4.0, 5.0]
     same_tree(c, m.identity(c))
@@ -339,6 +344,25 @@ def test_a_tensorclass_defined_in_python(m):
         raise AssertionError("a tensorclass of another class was accepted")
     except TypeError as e:
         assert "expected a Sample" in str(e) and "Other" in str(e)
+    # A struct with no class of its own: a tensorclass of another class whose fields do not fit
+    # is an object of the wrong kind (TypeError); a TensorDict with the wrong keys a KeyError.
+    try:
+        m.unregistered_sum(s)
+        raise AssertionError("a Sample was taken for an Unregistered")
+    except TypeError as e:
+        assert "expected a Unregistered" in str(e) and "got a Sample" in str(e) and "weight" in str(e), str(e)
+    try:
+        m.unregistered_sum(TensorDict(obs=torch.zeros(1)))
+        raise AssertionError("a TensorDict without the struct's keys was taken")
+    except KeyError as e:
+        assert "weight" in str(e)
+
+    @tensorclass
+    class Fits:
+        weight: torch.Tensor
+        bias: torch.Tensor
+
+    assert float(m.unregistered_sum(Fits(weight=torch.ones(2), bias=torch.ones(1), batch_size=[]))) == 3.0
     # A class with a __post_init__ is built through _from_tensordict, which runs it.
     seen = []
 

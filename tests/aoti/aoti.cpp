@@ -198,3 +198,97 @@ TEST_CASE("aoti: calls from several threads at once") {
   for (auto& th : threads) th.join();
   for (double e : err) CHECK(e <= 1e-5);
 }
+
+namespace {
+struct PlainIn {  // the dict argument of plain.pt2, a package made without tensordict_cpp
+  torch::Tensor c, m, x;
+};
+struct PlainOut {
+  torch::Tensor y, z;
+};
+// `x` with the same values laid out with other strides: batch-major turned feature-major.
+torch::Tensor transposed_copy(const torch::Tensor& x) { return x.t().contiguous().t(); }
+// `x` as a slice of a wider tensor along `dim`.
+torch::Tensor slice_of_wider(const torch::Tensor& x, int64_t dim) {
+  auto sizes = x.sizes().vec();
+  sizes[dim] += 3;
+  auto wide = torch::randn(sizes, x.options());
+  wide.narrow(dim, 0, x.size(dim)).copy_(x);
+  return wide.narrow(dim, 0, x.size(dim));
+}
+}  // namespace
+
+TEST_CASE("aoti: a package made without the helper: inputs of any strides reach its kernels as traced") {
+  td::aoti::Package p(dir() / "plain.pt2");
+  const TensorDict d = io("plain");
+  const PlainIn a{in(d, 2), in(d, 1), in(d, 0)};
+  const torch::Tensor t = in(d, 3);
+  auto check = [&](const PlainIn& v, const torch::Tensor& w) {
+    const PlainOut r = p.run<PlainOut>(v, w);
+    CHECK((r.y - out(d, 0)).abs().max().item<double>() <= 1e-5);
+    CHECK((r.z - out(d, 1)).abs().max().item<double>() <= 1e-5);
+  };
+  check(a, t);
+  // The same values with other strides: each must give Python's outputs.
+  const PlainIn tr{transposed_copy(a.c), transposed_copy(a.m), transposed_copy(a.x)};
+  REQUIRE(!tr.x.is_contiguous());
+  check(tr, transposed_copy(t));
+  // A slice along the batch dim of `c`, whose batch-major stride is symbolic in the package.
+  check(PlainIn{slice_of_wider(a.c, 1), slice_of_wider(a.m, 1), slice_of_wider(a.x, 0)}, slice_of_wider(t, 1));
+  check(PlainIn{slice_of_wider(a.c, 0), a.m, a.x}, t);
+  // Expanded tensors (stride 0) and a 0-dim broadcast.
+  const torch::Tensor row = a.m[0].clone();
+  const torch::Tensor m_rows = row.unsqueeze(0).expand({5, 4});
+  const PlainOut e = p.run<PlainOut>(PlainIn{a.c, m_rows, a.x}, t);
+  const PlainOut f = p.run<PlainOut>(PlainIn{a.c, m_rows.contiguous(), a.x}, t);
+  CHECK(e.y.equal(f.y));
+  // Contiguous inputs are passed as they are, not copied.
+  const auto flat = p.flatten_inputs(a, t);
+  CHECK(flat[0].data_ptr() == a.x.data_ptr());
+  CHECK(flat[3].data_ptr() == t.data_ptr());
+  const auto moved = p.flatten_inputs(tr, t);
+  CHECK(moved[0].is_contiguous());
+  CHECK(moved[0].equal(a.x));
+  // Other batch sizes within the export's range.
+  for (int64_t b : {2, 7, 64}) {
+    const PlainIn v{torch::randn({6, b}).t().contiguous().t(), torch::randn({b, 4}), torch::randn({b, 3})};
+    const PlainOut r = p.run<PlainOut>(v, t);
+    const PlainOut r2 = p.run<PlainOut>(PlainIn{v.c.contiguous(), v.m, v.x}, t);
+    CHECK(r.y.sizes() == torch::IntArrayRef{b, 4});
+    CHECK(r.z.equal(r2.z));
+  }
+}
+
+TEST_CASE("aoti: a package made without the helper is checked as the helper's packages are") {
+  td::aoti::Package p(dir() / "plain.pt2");
+  CHECK(p.inputs().signatures().size() == 4);
+  const TensorDict d = io("plain");
+  const PlainIn a{in(d, 2), in(d, 1), in(d, 0)};
+  const torch::Tensor t = in(d, 3);
+  auto msg = [&](const PlainIn& v, const torch::Tensor& w) {
+    try {
+      (void)p.run(v, w);
+    } catch (const td::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("ran");
+  };
+  CHECK(msg(a, t) == "ran");
+  CHECK(msg(PlainIn{a.c, a.m, a.x.to(torch::kDouble)}, t) ==
+        "aoti::Package::run: key arg0.x is torch.float64, the export takes torch.float32");
+  CHECK(msg(a, torch::randn({3, 5})) == "aoti::Package::run: key arg1 has shape [3, 5], the export takes [3, 4]");
+  CHECK(msg(a, torch::randn({4, 4})) == "aoti::Package::run: key arg1 has shape [4, 4], the export takes [3, 4]");
+  CHECK(msg(PlainIn{a.c, a.m, torch::randn({5, 3, 1})}, t) ==
+        "aoti::Package::run: key arg0.x has shape [5, 3, 1], the export takes [*, 3]");
+  // The dynamic batch: within its bounds, and the same in every input that shares it.
+  CHECK(msg(PlainIn{torch::randn({6, 1}), torch::randn({1, 4}), torch::randn({1, 3})}, t) ==
+        "aoti::Package::run: key arg0.x has shape [1, 3], whose dim 0 the package takes from 2 to 64");
+  CHECK(msg(PlainIn{torch::randn({6, 65}), torch::randn({65, 4}), torch::randn({65, 3})}, t) ==
+        "aoti::Package::run: key arg0.x has shape [65, 3], whose dim 0 the package takes from 2 to 64");
+  CHECK(msg(PlainIn{a.c, torch::randn({4, 4}), a.x}, t) ==
+        "aoti::Package::run: key arg0.m has shape [4, 4], whose dim 0 the package ties to key arg0.x (shape [5, 3], dim 0): "
+        "it must be 5");
+  CHECK(msg(PlainIn{torch::randn({6, 7}), a.m, a.x}, t) ==
+        "aoti::Package::run: key arg0.c has shape [6, 7], whose dim 1 the package ties to key arg0.x (shape [5, 3], dim 0): "
+        "it must be 5");
+}

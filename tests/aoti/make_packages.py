@@ -100,4 +100,33 @@ with torch.no_grad():
 record("class_policy", (o, pair), {}, expected)
 got = torch._inductor.aoti_load_package(os.path.join(out_dir, "class_policy.pt2"))(o, pair)
 assert (got[0] - expected[0]).abs().max() < 1e-5
+
+
+class Plain(torch.nn.Module):
+    """Packaged by torch._inductor.aoti_compile_and_package directly, as most users do: a dict of
+    inputs sharing a dynamic batch dim (one of them batch-last, so a stride of it is symbolic) and
+    a static tensor. Its kernels index every input by the strides it was traced with."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 4)
+
+    def forward(self, d, t):
+        x, m, c = d["x"], d["m"], d["c"]
+        y = torch.tanh(self.lin(x)) * m + x @ t
+        z = (x * x).sum(-1) + c.sum(0) * 0.5 + c[0]
+        return {"y": y, "z": z}
+
+
+plain = Plain().eval()
+b = torch.export.Dim("b", min=2, max=64)
+d = {"x": torch.randn(5, 3), "m": torch.randn(5, 4), "c": torch.randn(6, 5)}
+t = torch.randn(3, 4)
+ep = torch.export.export(plain, (d, t), dynamic_shapes=({"x": {0: b}, "m": {0: b}, "c": {1: b}}, None))
+torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(out_dir, "plain.pt2"))
+with torch.no_grad():
+    expected = plain(d, t)
+record("plain", (d, t), {}, expected)
+got = torch._inductor.aoti_load_package(os.path.join(out_dir, "plain.pt2"))(d, t)
+assert (got["y"] - expected["y"]).abs().max() < 1e-5
 print(f"packages written to {out_dir} in {time.time() - t0:.1f} s; Python's loader agrees")

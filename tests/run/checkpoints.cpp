@@ -81,6 +81,11 @@ struct Net {
   std::string act;
 };
 
+struct Backbone {  // the blocks of a Net, without its embedding
+  std::vector<Block> blocks;
+  std::string act;
+};
+
 Net sample_net(int blocks = 3) {
   Net n;
   for (int i = 0; i < blocks; ++i) {
@@ -261,6 +266,43 @@ TEST_CASE("load_safetensors(path, out): torch's strict report, all at once; out 
                        doctest::Contains("two tensors are renamed to 'x'"), td::FormatError);
 }
 
+TEST_CASE("load_safetensors<T>: not strict, a file saved from another struct loads what fits, the class reported") {
+  Tmp tmp;
+  const Net saved = sample_net(2);
+  const fs::path f = tmp.path / "net.safetensors";
+  td::save_safetensors(saved, f);
+  // Strict: the class recorded in the file is a gate, naming both and the way out.
+  CHECK_THROWS_WITH_AS((void)td::load_safetensors<Backbone>(f), doctest::Contains("a saved <class '__main__.Net'>, not a Backbone"),
+                       td::FormatError);
+  td::LoadReport r;
+  r.missing = {"stale"};  // a report is overwritten, not appended to
+  const Backbone b = td::load_safetensors<Backbone>(f, {.strict = false, .report = &r});
+  REQUIRE(b.blocks.size() == 2);
+  CHECK(b.blocks[1].attn.weight.equal(saved.blocks[1].attn.weight));
+  CHECK(b.blocks[0].mlp.bias.equal(saved.blocks[0].mlp.bias));
+  CHECK(b.act == "gelu");
+  CHECK(r.unexpected == std::vector<std::string>{"emb"});
+  CHECK(r.missing.empty());
+  CHECK(r.saved_class == "<class '__main__.Net'>");
+  CHECK(r.str() == "1 unexpected: emb; saved as <class '__main__.Net'>");
+  // A struct whose fields the file has all of: nothing skipped, the class still said.
+  struct Same {
+    std::vector<Block> blocks;
+    torch::Tensor emb;
+    std::string act;
+  };
+  const Same same = td::load_safetensors<Same>(f, {.strict = false, .report = &r});
+  CHECK(same.emb.equal(saved.emb));
+  CHECK(r.ok());
+  CHECK(r.saved_class == "<class '__main__.Net'>");
+  // The struct's own class: nothing to say.
+  (void)td::load_safetensors<Net>(f, {.strict = false, .report = &r});
+  CHECK(r.ok());
+  CHECK(r.saved_class.empty());
+  // Without a report, the warning says it all; the values are there.
+  CHECK(td::load_safetensors<Backbone>(f, {.strict = false}).blocks[1].mlp.weight.equal(saved.blocks[1].mlp.weight));
+}
+
 TEST_CASE("save_safetensors: a rename writes the checkpoint's own names; renames compose") {
   Tmp tmp;
   const Net saved = sample_net(3);
@@ -282,15 +324,32 @@ TEST_CASE("save_safetensors: a rename writes the checkpoint's own names; renames
   CHECK(r.missing == std::vector<std::string>{"emb"});
   CHECK(r.unexpected.empty());
   for (std::size_t i = 0; i < 3; ++i) CHECK(back.blocks[i].mlp.weight.equal(saved.blocks[i].mlp.weight));
-  // Without a rename on load, the structure metadata rebuilds the tree under its own keys.
+  // Without a rename on load, the structure metadata gives the same tree as the names: the
+  // renamed one, as every other reader of the file sees it; the static field goes along.
   const TensorDict rebuilt = td::load_safetensors(f);
-  CHECK(rebuilt.contains({"blocks", "1", "attn", "weight"}));
-  CHECK(rebuilt.get({"blocks", "1", "attn", "weight"}).equal(saved.blocks[1].attn.weight));
+  CHECK(rebuilt.contains({"encoder", "layer", "1", "attn", "weight"}));
+  CHECK(rebuilt.get({"encoder", "layer", "1", "attn", "weight"}).equal(saved.blocks[1].attn.weight));
+  CHECK_FALSE(rebuilt.contains("blocks"));
   CHECK_FALSE(rebuilt.contains("emb"));
+  CHECK((rebuilt.entry("act").non_tensor().value == saved.act));
+  CHECK(rebuilt.named_tensors().size() == raw.named_tensors().size());
+  for (const auto& [k, t] : raw.named_tensors()) CHECK(rebuilt.get(k).equal(t));
+  // A TensorDict with a batch size and dim names keeps them at the root.
+  TensorDict batch({{"obs", TensorDict({{"pos", torch::randn({4, 3})}}, {4})}, {"r", torch::randn({4})}}, {4});
+  batch.set_names({std::string("env")});
+  td::save_safetensors(batch, tmp.path / "batch.safetensors", {.rename = td::replace_prefix("obs.", "observation.")});
+  const TensorDict b = td::load_safetensors(tmp.path / "batch.safetensors");
+  CHECK(b.batch_size() == td::BatchSize{4});
+  CHECK(b.get({"observation", "pos"}).equal(batch.get({"obs", "pos"})));
+  CHECK(b.names().size() == 1);
   // Two leaves renamed to one name are refused, naming both, and the old file stays.
   CHECK_THROWS_WITH_AS(td::save_safetensors(saved, f, {.rename = [](const std::string& n) { return n.substr(0, 6); }}),
-                       doctest::Contains("two keys have the name 'blocks' once renamed (the second is blocks.0.attn.bias)"),
+                       doctest::Contains("two keys have the name 'blocks' once renamed (blocks.0.attn.weight and blocks.0.attn.bias)"),
                        td::Error);
+  CHECK_THROWS_WITH_AS(td::save_safetensors(saved, f, {.rename = [](const std::string& n) {
+                         return n == "emb" ? std::string("blocks.0") : n;
+                       }}),
+                       doctest::Contains("does not fit beside the other renamed keys"), td::Error);
   CHECK(td::load_safetensors(f, {.rename = [](const std::string& n) { return n; }}).named_tensors().size() == 12);
 
   // The building blocks.

@@ -840,6 +840,12 @@ TEST_CASE("interop: the saves Python checks") {
   td::save_safetensors(p, out / "policy.safetensors");
   td::save_safetensors(net, out / "net.safetensors", {.structure = false});
   td::save_safetensors(named, out / "names.safetensors");
+  // Renamed on save: every reader sees the new names (and the moved non-tensor value).
+  td::save_safetensors(outer, out / "renamed.safetensors", {.rename = td::replace_prefix("lin.", "encoder.proj.")});
+  const TensorDict renamed = td::load_safetensors(out / "renamed.safetensors");
+  CHECK(renamed.get({"encoder", "proj", "weight"}).equal(torch::ones({2, 3})));
+  CHECK((renamed.entry({"encoder", "proj", "activation"}).non_tensor().value == "gelu"));
+  CHECK_FALSE(renamed.contains("lin"));
 
   // The C++ side reads them back too.
   CHECK(read(out / "nested_struct" / "_tensordict" / "meta.json").find(R"("lin":{"type":"Linear"})") != std::string::npos);

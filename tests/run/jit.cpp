@@ -152,6 +152,35 @@ TEST_CASE("jit: arguments are checked against the schema, the error names the ar
             .find("t.0 is absent, the method takes a Tensor") != std::string::npos);
 }
 
+TEST_CASE("jit: a TensorDict's non-tensor entries are refused where the schema takes tensors, naming the key") {
+  torch::jit::Module m = policy();
+  TensorDict t{{"pos", torch::randn({4, 3})}, {"vel", torch::randn({4, 3})}};
+  t.set("note", td::NonTensorData{td::Json("hello")});
+  CHECK(error_of([&] { (void)td::jit::forward(m, t); }) ==
+        "jit::call: obs.note is non-tensor data (\"hello\"), the method takes Tensor (argument 'obs': Dict[str, Tensor])");
+  // At any depth, in lists and tuples too, with any kind of value.
+  TensorDict inner{{"b", torch::ones({2})}};
+  inner.set("n", td::NonTensorData{td::Json(3)});
+  const TensorDict d{{"a", inner}};
+  const std::vector<torch::Tensor> xs{torch::ones({2})};
+  const std::vector<torch::Tensor> pair{torch::ones({2}), torch::ones({2})};
+  CHECK(error_of([&] { (void)td::jit::call(m, "echo", d); }).find("d.a.n is non-tensor data (3), the method takes Tensor") !=
+        std::string::npos);
+  TensorDict list{{"0", torch::ones({2})}};
+  list.set("1", td::NonTensorData{td::Json(true)});
+  CHECK(error_of([&] { (void)td::jit::call(m, "nested", TensorDict{{"a", TensorDict{{"b", torch::ones({2})}}}}, list, pair); })
+            .find("xs.1 is non-tensor data (true), the method takes Tensor") != std::string::npos);
+  CHECK(error_of([&] { (void)td::jit::call(m, "nested", TensorDict{{"a", TensorDict{{"b", torch::ones({2})}}}}, xs, list); })
+            .find("t.1 is non-tensor data (true)") != std::string::npos);
+  // A struct's static field is no entry of the caller's: it is left out, as before.
+  const Obs o{t.get("vel"), t.get("pos"), "eval"};
+  CHECK(td::jit::forward(m, o).get("action").equal(td::jit::forward(m, TensorDict{{"pos", o.pos}, {"vel", o.vel}}).get("action")));
+  // Where the schema takes scalars, non-tensor entries are the values.
+  TensorDict words;
+  words.set("greeting", td::NonTensorData{td::Json("hello")});
+  CHECK(td::jit::to_ivalue(words, c10::DictType::create(c10::StringType::get(), c10::StringType::get())).toGenericDict().size() == 1);
+}
+
 TEST_CASE("jit: random nested trees of every dtype go in as Dict[str, Dict[str, Tensor]] and come back equal") {
   torch::jit::Module m = policy();
   std::mt19937 rng(3);

@@ -37,6 +37,11 @@ struct Batched {
   bool flag = false;
 };
 
+// A struct registered with no tensorclass: taken from any tree whose keys fit.
+struct Unregistered {
+  torch::Tensor weight, bias;
+};
+
 // A struct bound with py::class_: it opts out of the tensorclass conversion.
 struct Bound {
   torch::Tensor w;
@@ -95,7 +100,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("lazy_sizes", [](const td::LazyStack<td::TensorDict>& s) { return s.batch_size(); });
   m.def("describe", &describe);
   m.def("made_in_cpp", &made_in_cpp);
+  m.def("nested_names", [] {  // names set at the root only, and a level with its own
+    td::TensorDict t({{"a", td::TensorDict({{"b", td::TensorDict({{"x", torch::zeros({2, 3, 4, 5})}}, {2, 3, 4})}}, {2, 3})},
+                      {"own", td::TensorDict({{"y", torch::zeros({2, 3})}}, {2, 3})}},
+                     {2});
+    t.set_names({"env"});
+    t.get<td::TensorDict>("own").set_names({"env", "agent"});
+    return t;
+  });
   m.def("lin_id", [](Lin l) { return l; });
+  m.def("unregistered_sum", [](const Unregistered& u) { return u.weight.sum() + u.bias.sum(); });
   m.def("block_id", [](Block b) { return b; });
   m.def("model_id", [](Model x) { return x; });
   m.def("batched_id", [](Batched x) { return x; });
