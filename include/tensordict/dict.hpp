@@ -1366,6 +1366,20 @@ struct node<TensorDict> {
   static std::string_view name_at(const TensorDict& t, std::size_t i) noexcept {
     return t.name_at(i);
   }
+  // The key table of `t`'s level (null while it has no keys), for a binding that keeps its
+  // own form of the names beside it (python.hpp's Python strings).
+  static const std::shared_ptr<detail::KeyTable>& table(const TensorDict& t) noexcept { return t.keys_; }
+  // A level whose keys are `table`'s (shared: the first change of keys copies it) and whose
+  // entries are `values`, one per name in the table's order. The caller has checked what `set`
+  // checks: each tensor starts with `b` and is on `d` (when given), each nested level's batch
+  // size starts with `b`.
+  static TensorDict from_table(std::shared_ptr<detail::KeyTable> table, std::vector<Entry> values, const BatchSize& b,
+                               std::optional<c10::Device> d) {
+    TensorDict out(b, d);
+    out.keys_ = std::move(table);
+    out.values_ = std::move(values);
+    return out;
+  }
   // A TensorDict of t's keys (the same table), batch size and device whose entries are
   // mk(entry), each built in place.
   template <class Mk>

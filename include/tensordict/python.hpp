@@ -299,12 +299,12 @@ inline std::vector<std::optional<std::string>> names_of(py::handle n) {
 inline TensorDict read_tree(py::handle o, Kind k, Path& path, const Api& a);
 
 // Adds Python entry `v` under `key` to `out`.
-inline void read_entry(TensorDict& out, const std::string& key, py::handle v, Path& path, const Api& a) {
+inline void read_entry(TensorDict& out, std::string_view key, py::handle v, Path& path, const Api& a) {
   if (THPVariable_Check(v.ptr())) {
     out.set(key, THPVariable_Unpack(v.ptr()));
     return;
   }
-  const Push push(path, key);
+  const Push push(path, std::string(key));
   switch (const Kind k = kind_of(v, a)) {
     case Kind::data:
       out.set(key, NonTensorData{to_json(v.attr("data"), path), isinstance(v, a.metadata)});
@@ -329,6 +329,122 @@ inline void read_entry(TensorDict& out, const std::string& key, py::handle v, Pa
   }
 }
 
+// The key tables of levels read from Python, kept with the Python strings of their names. A
+// level whose keys equal a kept table's, in the same order (the same str objects, as dict keys
+// made from the same literals are, or equal ones), shares that table: it hashes, copies and
+// frees no name; and a level written back to Python with a kept table (itself, a copy, an
+// `apply` result) reuses the strings, whose hashes Python has already computed. A kept table
+// is shared, so a level that changes its keys copies it first. Under the GIL; never destroyed
+// (the interpreter may be gone at exit); cleared when it holds `limit` tables.
+class KeyCache {
+ public:
+  using Table = std::shared_ptr<tensordict::detail::KeyTable>;
+  static constexpr std::size_t limit = 1024;
+
+  static KeyCache& get() {
+    static auto* c = new KeyCache();
+    return *c;
+  }
+  // The kept table whose keys are those of `entries` (a dict), or null. Returned by value:
+  // reading a level may keep others, which moves the kept ones.
+  Table find(PyObject* entries) const {
+    const Py_ssize_t n = PyDict_GET_SIZE(entries);
+    if (n == 0 || by_first_.empty()) return nullptr;
+    Py_ssize_t pos = 0;
+    PyObject *k = nullptr, *v = nullptr;
+    PyDict_Next(entries, &pos, &k, &v);
+    const auto range = by_first_.equal_range({PyObject_Hash(k), static_cast<std::size_t>(n)});
+    for (auto it = range.first; it != range.second; ++it) {
+      const Kept& kept = kept_[it->second];
+      Py_ssize_t p = 0;
+      std::size_t i = 0;
+      bool same = true;
+      while (same && PyDict_Next(entries, &p, &k, &v)) {
+        PyObject* want = (*kept.keys)[i++].ptr();
+        same = k == want || PyObject_RichCompareBool(k, want, Py_EQ) == 1;
+      }
+      if (PyErr_Occurred()) PyErr_Clear();
+      if (same) return kept.table;
+    }
+    return nullptr;
+  }
+  // Keeps `table`, the table of a level just read from `entries` (its keys, in order).
+  void keep(const Table& table, PyObject* entries) {
+    if (!table || by_table_.count(table.get())) return;
+    if (kept_.size() >= limit) {
+      kept_.clear();
+      by_first_.clear();
+      by_table_.clear();
+    }
+    auto keys = std::make_shared<std::vector<py::object>>();
+    keys->reserve(static_cast<std::size_t>(PyDict_GET_SIZE(entries)));
+    Py_ssize_t pos = 0;
+    PyObject *key = nullptr, *v = nullptr;
+    while (PyDict_Next(entries, &pos, &key, &v)) keys->push_back(py::reinterpret_borrow<py::object>(key));
+    if (keys->size() != table->order.size()) return;
+    const Py_hash_t h = PyObject_Hash((*keys)[0].ptr());
+    if (h == -1) return PyErr_Clear();
+    Kept k{table, std::move(keys)};
+    by_first_.emplace(std::pair{h, k.keys->size()}, kept_.size());
+    by_table_.emplace(table.get(), kept_.size());
+    kept_.push_back(std::move(k));
+  }
+  // The Python strings of `table`'s names, when it is kept; else null. Shared: writing a
+  // level may run Python code that reads others.
+  std::shared_ptr<const std::vector<py::object>> names(const tensordict::detail::KeyTable* table) const {
+    if (!table || by_table_.empty()) return nullptr;
+    const auto it = by_table_.find(table);
+    return it == by_table_.end() ? nullptr : kept_[it->second].keys;
+  }
+
+ private:
+  struct Kept {
+    Table table;
+    std::shared_ptr<std::vector<py::object>> keys;
+  };
+  struct FirstHash {
+    std::size_t operator()(const std::pair<Py_hash_t, std::size_t>& p) const noexcept {
+      return static_cast<std::size_t>(p.first) * 31 + p.second;
+    }
+  };
+  std::vector<Kept> kept_;
+  std::unordered_multimap<std::pair<Py_hash_t, std::size_t>, std::size_t, FirstHash> by_first_;
+  std::unordered_map<const tensordict::detail::KeyTable*, std::size_t> by_table_;
+};
+
+// The entries of a level whose keys are a kept table's, read in the table's order; false (and
+// nothing kept) where an entry is not a tensor or a tree, or does not fit the level as `set`
+// requires: the general path then reads the level and gives the error.
+inline bool read_shared(const KeyCache::Table& table, PyObject* entries, const BatchSize& b,
+                        const std::optional<c10::Device>& device, Path& path, const Api& a, TensorDict& out) {
+  std::vector<Entry> values;
+  values.reserve(static_cast<std::size_t>(PyDict_GET_SIZE(entries)));
+  Py_ssize_t pos = 0;
+  PyObject *key = nullptr, *value = nullptr;
+  while (PyDict_Next(entries, &pos, &key, &value)) {
+    if (THPVariable_Check(value)) {
+      const at::Tensor& t = THPVariable_Unpack(value);
+      if (t.defined() && ((device && t.device() != *device) || !starts_with(t.sizes(), b))) return false;
+      values.emplace_back(t);
+      continue;
+    }
+    const Kind k = kind_of(value, a);
+    if (k != Kind::dict && k != Kind::tensordict_like && k != Kind::tensorclass && k != Kind::mapping &&
+        k != Kind::lazy) {
+      return false;
+    }
+    Py_ssize_t n = 0;
+    const char* s = PyUnicode_AsUTF8AndSize(key, &n);
+    if (!s) throw py::error_already_set();
+    const Push push(path, std::string(s, static_cast<std::size_t>(n)));
+    TensorDict sub = read_tree(value, k, path, a);
+    if (!starts_with(sub.batch_size().dims(), b) || sub.batch_size().size() < b.size()) return false;
+    values.emplace_back(std::move(sub));
+  }
+  out = node<TensorDict>::from_table(table, std::move(values), b, device);
+  return true;
+}
+
 // A TensorDict level read from tensordict's own storage (the instance's __dict__).
 inline TensorDict read_storage(py::handle o, Path& path, const Api& a) {
   py::object d = py::reinterpret_steal<py::object>(PyObject_GenericGetDict(o.ptr(), nullptr));
@@ -343,15 +459,23 @@ inline TensorDict read_storage(py::handle o, Path& path, const Api& a) {
     throw py::value_error(path.str() + ": a TensorDict without its storage (_tensordict, _batch_size)");
   }
   const py::handle dev = field(a.k_device), names = field(a.k_names), locked = field(a.k_locked);
-  TensorDict out(batch_size_of(bs, path), dev ? device_of(dev, path) : std::nullopt);
-  out.reserve(static_cast<std::size_t>(PyDict_GET_SIZE(entries.ptr())));
-  PyObject *key = nullptr, *value = nullptr;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(entries.ptr(), &pos, &key, &value)) {
-    Py_ssize_t n = 0;
-    const char* s = PyUnicode_AsUTF8AndSize(key, &n);
-    if (!s) throw py::error_already_set();
-    read_entry(out, std::string(s, static_cast<std::size_t>(n)), value, path, a);
+  const BatchSize b = batch_size_of(bs, path);
+  const std::optional<c10::Device> device = dev ? device_of(dev, path) : std::nullopt;
+  TensorDict out(b, device);
+  KeyCache& cache = KeyCache::get();
+  const KeyCache::Table shared = cache.find(entries.ptr());
+  if (!shared || !read_shared(shared, entries.ptr(), b, device, path, a, out)) {
+    out = TensorDict(b, device);
+    out.reserve(static_cast<std::size_t>(PyDict_GET_SIZE(entries.ptr())));
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(entries.ptr(), &pos, &key, &value)) {
+      Py_ssize_t n = 0;
+      const char* s = PyUnicode_AsUTF8AndSize(key, &n);
+      if (!s) throw py::error_already_set();
+      read_entry(out, std::string_view(s, static_cast<std::size_t>(n)), value, path, a);
+    }
+    cache.keep(node<TensorDict>::table(out), entries.ptr());
   }
   if (names) out.set_names(names_of(names));
   if (locked && PyObject_IsTrue(locked.ptr()) == 1) out.lock_();
@@ -431,12 +555,17 @@ inline const Registered* registered(const std::type_info* t) {
   return it == r.end() ? nullptr : &it->second;
 }
 
+// A torch.Size, allocated as the tuple subclass it is and filled in place (calling the class
+// would parse its argument as a sequence first).
 inline py::object make_size(const BatchSize& b) {
-  py::tuple t(b.size());
-  for (std::size_t i = 0; i < b.size(); ++i) t[i] = py::int_(b[i]);
-  py::object size =
-      py::reinterpret_steal<py::object>(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&THPSizeType), t.ptr()));
+  const auto n = static_cast<Py_ssize_t>(b.size());
+  py::object size = py::reinterpret_steal<py::object>(THPSizeType.tp_alloc(&THPSizeType, n));
   if (!size) throw py::error_already_set();
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* d = PyLong_FromLongLong(b[static_cast<std::size_t>(i)]);
+    if (!d) throw py::error_already_set();
+    PyTuple_SET_ITEM(size.ptr(), i, d);
+  }
   return size;
 }
 
@@ -507,14 +636,22 @@ inline py::object new_tensordict(const py::dict& entries, const py::object& size
   return out;
 }
 
+// `parent`: the parent level's batch size and its torch.Size, shared by a level of the same
+// batch size (a torch.Size is immutable).
 inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& path, const Api& a,
-                            const Names* inherited = nullptr) {
+                            const Names* inherited = nullptr,
+                            const std::pair<const BatchSize*, py::handle>& parent = {nullptr, {}}) {
   // The names this level passes down: its own, or those it inherited.
   const Names* names = !td.names().empty() ? &td.names() : inherited;
   const bool fast = a.storage_known && fast_flag().load(std::memory_order_relaxed);
   py::dict entries;
   py::object device = make_device(td.device());
-  const py::object size = make_size(td.batch_size());  // the level's, and its non-tensor entries'
+  // The level's, and its non-tensor entries'.
+  const py::object size = parent.first && *parent.first == td.batch_size()
+                              ? py::reinterpret_borrow<py::object>(parent.second)
+                              : make_size(td.batch_size());
+  const auto py_names = KeyCache::get().names(node<TensorDict>::table(td).get());
+  std::size_t i = 0;
   for (auto&& [k, v] : td.entries()) {
     py::object x;
     if (v.is_tensor()) {
@@ -525,7 +662,7 @@ inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& pa
       x = py::reinterpret_steal<py::object>(THPVariable_Wrap(v.tensor()));
     } else if (v.is_tensordict()) {
       const Push push(path, k);
-      x = write_tree(v.tensordict(), ct ? ct->at(k) : nullptr, path, a, names);
+      x = write_tree(v.tensordict(), ct ? ct->at(k) : nullptr, path, a, names, {&td.batch_size(), size});
     } else if (v.is_non_tensor()) {
       const auto& d = v.non_tensor();
       x = (d.metadata ? a.metadata : a.data)(py::arg("data") = from_json(d.value),
@@ -535,7 +672,11 @@ inline py::object write_tree(const TensorDict& td, const ClassTree* ct, Path& pa
       x = make_stack(v.non_tensor_stack().values, td.batch_dims(), device, a);
     }
     if (!x) throw py::error_already_set();
-    if (PyDict_SetItemString(entries.ptr(), k.c_str(), x.ptr()) != 0) throw py::error_already_set();
+    if (py_names ? PyDict_SetItem(entries.ptr(), (*py_names)[i].ptr(), x.ptr()) != 0
+                 : PyDict_SetItemString(entries.ptr(), k.c_str(), x.ptr()) != 0) {
+      throw py::error_already_set();
+    }
+    ++i;
   }
   py::object out = new_tensordict(entries, size, device, make_names(td, names), fast, a);
   if (td.is_locked()) out.attr("lock_")();

@@ -155,6 +155,57 @@ def test_tensordict_round_trip(m):
 
 
 @both_paths
+def test_levels_with_the_same_keys_share_names_and_stay_right(m):
+    # Levels whose keys C++ has seen before share its table of names; every way of breaking
+    # that sharing must still give the right tree or the same error as the first time.
+    def make(n, batch=(3,), extra=None):
+        d = {f"k{i}": torch.full((*batch, 2), float(i)) for i in range(n)}
+        if extra is not None:
+            d["sub"] = TensorDict(extra, batch_size=list(batch))
+        return TensorDict(d, batch_size=list(batch))
+
+    for rep in range(3):  # first read keeps the table, the next ones share it
+        td = make(4, extra={"a": torch.zeros(3), "b": torch.ones(3, 5)})
+        same_tree(td, m.identity(td))
+        same_tree(td, m.identity(td.clone()))  # equal keys, the same str objects
+    # Equal keys built as new str objects, in another order, a prefix and a superset.
+    fresh = TensorDict({"".join(["k", str(i)]): torch.zeros(3) for i in range(4)}, batch_size=[3])
+    same_tree(fresh, m.identity(fresh))
+    for keys in (["k1", "k0", "k2", "k3"], ["k0", "k1", "k2"], ["k0", "k1", "k2", "k3", "k4"]):
+        t = TensorDict({k: torch.rand(3) for k in keys}, batch_size=[3])
+        back = m.identity(t)
+        assert list(back.keys()) == keys
+        same_tree(t, back)
+    # C++ adding a key to a level of shared keys changes only its own.
+    td = make(4, batch=(1,))
+    m.identity(td)
+    grown = m.set_new(td)
+    assert list(grown.keys()) == [f"k{i}" for i in range(4)] + ["new"] and "new" not in td.keys()
+    assert list(m.identity(td).keys()) == [f"k{i}" for i in range(4)]
+    assert list(m.identity(grown).keys()) == [f"k{i}" for i in range(4)] + ["new"]
+    # A level of known keys whose entries do not fit: the same error every time.
+    bad = make(4)
+    bad._tensordict["k2"] = torch.zeros(7)  # storage written behind tensordict's back
+    for _ in range(2):
+        try:
+            m.identity(bad)
+            raise AssertionError("a leaf outside the batch size was taken")
+        except ValueError as e:
+            assert "k2" in str(e), str(e)
+    # A nested level of a shorter batch size, and non-tensor entries, under known keys.
+    mixed = TensorDict(k0=torch.zeros(3), k1=torch.zeros(3), k2=torch.zeros(3), k3=NonTensorData("x", batch_size=[3]),
+                       batch_size=[3])
+    for _ in range(2):
+        back = m.identity(mixed)
+        assert back["k3"] == "x"
+    # More key sets than C++ keeps: still right.
+    for i in range(1100):
+        t = TensorDict({f"only{i}": torch.zeros(1)}, batch_size=[1])
+        assert list(m.identity(t).keys()) == [f"only{i}"]
+    same_tree(td, m.identity(td))
+
+
+@both_paths
 def test_tensors_are_shared_not_copied(m):
     x = torch.zeros(3, 2)
     td = TensorDict(x=x, nested=TensorDict(y=x, batch_size=[3]), batch_size=[3])

@@ -203,28 +203,38 @@ consteval std::size_t nonleaf_offset() {
   }(std::make_index_sequence<I>{});
 }
 
+// The static fields and batch sizes of T as a tuple of references, depth first: concatenating
+// references moves nothing, so `gather_nonleaf` copies each field once, straight into its slot
+// (a tuple of values concatenated level by level would copy each into its level's tuple, then
+// move it up once per level).
 template <class T>
-nonleaf_tuple_t<T> gather_nonleaf(const T& t);
+auto gather_nonleaf_refs(const T& t);
 
 template <class T, std::size_t I>
-auto gather_field_nonleaf(const T& t) {
+TENSORDICT_INLINE auto gather_field_nonleaf_refs(const T& t) {
   using M = child_t<T, I>;
   constexpr FieldKind k = field_kind_v<M>;
   if constexpr (k == FieldKind::static_field || k == FieldKind::batch_size) {
-    return typename field_nonleaf_tuple<M>::type(child<I>(t));
+    return std::tuple<const std::remove_cv_t<M>&>(child<I>(t));
   } else if constexpr (k == FieldKind::subtree) {
-    return gather_nonleaf(child<I>(t));
+    return gather_nonleaf_refs(child<I>(t));
   } else {
     return std::tuple<>();
   }
 }
 template <class T, std::size_t... I>
-nonleaf_tuple_t<T> gather_nonleaf_fields(const T& t, std::index_sequence<I...>) {
-  return std::tuple_cat(gather_field_nonleaf<T, I>(t)...);
+TENSORDICT_INLINE auto gather_nonleaf_refs_of(const T& t, std::index_sequence<I...>) {
+  return std::tuple_cat(gather_field_nonleaf_refs<T, I>(t)...);
 }
 template <class T>
+TENSORDICT_INLINE auto gather_nonleaf_refs(const T& t) {
+  return gather_nonleaf_refs_of(t, std::make_index_sequence<static_node<T>::size>{});
+}
+// The values, each copied from its field: the elements are passed one by one, so that a field
+// type constructible from a tuple is never handed the tuple itself.
+template <class T>
 nonleaf_tuple_t<T> gather_nonleaf(const T& t) {
-  return gather_nonleaf_fields(t, std::make_index_sequence<static_node<T>::size>{});
+  return std::apply([](const auto&... x) { return nonleaf_tuple_t<T>(x...); }, gather_nonleaf_refs(t));
 }
 
 // Leaves for `build` when there are none: every slot absent.
