@@ -40,7 +40,8 @@
 #include "io/torch_save_format.hpp"
 #include "pytree.hpp"
 #include "pytree_spec.hpp"
-#include "safetensors.hpp"
+#include "checkpoint/core.hpp"
+#include "detail/mapped_file.hpp"
 
 namespace tensordict::aoti {
 

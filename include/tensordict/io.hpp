@@ -36,6 +36,7 @@
 #include "dict.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
+#include "detail/mapped_file.hpp"
 #include "io/format.hpp"
 #include "io/read_save.hpp"
 
@@ -91,34 +92,6 @@ std::string tidy_class_name(std::string_view saved) {
   return out;
 }
 
-// A whole file, mapped privately: the tensors are its views.
-struct MappedFile {
-  std::shared_ptr<void> owner;
-  const unsigned char* data = nullptr;
-  std::uint64_t size = 0;
-};
-
-template <class = void>
-inline MappedFile map_whole(const std::string& path, const char* kind = "safetensors file") {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    const int err = errno;
-    throw FormatError(path + ": cannot be opened (" + format::detail::os_reason(err) + ")");
-  }
-  const format::Fd f(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw FormatError(path + ": cannot be read (" + format::detail::os_reason(errno) + ")");
-  if (S_ISDIR(st.st_mode)) throw FormatError(path + ": a folder, not a " + kind);
-  if (!S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
-  MappedFile m;
-  m.size = static_cast<std::uint64_t>(st.st_size);
-  if (m.size == 0) throw FormatError(path + ": 0 bytes, too short for a " + kind);
-  void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) throw FormatError(path + ": cannot be mapped (" + format::detail::os_reason(errno) + ")");
-  m.owner = std::shared_ptr<void>(p, [n = m.size](void* q) { ::munmap(q, n); });
-  m.data = static_cast<const unsigned char*>(p);
-  return m;
-}
 
 // The Python classes of a tree's struct levels, by key: a struct is saved as the tensorclass of
 // its name at every depth, as Python keeps a tensorclass inside a tensorclass.

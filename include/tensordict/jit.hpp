@@ -24,7 +24,7 @@
 #include "dict.hpp"
 #include "errors.hpp"
 #include "pytree.hpp"
-#include "safetensors.hpp"
+#include "checkpoint/core.hpp"
 
 namespace tensordict::jit {
 

@@ -38,131 +38,10 @@
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "io.hpp"
+#include "checkpoint/core.hpp"
 #include "io/safetensors_format.hpp"
 
 namespace tensordict {
-
-/// A function from a tensor's name in a checkpoint to its key path in the tree ("." between
-/// levels); an empty result leaves the tensor out.
-using Rename = std::function<std::string(const std::string&)>;
-
-/// `model.layers.0.w` → `layers.0.w`; names without the prefix are kept as they are.
-template <class = void>
-inline Rename strip_prefix(std::string prefix) {
-  return [p = std::move(prefix)](const std::string& n) { return n.rfind(p, 0) == 0 ? n.substr(p.size()) : n; };
-}
-/// `layers.0.w` → `model.layers.0.w`.
-template <class = void>
-inline Rename add_prefix(std::string prefix) {
-  return [p = std::move(prefix)](const std::string& n) { return p + n; };
-}
-/// Names starting with `from` start with `to` instead; others are kept.
-template <class = void>
-inline Rename replace_prefix(std::string from, std::string to) {
-  return [f = std::move(from), t = std::move(to)](const std::string& n) {
-    return n.rfind(f, 0) == 0 ? t + n.substr(f.size()) : n;
-  };
-}
-
-/// Names starting with `prefix` are left out (`drop_prefix("pooler.")`); others are kept.
-template <class = void>
-inline Rename drop_prefix(std::string prefix) {
-  return [p = std::move(prefix)](const std::string& n) { return n.rfind(p, 0) == 0 ? std::string() : n; };
-}
-
-namespace detail {
-// Whether `name` matches `pattern`, where `*` stands for any run of characters (none included)
-// and every other character for itself. Linear-time greedy matching with one backtrack point.
-template <class = void>
-inline bool glob_match(std::string_view pattern, std::string_view name) {
-  std::size_t p = 0, n = 0, star = std::string_view::npos, mark = 0;
-  while (n < name.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = n;
-    } else if (p < pattern.size() && pattern[p] == name[n]) {
-      ++p;
-      ++n;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      n = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-}  // namespace detail
-
-/// Names matching `pattern` are left out, where `*` stands for any run of characters
-/// (`drop_matching("*.position_ids")`, `drop_matching("encoder.layer.*.attention.self.*")`);
-/// others are kept.
-template <class = void>
-inline Rename drop_matching(std::string pattern) {
-  return [p = std::move(pattern)](const std::string& n) { return detail::glob_match(p, n) ? std::string() : n; };
-}
-
-/// The renames applied in turn, each to the previous one's result; a name one of them leaves
-/// out stays out: `compose(drop_prefix("pooler."), replace_prefix("encoder.layer.", "layers."))`.
-template <class... R>
-  requires(sizeof...(R) > 0 && (std::is_convertible_v<R, Rename> && ...))
-inline Rename compose(R... renames) {
-  std::vector<Rename> all{Rename(std::move(renames))...};
-  return [all = std::move(all)](const std::string& n) {
-    std::string out = n;
-    for (const auto& r : all) {
-      if (!r) continue;
-      out = r(out);
-      if (out.empty()) break;
-    }
-    return out;
-  };
-}
-
-struct LoadReport;
-
-/// Options of the checkpoint loaders.
-struct CheckpointOptions {
-  /// Missing, unexpected or mismatched tensors make the load fail, all listed in one error (as
-  /// torch's `load_state_dict(strict=True)`); false: they are returned in the `LoadReport`.
-  bool strict = true;
-  /// Maps each name in the file to a key path of the tree (see `strip_prefix`, ...).
-  Rename rename;
-  /// Floating-point tensors are converted to this dtype as they are loaded (once per leaf).
-  std::optional<at::ScalarType> dtype;
-  /// Where a non-strict load into a new struct (`load_safetensors<T>`, which returns the
-  /// struct) puts what did not fit; null: it is reported as a libtorch warning (`TORCH_WARN`).
-  LoadReport* report = nullptr;
-};
-
-/// What a load into an existing tree did not match: key paths of the tree missing from the
-/// file, names of the file not in the tree, and leaves whose shape or dtype differ (each with
-/// both sides).
-struct LoadReport {
-  std::vector<std::string> missing, unexpected, mismatched;
-  /// The class the file records (`<class '__main__.Net'>`) where a non-strict typed load read
-  /// it into a struct of another name (a backbone out of a whole model's checkpoint); empty
-  /// otherwise. Information only: `ok()` does not count it.
-  std::string saved_class;
-  /// True when everything matched.
-  bool ok() const noexcept { return missing.empty() && unexpected.empty() && mismatched.empty(); }
-  /// The report as one message.
-  std::string str() const {
-    std::string s;
-    auto list = [&](const char* what, const std::vector<std::string>& v) {
-      if (v.empty()) return;
-      if (!s.empty()) s += "; ";
-      s += std::to_string(v.size()) + " " + what + ": ";
-      for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-    };
-    list("missing", missing);
-    list("unexpected", unexpected);
-    list("mismatched", mismatched);
-    if (!saved_class.empty()) s += (s.empty() ? "" : "; ") + std::string("saved as ") + saved_class;
-    return s;
-  }
-};
 
 /// Options of `save_safetensors`.
 struct SafetensorsSaveOptions {
@@ -217,7 +96,7 @@ struct StFile {
 
 template <class = void>
 inline StFile read_safetensors(const std::string& path) {
-  const MappedFile m = map_whole(path);
+  const MappedFile m = map_whole(path, "safetensors file");
   StFile out;
   const std::uint64_t n = safetensors_format::header_size(m.data, m.size, path);
   out.header = safetensors_format::parse_header(
@@ -239,17 +118,6 @@ inline StFile read_safetensors(const std::string& path) {
   return out;
 }
 
-template <class = void>
-inline at::Tensor converted(at::Tensor t, const CheckpointOptions& o) {
-  if (o.dtype && at::isFloatingType(t.scalar_type()) && t.scalar_type() != *o.dtype) return t.to(*o.dtype);
-  return t;
-}
-
-// The name a tensor of the file takes in the tree ("" when renamed away).
-template <class = void>
-inline std::string tree_name(const std::string& name, const CheckpointOptions& o) {
-  return o.rename ? o.rename(name) : name;
-}
 
 // Python tensordict's structure metadata: one level, rebuilt (its "keys" in their saved order).
 template <class D = void>
@@ -299,23 +167,6 @@ inline TensorDict decode_level(const Json& level, StFile& f, std::set<std::strin
   return out;
 }
 
-// Sets `t` at the key path `name` splits into at '.', or says why it does not fit.
-template <class = void>
-inline void set_dotted(TensorDict& out, const std::string& name, const at::Tensor& t, const std::string& file) {
-  std::vector<std::string> parts;
-  for (std::size_t at = 0;;) {
-    const std::size_t dot = name.find('.', at);
-    parts.push_back(name.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
-    if (dot == std::string::npos) break;
-    at = dot + 1;
-  }
-  try {
-    out.set(NestedKey(std::move(parts)), t);
-  } catch (const Error& e) {
-    throw FormatError(file + ": tensor '" + name + "' does not fit beside the others once split at '.' (" + e.what() +
-                      ")");
-  }
-}
 
 // The file as a TensorDict: the saved structure when Python tensordict wrote one, else nested
 // at "." in name order (as Python's from_safetensors does).
@@ -382,82 +233,6 @@ template <class = void>
   return detail::load_st(path, o, nullptr);
 }
 
-}  // namespace tensordict
-
-namespace tensordict {
-
-namespace detail {
-// A typed load's misfits as a LoadReport under the file's own names: an unexpected key (a
-// leaf, or a whole level) lists every tensor of the file renamed into it; a missing one is the
-// struct's key path, which no tensor of the file is renamed to.
-template <class = void>
-inline LoadReport misfit_report(const std::vector<std::string>& in_file, const CheckpointOptions& o,
-                                const Misfits& m) {
-  std::vector<std::pair<std::string, std::string>> names;  // (tree name, file name), file order
-  for (const auto& n : in_file) {
-    std::string to = tree_name(n, o);
-    if (!to.empty()) names.emplace_back(std::move(to), n);
-  }
-  auto file_names = [&](const std::string& key, std::vector<std::string>& into) {
-    const std::size_t before = into.size();
-    for (const auto& [to, from] : names) {
-      if (to == key || (to.size() > key.size() && to.compare(0, key.size(), key) == 0 && to[key.size()] == '.')) {
-        into.push_back(from);
-      }
-    }
-    if (into.size() == before) into.push_back(key);
-  };
-  LoadReport r;
-  for (const auto& k : m.missing) r.missing.push_back(k.join("."));
-  for (const auto& k : m.unexpected) file_names(k.join("."), r.unexpected);
-  for (const auto& [k, why] : m.mismatched) {
-    std::vector<std::string> n;
-    file_names(k.join("."), n);
-    for (const auto& x : n) r.mismatched.push_back(x + " (" + why + ")");
-  }
-  std::sort(r.unexpected.begin(), r.unexpected.end());
-  return r;
-}
-
-// The typed loads' common part: `td` (the file's tensors, renamed) read into a T leniently;
-// strict, every misfit is one FormatError (under the file's names, from `in_file()`, with the
-// fixes); not strict, what fits is returned and the rest reported.
-template <class T, class Names>
-T typed_load(const std::string& file, const TensorDict& td, const CheckpointOptions& o, Names&& in_file,
-             std::string saved_class = {}) {
-  Misfits m;
-  T out{};
-  try {
-    CollectMisfits collect(m);
-    out = from_tensordict<T>(td);
-  } catch (const Error& e) {
-    throw FormatError(file + ": " + e.what());
-  }
-  if (m.empty()) {
-    if (o.report) *o.report = LoadReport{{}, {}, {}, std::move(saved_class)};
-    return out;
-  }
-  LoadReport r = misfit_report(in_file(), o, m);
-  r.saved_class = std::move(saved_class);
-  if (o.strict) {
-    std::string fix;
-    if (!r.unexpected.empty()) {
-      fix += "a rename can leave out the tensors the struct has no field for (drop_prefix, drop_matching)";
-    }
-    if (!r.missing.empty() || !r.mismatched.empty()) {
-      fix += std::string(fix.empty() ? "" : "; ") + "a rename maps the file's names to the struct's key paths";
-    }
-    throw FormatError(file + ": " + r.str() + " (" + fix + "; or load with {.strict = false} to keep what fits)");
-  }
-  if (o.report) {
-    *o.report = std::move(r);
-  } else {
-    TORCH_WARN(file, ": not strict, loaded what fits the struct; ", r.str());
-  }
-  return out;
-}
-}  // namespace detail
-
 /// Loads a safetensors file into a struct of type T: the file's names (after `rename`) are T's
 /// key paths, containers sized by the file (`blocks.3.w` makes `blocks` hold 4). Strict (the
 /// default): a file that does not fit is a FormatError naming the file and listing every
@@ -487,56 +262,6 @@ template <tree T>
     return names;
   }, std::move(saved_class));
 }
-
-/// Loads a safetensors file into `out`, a tree you have (a struct with its containers sized, or
-/// a TensorDict): every leaf whose key path (after `rename`) names a tensor of the file of the
-/// same shape and dtype takes it. Strict (the default): anything missing, unexpected or
-/// mismatched fails the load, all listed in one FormatError, and `out` is left as it was; not
-/// strict: the matching leaves are loaded and the rest is returned in the report.
-namespace detail {
-// Loads `named` (a checkpoint's tensors by name, in the file's order) into `out`, as the
-// loaders into an existing tree do: renamed, converted, compared leaf by leaf; strict loads
-// throw the whole report and leave `out` as it was.
-template <class T>
-LoadReport fill_tree(const std::string& file, const std::vector<std::pair<std::string, at::Tensor>>& named, T& out,
-                     const CheckpointOptions& o) {
-  LoadReport r;
-  std::unordered_map<std::string, at::Tensor> by_name;
-  for (const auto& [n, t] : named) {
-    std::string to = tree_name(n, o);
-    if (to.empty()) continue;
-    if (!by_name.emplace(to, t).second) throw FormatError(file + ": two tensors are renamed to '" + to + "'");
-  }
-  T next = out;
-  std::set<std::string> matched;
-  auto show = [](const at::Tensor& x) { return shape_str(x.sizes()) + " " + dtype_name(x.scalar_type()); };
-  visit_leaves(
-      [&](const auto& loc, auto& slot) {
-        const std::string key(loc.path().dotted);
-        const at::Tensor cur = leaf_get(slot);
-        const auto it = by_name.find(key);
-        if (it == by_name.end()) {
-          r.missing.push_back(key);
-          return;
-        }
-        matched.insert(key);
-        const at::Tensor x = converted(it->second, o);
-        if (cur.defined() && (x.sizes() != cur.sizes() || x.scalar_type() != cur.scalar_type())) {
-          r.mismatched.push_back(key + " (file " + show(x) + ", tree " + show(cur) + ")");
-          return;
-        }
-        leaf_set(slot, cur.defined() && cur.device() != x.device() ? x.to(cur.device()) : x);
-      },
-      next);
-  for (const auto& [n, t] : by_name) {
-    if (!matched.count(n)) r.unexpected.push_back(n);
-  }
-  std::sort(r.unexpected.begin(), r.unexpected.end());
-  if (o.strict && !r.ok()) throw FormatError(file + ": " + r.str());
-  out = std::move(next);
-  return r;
-}
-}  // namespace detail
 
 /// Loads a safetensors file into `out`, a tree you have (a struct with its containers sized, or
 /// a TensorDict): every leaf whose key path (after `rename`) names a tensor of the file of the

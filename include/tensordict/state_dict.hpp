@@ -17,7 +17,9 @@
 #include <ATen/ATen.h>
 
 #include "io/torch_save_format.hpp"
-#include "safetensors.hpp"
+#include "checkpoint/core.hpp"
+#include "detail/mapped_file.hpp"
+#include "io.hpp"
 
 namespace tensordict {
 
@@ -103,7 +105,7 @@ inline void collect_tensors(const torch_save_format::Value& v, const std::string
 
 template <class = void>
 inline TorchSaveFile read_torch_save(const std::string& file) {
-  const MappedFile m = map_whole(file);
+  const MappedFile m = map_whole(file, "torch.save file");
   const auto entries = torch_save_format::read_zip(m.data, m.size, file);
   const torch_save_format::ZipEntry* pkl = nullptr;
   std::string prefix;

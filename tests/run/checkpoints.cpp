@@ -545,11 +545,21 @@ TEST_CASE("load_state_dict: damaged and hostile files are refused, naming the fi
   Tmp tmp;
   const std::string good = bytes_of(data / "views.pt");
   const fs::path f = tmp.path / "f.pt";
-  // Cut at every length: an error each time, never a crash.
+  // Cut at every length: an error each time, never a crash, naming the format it was reading.
   for (std::size_t n = 0; n < good.size(); n += 7) {
     put(f, good.substr(0, n));
     CHECK_THROWS_AS((void)td::load_state_dict(f), td::FormatError);
+    try {
+      (void)td::load_state_dict(f);
+    } catch (const td::FormatError& e) {
+      CHECK(std::string(e.what()).find("safetensors") == std::string::npos);
+    }
   }
+  put(f, "");
+  CHECK_THROWS_WITH_AS((void)td::load_state_dict(f), doctest::Contains("f.pt: 0 bytes, too short for a torch.save file"),
+                       td::FormatError);
+  CHECK_THROWS_WITH_AS((void)td::load_state_dict(tmp.path), doctest::Contains("a folder, not a torch.save file"),
+                       td::FormatError);
   // Every byte flipped in turn: a load or an error, never a crash or another exception type.
   int refused = 0;
   for (std::size_t i = 0; i < good.size(); ++i) {
