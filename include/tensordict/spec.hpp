@@ -263,6 +263,19 @@ consteval bool check_struct_type() {
   }
 }
 
+// A plain struct that would be reflectable but for its width: more fields than the binders
+// declared (64 without <tensordict/wide.hpp>, 256 with it).
+template <class M>
+consteval bool unbound_wide_struct() {
+  if constexpr (plain_aggregate<M> && !detail::has_base_class<M>) {
+    constexpr std::size_t n = field_count_v<M>;
+    if constexpr (n != static_cast<std::size_t>(-1) && n > detail::core_fields) {
+      return n > detail::max_fields || !detail::fields_bindable<n>;
+    }
+  }
+  return false;
+}
+
 // One static_assert per misuse of a value inside a tree; returns whether it is valid, so that
 // nothing else is instantiated for a type that is not.
 template <class M>
@@ -278,6 +291,10 @@ consteval bool check_value() {
     return check_value<optional_child_t<M>>();
   } else if constexpr (k == FieldKind::container) {
     return check_value<typename dynamic_node<M>::child_t>();
+  } else if constexpr (k == FieldKind::static_field && !static_field_ok<M>::value && unbound_wide_struct<M>()) {
+    // A nested struct wider than the binders this file has is no static field: the message
+    // the same struct gets at the top (include wide.hpp, or the 256-field limit).
+    return check_struct_type<M>();
   } else if constexpr (k == FieldKind::static_field) {
     static_assert(!holds_tensor_v<M> || treat_as_static<M>::value,
                   "tensordict: a member holds tensors but is no node, so its tensors would be "

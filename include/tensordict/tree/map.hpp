@@ -105,8 +105,6 @@ template <tree T, class Acc, class F>
   return init;
 }
 
-/// Every leaf slot in key order, absent ones as undefined tensors: a
-
 }  // namespace tensordict
 
 #include "../detail/macro_unscope.hpp"
