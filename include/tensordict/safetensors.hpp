@@ -347,17 +347,10 @@ inline TensorDict renamed_tree(const TensorDict& td, const Rename& rename, const
         throw Error("save_safetensors: " + file + ": two keys have the name '" + to + "' once renamed (" + it->second +
                     " and " + name + ")");
       }
-      std::vector<std::string> parts;
-      for (std::size_t at = 0;;) {
-        const std::size_t dot = to.find('.', at);
-        parts.push_back(to.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
-        if (dot == std::string::npos) break;
-        at = dot + 1;
-      }
       try {
-        NestedKey key(std::move(parts));
+        const NestedKey key = split_dotted(to);
         if (out.contains(key)) throw Error("a level is there");
-        out.set(std::move(key), v);
+        out.set(key, v);
       } catch (const Error& e) {
         throw Error("save_safetensors: " + file + ": " + name + " renamed to '" + to +
                     "' does not fit beside the other renamed keys (" + e.what() + ")");

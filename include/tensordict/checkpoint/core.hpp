@@ -162,9 +162,9 @@ inline std::string tree_name(const std::string& name, const CheckpointOptions& o
   return o.rename ? o.rename(name) : name;
 }
 
-// Sets `t` at the key path `name` splits into at '.', or says why it does not fit.
+// A checkpoint name as the nested key it stands for: `blocks.0.w` is (blocks, 0, w).
 template <class = void>
-inline void set_dotted(TensorDict& out, const std::string& name, const at::Tensor& t, const std::string& file) {
+inline NestedKey split_dotted(const std::string& name) {
   std::vector<std::string> parts;
   for (std::size_t at = 0;;) {
     const std::size_t dot = name.find('.', at);
@@ -172,8 +172,14 @@ inline void set_dotted(TensorDict& out, const std::string& name, const at::Tenso
     if (dot == std::string::npos) break;
     at = dot + 1;
   }
+  return NestedKey(std::move(parts));
+}
+
+// Sets `t` at the key path `name` splits into at '.', or says why it does not fit.
+template <class = void>
+inline void set_dotted(TensorDict& out, const std::string& name, const at::Tensor& t, const std::string& file) {
   try {
-    out.set(NestedKey(std::move(parts)), t);
+    out.set(split_dotted(name), t);
   } catch (const Error& e) {
     throw FormatError(file + ": tensor '" + name + "' does not fit beside the others once split at '.' (" + e.what() +
                       ")");
