@@ -174,21 +174,14 @@ inline constexpr std::size_t max_meta_bytes = std::size_t{1} << 30;
 namespace detail {
 // What the reader sees go by: duplicate top-level keys. Integers beyond 64 bits are kept (Python's ints have no bound).
 template <class = void>
-class BasicScan : public JsonScan {
+class BasicScan : public BasicUniqueKeysScan<> {
  public:
-  BasicScan() : JsonScan(max_json_depth, "values nested deeper than " + std::to_string(max_json_depth) + " levels") {}
+  BasicScan()
+      : BasicUniqueKeysScan<>(max_json_depth, "values nested deeper than " + std::to_string(max_json_depth) + " levels",
+                              "key") {}
 
  protected:
   bool big_integer_seen(std::string_view) override { return true; }
-  bool key(const std::string& k) override {
-    if (depth() == 1) {
-      if (!seen_.insert(k).second) return stop("the key '" + k + "' appears twice");
-    }
-    return true;
-  }
-
- private:
-  std::unordered_set<std::string> seen_;
 };
 using Scan = BasicScan<>;
 }  // namespace detail

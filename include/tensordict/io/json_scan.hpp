@@ -17,6 +17,7 @@
 #include <utility>
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "../json.hpp"
 
@@ -407,6 +408,25 @@ class BasicJsonScan {
   bool keep_big_ = false;
 };
 using JsonScan = BasicJsonScan<>;
+
+// A scan that refuses a top-level name seen twice (JSON allows it; every reader here takes such
+// text for a hostile or broken file): "the `what` 'name' appears twice".
+template <class D = void>
+class BasicUniqueKeysScan : public BasicJsonScan<D> {
+ public:
+  BasicUniqueKeysScan(std::size_t max_depth, std::string too_deep, std::string what)
+      : BasicJsonScan<D>(max_depth, std::move(too_deep)), what_(std::move(what)) {}
+
+ protected:
+  bool key(const std::string& k) override {
+    if (this->depth() == 1 && !seen_.insert(k).second) return this->stop("the " + what_ + " '" + k + "' appears twice");
+    return true;
+  }
+
+ private:
+  std::string what_;
+  std::unordered_set<std::string> seen_;
+};
 
 }  // namespace tensordict::format::detail
 

@@ -94,21 +94,14 @@ namespace detail {
 
 // A pass over the header text that builds nothing: nesting depth, duplicate top-level names.
 template <class = void>
-class BasicScan : public format::detail::JsonScan {
+class BasicScan : public format::detail::BasicUniqueKeysScan<> {
  public:
-  BasicScan() : format::detail::JsonScan(max_header_depth, "a header nested deeper than any safetensors header") {
+  BasicScan()
+      : format::detail::BasicUniqueKeysScan<>(max_header_depth, "a header nested deeper than any safetensors header",
+                                              "tensor") {
     python_floats = false;  // safetensors' own parser reads JSON proper
     malformed_words = "malformed JSON header";
   }
-
- protected:
-  bool key(const std::string& k) override {
-    if (depth() == 1 && !seen_.insert(k).second) return stop("the tensor '" + k + "' appears twice");
-    return true;
-  }
-
- private:
-  std::unordered_set<std::string> seen_;
 };
 using Scan = BasicScan<>;
 
