@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
 #include "convert.hpp"
@@ -246,7 +247,7 @@ class Placement {
                                 " the package ties to " + other + ": it must be " + std::to_string(*want));
       }
     }
-    std::vector<std::int64_t> want;
+    c10::SmallVector<std::int64_t, 8> want;  // on the stack for up to 8 dims
     for (std::size_t i = 0; i < flat.size(); ++i) {
       at::Tensor& x = flat[i];
       const In& in = inputs_[i];
