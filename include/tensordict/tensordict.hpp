@@ -18,7 +18,7 @@
 #include "math.hpp"
 #include "nn.hpp"
 #include "optim.hpp"
-#include "safetensors.hpp"
+#include "checkpoint/safetensors.hpp"
 #include "reflect.hpp"
 #include "spec.hpp"
 #include "tree.hpp"

@@ -1,0 +1,502 @@
+#pragma once
+/// \file
+/// AOTInductor packages (`.pt2`, from `torch._inductor.aoti_compile_and_package`) run with
+/// trees as their arguments and results: leaves placed by key name in the order of the
+/// package's own pytree spec, every leaf checked, outputs rebuilt as a `TensorDict` or a
+/// struct; the package's weights read and swapped as a tree. Needs libtorch 2.6 or later (the
+/// PyPI torch wheel's); programs built on the wheel link through `tensordict::tensordict`,
+/// which keeps libtorch a needed library (see docs/deploy.md).
+///
+///     tensordict::aoti::Package policy("policy.pt2");
+///     Action a = policy.run<Action>(obs);                 // obs: a struct or a TensorDict
+///     policy.update_constants(trained);                   // new weights, checked by name
+
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 6)
+#error "tensordict/aoti.hpp needs libtorch 2.6 or later (AOTInductor's package loader), such as the PyPI torch wheel's; this libtorch is older"
+#else
+
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+
+#include "../convert.hpp"
+#include "../dict.hpp"
+#include "../errors.hpp"
+#include "../io/aoti_wrapper.hpp"
+#include "../io/torch_save_format.hpp"
+#include "pytree.hpp"
+#include "pytree_spec.hpp"
+#include "../checkpoint/core.hpp"
+#include "../detail/mapped_file.hpp"
+
+namespace tensordict::aoti {
+
+/// How a package is loaded (`AOTIModelPackageLoader`'s arguments).
+struct PackageOptions {
+  /// The model inside the package (`aoti_compile_and_package` writes "model").
+  std::string model_name = "model";
+  /// Models kept for calls from several threads at once.
+  std::size_t num_runners = 1;
+  /// The CUDA device for a CUDA package (-1: the current one).
+  int device_index = -1;
+  /// Run without AOTInductor's own thread pool.
+  bool run_single_threaded = false;
+};
+
+/// Options of `Package::update_constants`.
+struct ConstantsOptions {
+  /// Every constant of the package must be given, and nothing else (a full update);
+  /// false: the given ones are swapped, the report lists the rest.
+  bool strict = true;
+  /// Maps each key path of the tree to the package's constant name (as checkpoints do).
+  Rename rename;
+};
+
+/// The metadata key under which `tensordict_cpp.aoti_package` records each flat input's and
+/// output's dtype, shape (dynamic dims null) and device, as JSON.
+inline constexpr const char* inputs_metadata_key = "tensordict_cpp.inputs";
+inline constexpr const char* outputs_metadata_key = "tensordict_cpp.outputs";
+
+namespace detail {
+inline std::vector<PyLeafSignature> signatures(const std::unordered_map<std::string, std::string>& meta,
+                                               const char* key, const std::string& file) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) return {};
+  std::vector<PyLeafSignature> out;
+  try {
+    const Json j = Json::parse(it->second);
+    for (const auto& x : j.at("leaves")) {
+      PyLeafSignature s;
+      s.dtype = x.at("dtype").get<std::string>();
+      s.device = x.at("device").get<std::string>();
+      for (const auto& d : x.at("shape")) {
+        if (d.is_null()) {
+          s.shape.emplace_back();
+        } else {
+          s.shape.emplace_back(d.get<std::int64_t>());
+        }
+      }
+      out.push_back(std::move(s));
+    }
+  } catch (const JsonError& e) {
+    throw FormatError(file + ": malformed " + key + " metadata (" + e.what() + ")");
+  }
+  return out;
+}
+
+// The wrapper source of model `model` in the package at `file` (a `.pt2` archive or the
+// folder it unpacks to): the `.cpp` under `data/aotinductor/<model>/` whose input checks
+// parse; empty when the package carries none.
+inline std::string wrapper_source(const std::string& file, const std::string& model) {
+  const std::string folder = "data/aotinductor/" + model + "/";
+  auto fits = [&](std::string_view name) {
+    return name.size() > 4 && name.substr(name.size() - 4) == ".cpp" && name.find(folder) != std::string_view::npos &&
+           name.find("..") == std::string_view::npos;
+  };
+  auto better = [](const std::string& a, const std::string& b) {  // prefers the one with checks
+    return b.empty() || (a.find("check_input_0") != std::string::npos && b.find("check_input_0") == std::string::npos);
+  };
+  std::string best;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) {
+    for (auto it = fs::recursive_directory_iterator(file, fs::directory_options::skip_permission_denied, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file(ec) || !fits(it->path().generic_string())) continue;
+      std::ifstream in(it->path(), std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (better(text, best)) best = std::move(text);
+    }
+    return best;
+  }
+  const auto m = tensordict::detail::map_whole(file, "package");
+  for (const auto& e : torch_save_format::read_zip(m.data, m.size, file)) {
+    if (!fits(e.name)) continue;
+    std::string text(reinterpret_cast<const char*>(m.data + e.offset), e.size);
+    if (better(text, best)) best = std::move(text);
+  }
+  return best;
+}
+
+// The signatures of the flat inputs as the wrapper checks them, when it checks each one's
+// dtype, device and dims (else none: the layout then checks structure only).
+inline std::vector<PyLeafSignature> signatures_of(const aoti_wrapper::Inputs& w, std::size_t n) {
+  std::vector<PyLeafSignature> out;
+  if (w.inputs.size() != n) return out;
+  for (const auto& in : w.inputs) {
+    if (in.dtype.empty() || in.device.empty() || !in.ndim || !dtype_from_name(in.dtype)) return {};
+    PyLeafSignature s;
+    s.dtype = in.dtype;
+    s.device = in.device;
+    s.shape.assign(in.size.begin(), in.size.begin() + static_cast<std::ptrdiff_t>(*in.ndim));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// How each flat input must reach the package's kernels, beyond its dtype and static shape:
+// the bounds of its dynamic dims, the dynamic dims it shares with other inputs, and the strides
+// the kernels index it by. An input with other strides (a transposed copy, a slice, an
+// expanded tensor) is copied into those strides; one that has them is passed as it is.
+class Placement {
+ public:
+  /// No wrapper to read: every input is made contiguous, as export traces them.
+  Placement() = default;
+  Placement(const aoti_wrapper::Inputs& w, std::size_t n) {
+    if (w.inputs.size() != n) return;
+    known_ = true;
+    symbols_ = w.symbols.size();
+    source_.assign(symbols_, {npos, 0});
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& x = w.inputs[i];
+      In in;
+      if (x.ndim) in.ndim = static_cast<std::int64_t>(*x.ndim);
+      const std::size_t dims = x.ndim ? *x.ndim : 0;
+      for (std::size_t d = 0; d < dims; ++d) {
+        if (!x.size[d] && (x.min[d] > 0 || x.max[d] < std::numeric_limits<std::int64_t>::max())) {
+          bounds_.push_back({i, d, x.min[d], x.max[d]});
+        }
+        Stride s;
+        if (d < x.stride_expr.size() && x.stride_expr[d].known()) {
+          s.expr = x.stride_expr[d];
+          if (auto c = s.expr.constant()) s.value = c;
+        } else if (x.stride[d]) {
+          s.value = x.stride[d];
+        }
+        in.constant = in.constant && s.value.has_value();
+        in.stride.push_back(std::move(s));
+        if (d < x.size_expr.size() && x.size_expr[d].known() && !x.size[d]) {
+          const Expr& e = x.size_expr[d];
+          if (e.bare_symbol >= 0 && source_[e.bare_symbol].first == npos) {
+            source_[e.bare_symbol] = {i, d};
+          } else {
+            sizes_.push_back({i, d, e});
+          }
+        }
+      }
+      inputs_.push_back(std::move(in));
+    }
+    // A size whose symbol no input gives alone (`2L*s0` only) cannot be checked.
+    std::erase_if(sizes_, [&](const SizeCheck& c) {
+      for (const auto& st : c.expr.program) {
+        if (st.op == Expr::Op::symbol && source_[st.value].first == npos) return true;
+      }
+      return false;
+    });
+  }
+
+  /// Checks `flat` (already checked by the layout) against the package and lays each input
+  /// out as the kernels index it; errors name the key (`layout.leaf_key`).
+  void apply(const char* op, std::vector<at::Tensor>& flat, const PyTreeLayout& layout) const {
+    if (!known_) {
+      for (auto& x : flat) {
+        if (!x.is_contiguous()) x = x.contiguous();
+      }
+      return;
+    }
+    for (std::size_t i = 0; i < flat.size(); ++i) {
+      if (inputs_[i].ndim >= 0 && flat[i].dim() != inputs_[i].ndim) {
+        throw SpecMismatchError(std::string(op) + ": key " + layout.leaf_key(i) + " has shape " +
+                                tensordict::detail::shape_str(flat[i].sizes()) + ", the package takes " +
+                                std::to_string(inputs_[i].ndim) + " dims");
+      }
+    }
+    for (const auto& b : bounds_) {
+      const std::int64_t v = flat[b.input].size(static_cast<std::int64_t>(b.dim));
+      if (v < b.min || v > b.max) {
+        throw SpecMismatchError(std::string(op) + ": key " + layout.leaf_key(b.input) + " has shape " +
+                                tensordict::detail::shape_str(flat[b.input].sizes()) + ", whose dim " + std::to_string(b.dim) +
+                                " the package takes from " + std::to_string(b.min) + " to " + std::to_string(b.max));
+      }
+    }
+    auto value = [&](std::int64_t s) -> std::int64_t {
+      const auto& [i, d] = source_[static_cast<std::size_t>(s)];
+      return i == npos ? -1 : flat[i].size(static_cast<std::int64_t>(d));
+    };
+    for (const auto& c : sizes_) {
+      const auto want = c.expr.eval(value);
+      const std::int64_t got = flat[c.input].size(static_cast<std::int64_t>(c.dim));
+      if (want && *want != got) {
+        // The first input whose dim gives a symbol of this size, for the message.
+        std::string other;
+        for (const auto& st : c.expr.program) {
+          if (st.op == Expr::Op::symbol) {
+            const auto& [i, d] = source_[static_cast<std::size_t>(st.value)];
+            other = "key " + layout.leaf_key(i) + " (shape " + tensordict::detail::shape_str(flat[i].sizes()) + ", dim " +
+                    std::to_string(d) + ")";
+            break;
+          }
+        }
+        throw SpecMismatchError(std::string(op) + ": key " + layout.leaf_key(c.input) + " has shape " +
+                                tensordict::detail::shape_str(flat[c.input].sizes()) + ", whose dim " + std::to_string(c.dim) +
+                                " the package ties to " + other + ": it must be " + std::to_string(*want));
+      }
+    }
+    c10::SmallVector<std::int64_t, 8> want;  // on the stack for up to 8 dims
+    for (std::size_t i = 0; i < flat.size(); ++i) {
+      at::Tensor& x = flat[i];
+      const In& in = inputs_[i];
+      const std::size_t dims = in.stride.size();
+      if (dims == 0 || static_cast<std::size_t>(x.dim()) != dims || x.numel() == 0) continue;
+      const c10::IntArrayRef sizes = x.sizes(), strides = x.strides();
+      // The usual case, every stride static: compared in place, nothing allocated.
+      if (in.constant) {
+        bool ok = true;
+        for (std::size_t d = 0; d < dims && ok; ++d) ok = sizes[d] <= 1 || strides[d] == *in.stride[d].value;
+        if (ok) continue;
+      }
+      want.assign(dims, -1);
+      bool all = true, ok = true;
+      for (std::size_t d = 0; d < dims; ++d) {
+        const Stride& s = in.stride[d];
+        std::optional<std::int64_t> w = s.value;
+        if (!w && s.expr.known()) w = s.expr.eval(value);
+        if (w && *w < 0) w.reset();  // a symbol no input gives
+        if (w) want[d] = *w;
+        all = all && (w || sizes[d] <= 1);
+        ok = ok && (sizes[d] <= 1 || !w || strides[d] == *w);
+      }
+      if (ok && all) continue;
+      if (all) {
+        // Dims of size 1 the package leaves free take contiguous strides.
+        std::int64_t run = 1;
+        for (std::size_t d = dims; d-- > 0;) {
+          if (want[d] < 0) want[d] = run;
+          run *= std::max<std::int64_t>(sizes[d], 1);
+        }
+        x = at::empty_strided(sizes, want, x.options()).copy_(x);
+        continue;
+      }
+      // Some strides unknown: export traces contiguous inputs, so contiguous it is, when that
+      // agrees with every stride the package does state.
+      at::Tensor c = x.contiguous();
+      bool fits = true;
+      for (std::size_t d = 0; d < dims; ++d) fits = fits && (sizes[d] <= 1 || want[d] < 0 || c.stride(d) == want[d]);
+      if (!fits) {
+        throw SpecMismatchError(std::string(op) + ": key " + layout.leaf_key(i) + " has strides " +
+                                tensordict::detail::shape_str(strides) +
+                                "; the package's kernels index it by strides this library cannot work out from the package");
+      }
+      x = std::move(c);
+    }
+  }
+
+  /// Whether the package's wrapper said how its inputs are laid out.
+  bool known() const noexcept { return known_; }
+
+ private:
+  using Expr = aoti_wrapper::Expr;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  struct Stride {
+    std::optional<std::int64_t> value;  // static
+    Expr expr;                          // else symbolic
+  };
+  struct In {
+    std::int64_t ndim = -1;
+    std::vector<Stride> stride;
+    bool constant = true;
+  };
+  struct Bound {
+    std::size_t input, dim;
+    std::int64_t min, max;
+  };
+  struct SizeCheck {
+    std::size_t input, dim;
+    Expr expr;
+  };
+  bool known_ = false;
+  std::size_t symbols_ = 0;
+  std::vector<In> inputs_;
+  std::vector<Bound> bounds_;
+  std::vector<SizeCheck> sizes_;
+  std::vector<std::pair<std::size_t, std::size_t>> source_;  // per symbol: the (input, dim) giving it
+};
+}  // namespace detail
+
+/// An AOTInductor package, called with trees. Calls are safe from several threads at once
+/// (up to `num_runners` run in parallel; the loader queues the rest).
+class Package {
+ public:
+  /// Loads `path`; its call spec is parsed once, here. A package whose spec this library
+  /// cannot read (a node type it does not know) is a `FormatError` naming the node.
+  explicit Package(const std::filesystem::path& path, const PackageOptions& o = {})
+      : file_(path.string()),
+        loader_(std::make_unique<torch::inductor::AOTIModelPackageLoader>(
+            file_, o.model_name, o.run_single_threaded, o.num_runners, static_cast<c10::DeviceIndex>(o.device_index))) {
+    const std::vector<std::string> call = loader_->get_call_spec();
+    if (call.size() != 2) throw FormatError(file_ + ": the package's call spec is not an (in_spec, out_spec) pair");
+    PyCallSpec spec;
+    try {
+      spec = PyCallSpec::parse(call[0], call[1]);
+    } catch (const FormatError& e) {
+      throw FormatError(file_ + ": " + e.what());
+    }
+    const auto meta = loader_->get_metadata();
+    const std::size_t n = spec.in.num_leaves();
+    const aoti_wrapper::Inputs wrapper = aoti_wrapper::parse(detail::wrapper_source(file_, o.model_name));
+    auto sig = detail::signatures(meta, inputs_metadata_key, file_);
+    if (sig.empty()) sig = detail::signatures_of(wrapper, n);
+    inputs_ = std::make_unique<PyTreeLayout>(std::move(spec.in), std::move(sig), true);
+    placement_ = detail::Placement(wrapper, n);
+    outputs_ = std::make_unique<PyTreeLayout>(std::move(spec.out), detail::signatures(meta, outputs_metadata_key, file_));
+  }
+
+  /// The package's inputs: its in_spec (`(args, kwargs)`) and each leaf's dtype, shape and
+  /// device, as `tensordict_cpp.aoti_package` records them or, for any other package, as the
+  /// package's wrapper source checks them.
+  const PyTreeLayout& inputs() const noexcept { return *inputs_; }
+  /// The package's outputs: its out_spec.
+  const PyTreeLayout& outputs() const noexcept { return *outputs_; }
+
+  /// The flat inputs a call with `args` passes the loader, checked: positional arguments are
+  /// trees or tensors, keyword ones `kwarg("name", tree)`. Each is checked against what the
+  /// package was compiled for (dtype, static sizes, the bounds of dynamic ones, dims shared
+  /// between inputs, device) and laid out with the strides its kernels index it by: a leaf
+  /// with other strides is copied, one with those strides is passed as it is.
+  template <class... A>
+  [[nodiscard]] std::vector<at::Tensor> flatten_inputs(const A&... args) const {
+    std::vector<at::Tensor> flat = inputs_->flatten_call("aoti::Package::run", args...);
+    placement_.apply("aoti::Package::run", flat, *inputs_);
+    return flat;
+  }
+
+  /// Runs the package on `args` (see `flatten_inputs`) and returns its outputs as `Out`: a
+  /// `TensorDict` shaped as the out_spec (the default), a struct (by key path, as
+  /// `from_tensordict`), a tensor (an out_spec that is one leaf), or the flat
+  /// `std::vector<at::Tensor>`.
+  template <class Out = TensorDict, class... A>
+  [[nodiscard]] Out run(const A&... args) const {
+    std::vector<at::Tensor> flat = loader_->boxed_run(flatten_inputs(args...));
+    return outputs_of<Out>(std::move(flat));
+  }
+
+  /// `run` on inputs already flat, in the spec's order (checked as `run` checks them).
+  template <class Out = TensorDict>
+  [[nodiscard]] Out run_flat(std::vector<at::Tensor> flat) const {
+    if (flat.size() != inputs_->spec().num_leaves()) {
+      throw SpecMismatchError("aoti::Package::run_flat: " + std::to_string(flat.size()) + " inputs, the export takes " +
+                              std::to_string(inputs_->spec().num_leaves()));
+    }
+    inputs_->check("aoti::Package::run_flat", flat);
+    placement_.apply("aoti::Package::run_flat", flat, *inputs_);
+    return outputs_of<Out>(loader_->boxed_run(std::move(flat)));
+  }
+
+  /// The package's constants (weights and buffers) by their state_dict names, nested at `.`.
+  [[nodiscard]] TensorDict constants() const {
+    const auto fqns = loader_->get_constant_fqns();
+    const auto by_name = loader_->get_runner()->extract_constants_map(false);
+    TensorDict out;
+    for (const auto& n : fqns) {
+      const auto it = by_name.find(n);
+      if (it == by_name.end()) continue;  // a constant the runner folded away
+      tensordict::detail::set_dotted(out, n, it->second, file_);
+    }
+    return out;
+  }
+
+  /// The constants' state_dict names.
+  [[nodiscard]] std::vector<std::string> constant_names() const { return loader_->get_constant_fqns(); }
+
+  /// Swaps in new weights from a tree (a parameter struct trained in C++, a TensorDict): each
+  /// leaf's key path (after `rename`) names a constant, whose shape and dtype it must have.
+  /// Strict (the default), every constant must be given and nothing else; anything missing,
+  /// unexpected or mismatched fails with one `FormatError` listing it all, before anything is
+  /// swapped. The tensors are copied into the package's own buffers, so later changes to the
+  /// tree do not reach it. Not safe while another thread runs the package.
+  template <class T>
+  LoadReport update_constants(const T& tree, const ConstantsOptions& o = {}) {
+    const auto fqns = loader_->get_constant_fqns();
+    const auto current = loader_->get_runner()->extract_constants_map(false);
+    std::set<std::string> want(fqns.begin(), fqns.end());
+    std::unordered_map<std::string, at::Tensor> given;
+    LoadReport r;
+    std::set<std::string> mismatched;
+    auto show = [](const at::Tensor& x) { return tensordict::detail::shape_str(x.sizes()) + " " + dtype_name(x.scalar_type()); };
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    if constexpr (std::is_same_v<T, TensorDict>) {
+      for (const auto& [k, t] : tree.named_tensors()) named.emplace_back(k.join("."), t);
+    } else {
+      for (const auto& [k, t] : named_leaves(tree)) named.emplace_back(std::string(k.dotted), t);
+    }
+    for (const auto& [k, t] : named) {
+      if (!t.defined()) continue;
+      const std::string n = o.rename ? o.rename(k) : k;
+      if (n.empty()) continue;
+      if (!want.count(n)) {
+        r.unexpected.push_back(n);
+        continue;
+      }
+      const auto it = current.find(n);
+      if (it != current.end() && (it->second.sizes() != t.sizes() || it->second.scalar_type() != t.scalar_type())) {
+        r.mismatched.push_back(n + " (tree " + show(t) + ", package " + show(it->second) + ")");
+        mismatched.insert(n);
+        continue;
+      }
+      if (!given.emplace(n, t).second) throw FormatError(file_ + ": two leaves are renamed to '" + n + "'");
+    }
+    for (const auto& n : fqns) {
+      if (!given.count(n) && !mismatched.count(n)) r.missing.push_back(n);
+    }
+    if (o.strict && !r.ok()) throw FormatError(file_ + ": update_constants: " + r.str());
+    for (auto& [n, t] : given) t = t.detach().contiguous().clone();
+    // The inactive buffer holds older weights: every constant not given goes in with its
+    // running value, so that the swap changes only what was given.
+    for (const auto& n : fqns) {
+      if (given.count(n)) continue;
+      const auto it = current.find(n);
+      if (it != current.end()) given.emplace(n, it->second.detach().clone());
+    }
+    // Into the inactive buffer, then swapped: a failure leaves the running weights alone.
+    loader_->load_constants(given, /*use_inactive=*/true, /*check_full_update=*/false, /*user_managed=*/false);
+    loader_->get_runner()->swap_constant_buffer();
+    return r;
+  }
+
+  /// The loader itself, for what this class does not wrap.
+  torch::inductor::AOTIModelPackageLoader& loader() noexcept { return *loader_; }
+
+ private:
+  template <class Out>
+  Out outputs_of(std::vector<at::Tensor> flat) const {
+    const PyTreeSpec& s = outputs_->spec();
+    if (flat.size() != s.num_leaves()) {
+      throw SpecMismatchError(file_ + ": the package returned " + std::to_string(flat.size()) +
+                              " tensors, its out_spec has " + std::to_string(s.num_leaves()) + " leaves");
+    }
+    if constexpr (std::is_same_v<Out, std::vector<at::Tensor>>) {
+      return flat;
+    } else if constexpr (std::is_same_v<Out, at::Tensor>) {
+      if (!s.is_leaf()) throw SpecMismatchError(file_ + ": the package returns " + s.str() + ", not one tensor");
+      return flat[0];
+    } else if constexpr (std::is_same_v<Out, TensorDict>) {
+      return unflatten_as(s, flat);
+    } else {
+      return unflatten_as<Out>(s, flat);
+    }
+  }
+
+  std::string file_;
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;
+  std::unique_ptr<PyTreeLayout> inputs_, outputs_;
+  detail::Placement placement_;
+};
+
+}  // namespace tensordict::aoti
+
+#endif  // libtorch 2.6 or later
