@@ -14,7 +14,7 @@
 #include "convert.hpp"
 #include "dict.hpp"
 #include "errors.hpp"
-#include "io.hpp"
+#include "memmap/memmap.hpp"
 #include "math.hpp"
 #include "nn.hpp"
 #include "optim.hpp"
