@@ -292,3 +292,37 @@ TEST_CASE("aoti: a package made without the helper is checked as the helper's pa
         "aoti::Package::run: key arg0.c has shape [6, 7], whose dim 1 the package ties to key arg0.x (shape [5, 3], dim 0): "
         "it must be 5");
 }
+
+TEST_CASE("aoti: a stride over a symbol no input's size gives is unknown, never guessed") {
+  // The wrapper's checks of one [4, 3] input whose dim-0 stride names a symbol (s9) that no
+  // input's size binds: the placement must not evaluate it (it would guess the symbol).
+  const std::string wrapper = R"(
+AOTI_NOINLINE static void check_input_0(
+    AtenTensorHandle* input_handles
+) {
+    ConstantHandle arg0_1 = ConstantHandle(input_handles[0]);
+    int32_t arg0_1_expected_dtype = aoti_torch_dtype_float32();
+        ss << "input_handles[0]: unmatched dtype, "
+    auto arg0_1_size = arg0_1.sizes();
+        ss << "input_handles[0]: unmatched dim value at 0, "
+           << "expected: 4, " << "but got: " << arg0_1_size[0]
+        ss << "input_handles[0]: unmatched dim value at 1, "
+           << "expected: 3, " << "but got: " << arg0_1_size[1]
+        ss << "input_handles[0]: unmatched stride value at 1, "
+           << "expected: 1, " << "but got: " << arg0_1_stride[1]
+        << "expected: " << arg0_1_expected_device_type << "0(cpu), "
+        ss << "input_handles[0]: unmatched device type, "
+}
+static bool _check_aoti_runtime_check_inputs_env() {}
+    if (_check_aoti_runtime_check_inputs_env()) { assert_size_stride(arg0_1, {4L, 3L}, {s9 + 1L, 1L}, "input"); }
+)";
+  const auto parsed = td::aoti_wrapper::parse(wrapper);
+  REQUIRE(parsed.inputs.size() == 1);
+  CHECK(parsed.inputs[0].stride_expr.size() == 2);
+  td::aoti::detail::Placement placement(parsed, 1);
+  td::PyTreeLayout layout(td::PyTreeSpec::parse(R"([1, {"type": null, "context": null, "children_spec": []}])"));
+  std::vector<at::Tensor> flat{torch::randn({3, 4}).t()};  // strides [1, 4]
+  placement.apply("test", flat, layout);
+  CHECK(flat[0].is_contiguous());  // the contiguous layout export traces, not a guessed stride
+  CHECK(flat[0].stride(0) == 3);
+}

@@ -160,8 +160,7 @@ class Placement {
   Placement(const aoti_wrapper::Inputs& w, std::size_t n) {
     if (w.inputs.size() != n) return;
     known_ = true;
-    symbols_ = w.symbols.size();
-    source_.assign(symbols_, {npos, 0});
+    source_.assign(w.symbols.size(), {npos, 0});
     for (std::size_t i = 0; i < n; ++i) {
       const auto& x = w.inputs[i];
       In in;
@@ -191,13 +190,20 @@ class Placement {
       }
       inputs_.push_back(std::move(in));
     }
-    // A size whose symbol no input gives alone (`2L*s0` only) cannot be checked.
-    std::erase_if(sizes_, [&](const SizeCheck& c) {
-      for (const auto& st : c.expr.program) {
+    // A size or stride whose symbol no input gives alone (`2L*s0` only) cannot be worked out:
+    // it is not checked, and such a stride is unknown (evaluating it would guess the symbol).
+    auto unbound = [&](const Expr& e) {
+      for (const auto& st : e.program) {
         if (st.op == Expr::Op::symbol && source_[st.value].first == npos) return true;
       }
       return false;
-    });
+    };
+    std::erase_if(sizes_, [&](const SizeCheck& c) { return unbound(c.expr); });
+    for (auto& in : inputs_) {
+      for (auto& st : in.stride) {
+        if (!st.value && unbound(st.expr)) st.expr = Expr{};
+      }
+    }
   }
 
   /// Checks `flat` (already checked by the layout) against the package and lays each input
@@ -224,9 +230,10 @@ class Placement {
                                 " the package takes from " + std::to_string(b.min) + " to " + std::to_string(b.max));
       }
     }
+    // Every symbol left in a program is bound (the constructor dropped the others).
     auto value = [&](std::int64_t s) -> std::int64_t {
       const auto& [i, d] = source_[static_cast<std::size_t>(s)];
-      return i == npos ? -1 : flat[i].size(static_cast<std::int64_t>(d));
+      return flat[i].size(static_cast<std::int64_t>(d));
     };
     for (const auto& c : sizes_) {
       const auto want = c.expr.eval(value);
@@ -266,7 +273,7 @@ class Placement {
         const Stride& s = in.stride[d];
         std::optional<std::int64_t> w = s.value;
         if (!w && s.expr.known()) w = s.expr.eval(value);
-        if (w && *w < 0) w.reset();  // a symbol no input gives
+        if (w && *w < 0) w.reset();  // no stride is negative: a form this reader misread
         if (w) want[d] = *w;
         all = all && (w || sizes[d] <= 1);
         ok = ok && (sizes[d] <= 1 || !w || strides[d] == *w);
@@ -320,7 +327,6 @@ class Placement {
     Expr expr;
   };
   bool known_ = false;
-  std::size_t symbols_ = 0;
   std::vector<In> inputs_;
   std::vector<Bound> bounds_;
   std::vector<SizeCheck> sizes_;
