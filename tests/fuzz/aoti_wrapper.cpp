@@ -10,12 +10,7 @@
 
 #include <tensordict/io/aoti_wrapper.hpp>
 
-namespace {
-[[noreturn]] void violated(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "property violated: %s (%s)\n", what, detail.c_str());
-  std::abort();
-}
-}  // namespace
+#include "violated.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   namespace w = tensordict::aoti_wrapper;

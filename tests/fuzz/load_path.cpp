@@ -34,6 +34,8 @@
 
 #include <tensordict/io/read_save.hpp>
 
+#include "violated.hpp"
+
 namespace fs = std::filesystem;
 namespace fmt = tensordict::format;
 
@@ -52,11 +54,6 @@ const fs::path& scratch_root() {
     return base / "save";
   }();
   return root;
-}
-
-[[noreturn]] void violated(const char* what, std::string_view detail) {
-  std::fprintf(stderr, "property violated: %s (%.*s)\n", what, static_cast<int>(detail.size()), detail.data());
-  std::abort();
 }
 
 // A relative path that stays inside the save folder, or empty.

@@ -10,12 +10,9 @@
 
 #include <tensordict/pytree_spec.hpp>
 
-namespace {
-[[noreturn]] void violated(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "property violated: %s (%s)\n", what, detail.c_str());
-  std::abort();
-}
+#include "violated.hpp"
 
+namespace {
 std::size_t check(const tensordict::PyTreeSpec& s) {
   if (s.is_mapping() && s.keys.size() != s.children.size()) violated("a mapping without a key per child", s.type);
   if (s.is_leaf()) return 1;

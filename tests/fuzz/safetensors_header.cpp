@@ -10,14 +10,9 @@
 
 #include <tensordict/io/safetensors_format.hpp>
 
-namespace st = tensordict::safetensors_format;
+#include "violated.hpp"
 
-namespace {
-[[noreturn]] void violated(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "property violated: %s (%s)\n", what, detail.c_str());
-  std::abort();
-}
-}  // namespace
+namespace st = tensordict::safetensors_format;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   try {

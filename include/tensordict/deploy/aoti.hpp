@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -108,8 +109,8 @@ inline std::string wrapper_source(const std::string& file, const std::string& mo
     return name.size() > 4 && name.substr(name.size() - 4) == ".cpp" && name.find(folder) != std::string_view::npos &&
            name.find("..") == std::string_view::npos;
   };
-  auto better = [](const std::string& a, const std::string& b) {  // prefers the one with checks
-    return b.empty() || (a.find("check_input_0") != std::string::npos && b.find("check_input_0") == std::string::npos);
+  auto better = [](std::string_view a, std::string_view b) {  // prefers the one with checks
+    return b.empty() || (a.find("check_input_0") != std::string_view::npos && b.find("check_input_0") == std::string_view::npos);
   };
   std::string best;
   namespace fs = std::filesystem;
@@ -124,13 +125,15 @@ inline std::string wrapper_source(const std::string& file, const std::string& mo
     }
     return best;
   }
+  // Entries are views of the mapping; only the one chosen is copied.
   const auto m = tensordict::detail::map_whole(file, "package");
+  std::string_view chosen;
   for (const auto& e : torch_save_format::read_zip(m.data, m.size, file)) {
     if (!fits(e.name)) continue;
-    std::string text(reinterpret_cast<const char*>(m.data + e.offset), e.size);
-    if (better(text, best)) best = std::move(text);
+    const std::string_view text(reinterpret_cast<const char*>(m.data + e.offset), e.size);
+    if (better(text, chosen)) chosen = text;
   }
-  return best;
+  return std::string(chosen);
 }
 
 // The signatures of the flat inputs as the wrapper checks them, when it checks each one's

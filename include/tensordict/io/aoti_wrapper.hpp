@@ -260,38 +260,34 @@ inline void read_checks(std::string_view body, std::size_t index, Input& in) {
     const std::string_view m = body.substr(p + prefix.size());
     // The message's next statement bounds where its expected value is read.
     const std::string_view msg = m.substr(0, m.find(';'));
-    auto dim_of = [&](std::string_view what) -> std::optional<std::size_t> {
-      if (msg.substr(0, what.size()) != what) return std::nullopt;
-      std::size_t i = what.size();
-      auto d = integer(msg, i);
-      if (!d || *d < 0 || *d > 64) return std::nullopt;
-      return static_cast<std::size_t>(*d);
+    // The per-dim messages: what precedes the dim, what precedes the expected value, and
+    // where that value goes.
+    struct PerDim {
+      std::string_view what, expected;
+      void (*store)(Input&, std::size_t, std::int64_t);
     };
-    if (auto d = dim_of("unmatched dim value at ")) {
-      if (auto v = integer_after(msg, "expected: ")) {
-        grow(in, *d + 1);
-        in.size[*d] = *v;
+    static constexpr PerDim per_dim[] = {
+        {"unmatched dim value at ", "expected: ", [](Input& x, std::size_t d, std::int64_t v) { x.size[d] = v; }},
+        {"dim value is too small at ", "expected it to be >= ", [](Input& x, std::size_t d, std::int64_t v) { x.min[d] = v; }},
+        {"dim value is too large at ", "expected to be <= ", [](Input& x, std::size_t d, std::int64_t v) { x.max[d] = v; }},
+        {"unmatched stride value at ", "expected: ", [](Input& x, std::size_t d, std::int64_t v) { x.stride[d] = v; }},
+    };
+    bool matched = false;
+    for (const PerDim& f : per_dim) {
+      if (msg.substr(0, f.what.size()) != f.what) continue;
+      matched = true;
+      std::size_t i = f.what.size();
+      const auto d = integer(msg, i);
+      if (!d || *d < 0 || *d > 64) break;
+      const auto dim = static_cast<std::size_t>(*d);
+      if (auto v = integer_after(msg, f.expected)) {
+        grow(in, dim + 1);
+        f.store(in, dim, *v);
       }
-      dims = std::max(dims, *d + 1);
-    } else if (auto d2 = dim_of("dim value is too small at ")) {
-      if (auto v = integer_after(msg, "expected it to be >= ")) {
-        grow(in, *d2 + 1);
-        in.min[*d2] = *v;
-      }
-      dims = std::max(dims, *d2 + 1);
-    } else if (auto d3 = dim_of("dim value is too large at ")) {
-      if (auto v = integer_after(msg, "expected to be <= ")) {
-        grow(in, *d3 + 1);
-        in.max[*d3] = *v;
-      }
-      dims = std::max(dims, *d3 + 1);
-    } else if (auto d4 = dim_of("unmatched stride value at ")) {
-      if (auto v = integer_after(msg, "expected: ")) {
-        grow(in, *d4 + 1);
-        in.stride[*d4] = *v;
-      }
-      dims = std::max(dims, *d4 + 1);
-    } else if (msg.substr(0, 22) == "unmatched device type,") {
+      dims = std::max(dims, dim + 1);
+      break;
+    }
+    if (!matched && msg.substr(0, 22) == "unmatched device type,") {
       // `<< "0(cpu), "`: the device type's number, then its name.
       const std::size_t open = msg.find('(');
       const std::size_t close = open == std::string_view::npos ? open : msg.find(')', open);
