@@ -2,7 +2,8 @@
 /// \file
 /// Keys, in one place: `fixed_string` (a key as a template argument, checked at compile time),
 /// `KeyPath` (a leaf's path in a tree, constexpr), `Key` (a key argument of a run-time lookup:
-/// one name or a list of names) and `NestedKey` (the owning form that functions return).
+/// one name or a list of names), `NestedKey` (the owning form that functions return) and
+/// `KeyArgs` (the keys of a run-time `select`/`exclude`/`split_keys`).
 
 #include <algorithm>
 #include <array>
@@ -13,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace tensordict {
@@ -155,6 +157,37 @@ class NestedKey {
 };
 
 inline Key::Key(const NestedKey& key) : strs_(key.parts().data()), n_(key.size()) {}
+
+/// The keys of a run-time `select`, `exclude` or `split_keys` (of a TensorDict or of any tree),
+/// in whichever form the caller has them: a braced list (`{"a", "b"}` is two keys; `{{"a",
+/// "b"}}` one nested key), a range of keys built at run time, or one key. It refers to the
+/// caller's strings for the length of the call. A string is one key, not a range of
+/// characters. In a struct tree a nested key is its names joined by dots (`{"blocks", "0"}` is
+/// `"blocks.0"`).
+class KeyArgs {
+ public:
+  KeyArgs(std::initializer_list<Key> keys) noexcept : view_(keys.begin(), keys.size()) {}  // NOLINT
+  template <std::ranges::range R>
+    requires(!std::is_convertible_v<const R&, Key>)
+  KeyArgs(const R& keys) {  // NOLINT: implicit by design
+    for (const auto& k : keys) own_.emplace_back(k);
+    view_ = own_;
+  }
+  KeyArgs(const Key& key) noexcept : view_(&key, 1) {}  // NOLINT
+  template <class K>
+    requires std::is_convertible_v<const K&, Key> && (!std::is_same_v<K, Key>)
+  KeyArgs(const K& key) {  // NOLINT
+    own_.emplace_back(key);  // built in place: a Key is not copied
+    view_ = own_;
+  }
+  KeyArgs(const KeyArgs&) = delete;
+  KeyArgs& operator=(const KeyArgs&) = delete;
+  std::span<const Key> view() const noexcept { return view_; }
+
+ private:
+  std::vector<Key> own_;
+  std::span<const Key> view_;
+};
 
 namespace detail {
 // A key as Python prints it: `'step'` or `('layer', 'weight')`.

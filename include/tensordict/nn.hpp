@@ -34,6 +34,7 @@
 #include "batch.hpp"
 #include "convert.hpp"
 #include "dict.hpp"
+#include "detail/text.hpp"
 #include "errors.hpp"
 
 namespace tensordict {
@@ -85,9 +86,7 @@ const torch::nn::Module& as_module(const M& holder) {
 
 template <class = void>
 inline std::string module_key_str(const NestedKey& k) {
-  std::ostringstream os;
-  os << k;
-  return os.str();
+  return streamed(k);
 }
 
 // The first difference between two module trees (keys, then shapes and dtypes), in words.

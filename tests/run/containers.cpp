@@ -433,6 +433,34 @@ TEST_CASE("containers: select, exclude and split_keys with keys known at run tim
   CHECK_THROWS_WITH_AS((void)td::exclude(m, {"embed", "adapters.zz"}),
                        "exclude: key 'adapters.zz' names nothing in this c::Model", td::KeyError);
   CHECK_THROWS_AS((void)td::select(m, {"blo"}), td::KeyError);  // a prefix of a name is no key
+  // The key type a TensorDict's select takes: a nested key is its names joined by dots, so one
+  // list of keys serves a TensorDict and the struct it came from.
+  for (const auto& path : td::key_paths(m)) {
+    std::vector<std::string> names;
+    for (std::size_t a = 0, b; a <= path.size(); a = b + 1) {
+      b = std::min(path.find('.', a), path.size());
+      names.push_back(path.substr(a, b - a));
+    }
+    const td::NestedKey nested(names);
+    const Model a = td::select(m, {td::Key(nested)});
+    const Model b = td::select(m, {std::string_view(path)});
+    const auto la = td::leaves(a), lb = td::leaves(b);
+    std::size_t present = 0;
+    for (std::size_t j = 0; j < la.size(); ++j) {
+      CHECK(la[j].defined() == lb[j].defined());
+      if (la[j].defined()) {
+        ++present;
+        CHECK(td::to_tensordict(m).select({td::Key(nested)}).get(td::Key(nested)).is_same(la[j]));
+      }
+    }
+    CHECK(present == 1);
+  }
+  const std::vector<td::NestedKey> some{{"blocks", "1"}, {"proj"}};
+  const auto sel_nested = td::leaves(td::exclude(m, some));
+  const auto sel_dotted = td::leaves(td::exclude(m, {"blocks.1", "proj"}));
+  for (std::size_t j = 0; j < sel_nested.size(); ++j) CHECK(sel_nested[j].defined() == sel_dotted[j].defined());
+  CHECK_THROWS_WITH_AS((void)td::select(m, {{"blocks", "9"}}),
+                       "select: key 'blocks.9' names nothing in this c::Model", td::KeyError);
 }
 
 TEST_CASE("containers: to, clone, detach keep the shape") {

@@ -21,7 +21,7 @@
 
 
 #include "../errors.hpp"
-#include "../io/json_scan.hpp"
+#include "../detail/json_scan.hpp"
 
 namespace tensordict {
 

@@ -21,11 +21,16 @@ inline std::string shape_str(c10::IntArrayRef s) {
   os << ']';
   return os.str();
 }
+// What `os << x` writes, as a string.
+template <class X>
+std::string streamed(const X& x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
 template <class = void>
 inline std::string bs_str(const BatchSize& b) {
-  std::ostringstream os;
-  os << b;
-  return os.str();
+  return streamed(b);
 }
 // Whether `shape` starts with the batch dims `b`.
 template <class = void>

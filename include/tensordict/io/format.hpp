@@ -16,8 +16,9 @@
 #include <vector>
 
 
+#include "../detail/find_row.hpp"
 #include "../errors.hpp"
-#include "json_scan.hpp"
+#include "../detail/json_scan.hpp"
 // Last: the list's macros are undefined after the table below.
 #include "../detail/dtype_list.hpp"
 
@@ -41,10 +42,7 @@ inline constexpr DType dtypes[] = {
 /// The dtype named `name`, or null.
 template <class = void>
 inline const DType* find_dtype(std::string_view name) noexcept {
-  for (const auto& d : dtypes) {
-    if (d.name == name) return &d;
-  }
-  return nullptr;
+  return tensordict::detail::find_row(dtypes, &DType::name, name);
 }
 
 /// A key as a file name, as Python writes it: ``/ < > : " | ? * \``, `%`, space, control

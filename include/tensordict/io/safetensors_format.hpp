@@ -18,8 +18,9 @@
 #include <vector>
 
 
+#include "../detail/find_row.hpp"
 #include "../errors.hpp"
-#include "json_scan.hpp"
+#include "../detail/json_scan.hpp"
 
 namespace tensordict::safetensors_format {
 
@@ -47,18 +48,12 @@ inline constexpr DType dtypes[] = {
 /// The dtype safetensors names `name`, or null.
 template <class = void>
 inline const DType* find_dtype(std::string_view name) noexcept {
-  for (const auto& d : dtypes) {
-    if (d.name == name) return &d;
-  }
-  return nullptr;
+  return tensordict::detail::find_row(dtypes, &DType::name, name);
 }
 /// The safetensors dtype of Python's dtype name, or null.
 template <class = void>
 inline const DType* find_python_dtype(std::string_view python) noexcept {
-  for (const auto& d : dtypes) {
-    if (d.python == python) return &d;
-  }
-  return nullptr;
+  return tensordict::detail::find_row(dtypes, &DType::python, python);
 }
 
 /// Limits on a header: its size (safetensors' own limit) and JSON nesting (a header is flat:

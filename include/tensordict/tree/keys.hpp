@@ -92,26 +92,28 @@ template <fixed_string... Keys, tree T>
 }
 
 /// `select` with dotted keys known only at run time (`"blocks." + std::to_string(i)`): a range
-/// of them, a braced list, or one key. The same tree with only the leaves at or under the keys
-/// present; a key that names nothing is a `KeyError` naming it. (A TensorDict selects with its
+/// of them, a braced list, or one key (`KeyArgs`; a nested key `{{"blocks", "0"}}` is its names
+/// joined by dots). The same tree with only the leaves at or under the keys present; a key that
+/// names nothing is a `KeyError` naming it. (A TensorDict selects with its
 /// own `select`, which removes entries.)
 template <detail::masked_tree T>
-[[nodiscard]] T select(const T& t, const detail::KeyList& keys) {
-  return detail::masked_runtime("select", t, keys.view(), true);
+[[nodiscard]] T select(const T& t, const KeyArgs& keys) {
+  return detail::masked_runtime("select", t, detail::DottedKeys(keys.view()).views, true);
 }
 
 /// `exclude` with dotted keys known only at run time, in the forms `select` takes; a key that
 /// names nothing is a `KeyError`.
 template <detail::masked_tree T>
-[[nodiscard]] T exclude(const T& t, const detail::KeyList& keys) {
-  return detail::masked_runtime("exclude", t, keys.view(), false);
+[[nodiscard]] T exclude(const T& t, const KeyArgs& keys) {
+  return detail::masked_runtime("exclude", t, detail::DottedKeys(keys.view()).views, false);
 }
 
 /// `(select(t, keys), exclude(t, keys))` with run-time keys, in the forms `select` takes.
 template <detail::masked_tree T>
-[[nodiscard]] std::pair<T, T> split_keys(const T& t, const detail::KeyList& keys) {
-  return {detail::masked_runtime("select", t, keys.view(), true),
-          detail::masked_runtime("exclude", t, keys.view(), false)};
+[[nodiscard]] std::pair<T, T> split_keys(const T& t, const KeyArgs& keys) {
+  const detail::DottedKeys dotted(keys.view());
+  return {detail::masked_runtime("select", t, dotted.views, true),
+          detail::masked_runtime("exclude", t, dotted.views, false)};
 }
 
 /// Partitions the present leaves: `pred(key_path, leaf)` true goes to the first tree, false to

@@ -218,47 +218,34 @@ T keep_keys(const char* op, const T& t) {
   }
 }
 
-// A range of dotted keys known at run time (strings, string views, C strings).
-template <class R>
-concept key_range = std::ranges::range<R> &&
-                    std::is_convertible_v<std::ranges::range_reference_t<const R&>, std::string_view>;
-
 // A tree whose leaves `select`/`exclude` mark absent (a TensorDict removes entries instead,
 // with its own methods).
 template <class T>
 concept masked_tree = tree<T> && !is_tensordict<T>;
 
-/// The dotted keys of a run-time `select`, `exclude` or `split_keys`, in whichever form the
-/// caller has them: a range of strings, a braced list, or one key. It views the caller's
-/// strings for the length of the call. (A template, so that a file that never selects at run
-/// time compiles none of it.)
+// The dotted form of run-time keys, as struct trees match them: a flat key as it is, a nested
+// key's names joined by dots. Only nested keys are copied.
 template <class = void>
-class BasicKeyList {
- public:
-  template <key_range R>
-  BasicKeyList(const R& keys) {  // NOLINT: implicit by design
-    if constexpr (std::is_convertible_v<const R&, std::span<const std::string_view>>) {
-      view_ = keys;
-    } else {
-      for (const auto& k : keys) own_.emplace_back(k);
-      view_ = own_;
+struct DottedKeys {
+  std::vector<std::string> joined;
+  std::vector<std::string_view> views;
+  explicit DottedKeys(std::span<const Key> keys) {
+    joined.reserve(keys.size());  // views point into these strings: no reallocation
+    views.reserve(keys.size());
+    for (const Key& k : keys) {
+      if (k.size() == 1) {
+        views.push_back(k[0]);
+        continue;
+      }
+      std::string& s = joined.emplace_back();
+      for (std::size_t i = 0; i < k.size(); ++i) {
+        if (i) s += '.';
+        s += k[i];
+      }
+      views.push_back(s);
     }
   }
-  BasicKeyList(std::initializer_list<std::string_view> keys) noexcept  // NOLINT
-      : view_(keys.begin(), keys.size()) {}
-  template <class S>
-    requires std::is_convertible_v<const S&, std::string_view> && (!key_range<S>)
-  BasicKeyList(const S& key) : one_(key), view_(&one_, 1) {}  // NOLINT
-  BasicKeyList(const BasicKeyList&) = delete;
-  BasicKeyList& operator=(const BasicKeyList&) = delete;
-  std::span<const std::string_view> view() const noexcept { return view_; }
-
- private:
-  std::vector<std::string_view> own_;
-  std::string_view one_;
-  std::span<const std::string_view> view_;
 };
-using KeyList = BasicKeyList<>;
 
 template <class M, class V>
 void assign(M& slot, V&& v) {

@@ -1,0 +1,111 @@
+#pragma once
+/// \file
+/// `TensorDict`'s arithmetic methods, with Python tensordict's names: each is the free function
+/// of math.hpp (one foreach call per operation over all tensors, in-place forms without
+/// autograd). A base of `TensorDict`, so that the class itself holds only what is its own.
+
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+
+#include "../../math.hpp"
+
+namespace tensordict::detail {
+
+// D is TensorDict (complete where a method is used).
+template <class D>
+class TensorDictMath {
+  const D& self() const noexcept { return static_cast<const D&>(*this); }
+  D& self() noexcept { return static_cast<D&>(*this); }
+
+ public:
+  using Scalar = at::Scalar;
+  using OptScalar = std::optional<at::Scalar>;
+
+  // `add`, `sub`, `mul`, `div` with a tree or a scalar, out of place (`self + alpha * other` for
+  // `add`) and in place (`add_`, without autograd, returning `*this`); `add` and `sub` scale a
+  // tree by `alpha`.
+#define TENSORDICT_DICT_WITH_SCALAR(name) \
+  template <class = void> [[nodiscard]] D name(const Scalar& s) const { return tensordict::name(self(), s); } \
+  template <class = void> D& name##_(const Scalar& s) { return tensordict::name##_(self(), s); }
+#define TENSORDICT_DICT_ALPHA(name) \
+  template <class = void> [[nodiscard]] D name(const D& o, const Scalar& alpha = 1) const { return tensordict::name(self(), o, alpha); } \
+  template <class = void> D& name##_(const D& o, const Scalar& alpha = 1) { return tensordict::name##_(self(), o, alpha); } \
+  TENSORDICT_DICT_WITH_SCALAR(name)
+#define TENSORDICT_DICT_BINARY(name) \
+  template <class = void> [[nodiscard]] D name(const D& o) const { return tensordict::name(self(), o); } \
+  template <class = void> D& name##_(const D& o) { return tensordict::name##_(self(), o); }
+  TENSORDICT_DICT_ALPHA(add)
+  TENSORDICT_DICT_ALPHA(sub)
+  TENSORDICT_DICT_BINARY(mul)
+  TENSORDICT_DICT_WITH_SCALAR(mul)
+  TENSORDICT_DICT_BINARY(div)
+  TENSORDICT_DICT_WITH_SCALAR(div)
+  // The elementwise larger / smaller of self and other (`maximum_`: in place).
+  TENSORDICT_DICT_BINARY(maximum)
+  TENSORDICT_DICT_BINARY(minimum)
+  // Every tensor's function, out of place and in place (`neg()`, `neg_()`).
+#define TENSORDICT_DICT_UNARY(name) \
+  template <class = void> [[nodiscard]] D name() const { return tensordict::name(self()); } \
+  template <class = void> D& name##_() { return tensordict::name##_(self()); }
+  TENSORDICT_DICT_UNARY(neg)
+  TENSORDICT_DICT_UNARY(sqrt)
+  TENSORDICT_DICT_UNARY(rsqrt)
+  TENSORDICT_DICT_UNARY(abs)
+  TENSORDICT_DICT_UNARY(exp)
+  TENSORDICT_DICT_UNARY(log)
+  TENSORDICT_DICT_UNARY(sign)
+  TENSORDICT_DICT_UNARY(reciprocal)
+  // Reductions per tensor (a TensorDict of 0-dim tensors, batch size `[]`), or over the whole
+  // tree with `total`: `d.sum(td::total)`, `grads.norm(td::total)`.
+#define TENSORDICT_DICT_REDUCE(name) \
+  template <class = void> [[nodiscard]] D name() const { return tensordict::name(self()); } \
+  template <class = void> [[nodiscard]] at::Tensor name(total_t) const { return tensordict::name(self(), total); }
+  TENSORDICT_DICT_REDUCE(sum)
+  TENSORDICT_DICT_REDUCE(mean)
+  TENSORDICT_DICT_REDUCE(max)
+  TENSORDICT_DICT_REDUCE(min)
+#undef TENSORDICT_DICT_WITH_SCALAR
+#undef TENSORDICT_DICT_ALPHA
+#undef TENSORDICT_DICT_BINARY
+#undef TENSORDICT_DICT_UNARY
+#undef TENSORDICT_DICT_REDUCE
+
+  template <class = void>
+  [[nodiscard]] D norm(double p = 2) const { return tensordict::norm(self(), p); }
+  template <class = void>
+  [[nodiscard]] at::Tensor norm(total_t, double p = 2) const { return tensordict::norm(self(), total, p); }
+
+  /// `self + weight * (end - self)`; `lerp_` is a soft (Polyak) update in place,
+  /// `target.lerp_(online, tau)`.
+  template <class = void>
+  [[nodiscard]] D lerp(const D& end, const Scalar& weight) const { return tensordict::lerp(self(), end, weight); }
+  template <class = void>
+  D& lerp_(const D& end, const Scalar& weight) { return tensordict::lerp_(self(), end, weight); }
+  /// `self + value * t1 * t2` and `self + value * t1 / t2`, out of place and in place.
+  template <class = void>
+  [[nodiscard]] D addcmul(const D& t1, const D& t2, const Scalar& value = 1) const { return tensordict::addcmul(self(), t1, t2, value); }
+  template <class = void>
+  [[nodiscard]] D addcdiv(const D& t1, const D& t2, const Scalar& value = 1) const { return tensordict::addcdiv(self(), t1, t2, value); }
+  template <class = void>
+  D& addcmul_(const D& t1, const D& t2, const Scalar& value = 1) { return tensordict::addcmul_(self(), t1, t2, value); }
+  template <class = void>
+  D& addcdiv_(const D& t1, const D& t2, const Scalar& value = 1) { return tensordict::addcdiv_(self(), t1, t2, value); }
+  /// Every tensor raised to `exponent`; clamped to `[min, max]`; out of place and in place.
+  template <class = void>
+  [[nodiscard]] D pow(const Scalar& exponent) const { return tensordict::pow(self(), exponent); }
+  template <class = void>
+  [[nodiscard]] D clamp(const OptScalar& min, const OptScalar& max = std::nullopt) const { return tensordict::clamp(self(), min, max); }
+  template <class = void>
+  D& pow_(const Scalar& exponent) { return tensordict::pow_(self(), exponent); }
+  template <class = void>
+  D& clamp_(const OptScalar& min, const OptScalar& max = std::nullopt) { return tensordict::clamp_(self(), min, max); }
+  /// Every tensor set to zero.
+  template <class = void>
+  D& zero_() { return tensordict::zero_(self()); }
+  /// Every tensor of `src` copied into this tree's tensors (same keys).
+  template <class = void>
+  D& copy_(const D& src) { return tensordict::copy_(self(), src); }
+};
+
+}  // namespace tensordict::detail

@@ -1,0 +1,557 @@
+#pragma once
+/// \file
+/// `TensorDict`: the runtime, string-keyed tree, for data whose keys are known only at run time
+/// (loaded files, configs, rollouts). Ordered as a Python dict, nested, with non-tensor entries,
+/// a batch size and an optional device; the operations of the struct path as methods. The
+/// long bodies are in `detail/tensordict_impl.hpp`, the arithmetic methods in
+/// `detail/math_methods.hpp`, the class as a node of the tree engine in `dict/node.hpp`.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <new>
+#include <optional>
+#include <ranges>
+#include <span>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ATen/Functions.h>
+#include <ATen/core/Tensor.h>
+
+#include "../batch_size.hpp"
+#include "../consolidate.hpp"
+#include "../detail/text.hpp"
+#include "../detail/what.hpp"
+#include "../dtype.hpp"
+#include "../errors.hpp"
+#include "../key.hpp"
+#include "../math.hpp"
+#include "../node.hpp"
+#include "../non_tensor.hpp"
+#include "../tree.hpp"
+#include "detail/key_table.hpp"
+#include "detail/math_methods.hpp"
+#include "entry.hpp"
+
+namespace tensordict {
+
+/// Which keys `keys()`, `values()` and `items()` list: `{.include_nested = true,
+/// .leaves_only = true}` lists every leaf as a nested key, depth first (JAX's tree_leaves order).
+struct KeysOptions {
+  bool include_nested = false;
+  bool leaves_only = false;
+};
+
+/// The runtime tree: key → tensor | TensorDict | non-tensor data, in insertion order, with a
+/// batch size (the leading dims every tensor shares) and an optional device.
+///
+///     TensorDict state{{"layer", TensorDict{{"weight", w}, {"bias", b}}}, {"step", torch::tensor(3)}};
+///     state.get({"layer", "weight"});
+///
+/// Copies share tensors and copy structure: changing the keys of a copy leaves the original as
+/// it is (Python's `td.copy()`). Trees of the same keys share one table of names, so a copy, an
+/// `apply` or a batch operation copies no name; a tree makes its own table when its keys change.
+/// A reference to an entry (`entry`, `get`) stays valid until an entry is added to or removed
+/// from its level, as a `std::vector` element's does.
+///
+/// `a + b`, `a - b`, `a * b`, `a / b` (a scalar on either side), `-a` and the compound
+/// assignments (in place, without autograd) are math.hpp's `tensordict::operators`, which a
+/// TensorDict finds without a `using` (see `operators::found_by_lookup`).
+class TensorDict : public operators::found_by_lookup, public detail::TensorDictMath<TensorDict> {
+  // The keys, shared with trees of the same keys (null while there are none), and the entries
+  // in the same order. A lookup is one hash and one table node, then an index.
+  std::shared_ptr<detail::KeyTable> keys_;
+  std::vector<Entry> values_;
+
+  const std::string& name_at(std::size_t i) const noexcept { return keys_->order[i]->name; }
+  // The position of `name`, or -1.
+  template <class = void>
+  std::ptrdiff_t pos_of(const detail::NameRef& name) const {
+    if (!keys_) return -1;
+    auto it = keys_->index.find(name);
+    return it == keys_->index.end() ? -1 : static_cast<std::ptrdiff_t>(it->second);
+  }
+  template <class = void>
+  Entry* lookup(const detail::NameRef& name) {
+    const std::ptrdiff_t i = pos_of(name);
+    return i < 0 ? nullptr : &values_[static_cast<std::size_t>(i)];
+  }
+  template <class = void>
+  const Entry* lookup(const detail::NameRef& name) const {
+    const std::ptrdiff_t i = pos_of(name);
+    return i < 0 ? nullptr : &values_[static_cast<std::size_t>(i)];
+  }
+  // This level's own key table, copied first if another tree shares it.
+  template <class = void>
+  detail::KeyTable& own_keys();
+  template <class = void>
+  Entry& append(std::string_view name, std::size_t hash, Entry value);
+  // Removes the entry at position i; the later ones move up.
+  template <class = void>
+  void remove_at(std::size_t i);
+
+  // Removes every entry that holds an undefined tensor (what an `apply` returns to drop a
+  // leaf), in one pass with a new key table.
+  template <class = void>
+  void drop_undefined();
+
+  // The entries in order, as references (declared first: later members use the type).
+  template <class = void>
+  auto nodes() const noexcept {
+    return std::views::iota(std::size_t{0}, values_.size()) |
+           std::views::transform([this](std::size_t i) {
+             return std::pair<const std::string&, const Entry&>(name_at(i), values_[i]);
+           });
+  }
+  template <class = void>
+  auto nodes() noexcept {
+    return std::views::iota(std::size_t{0}, values_.size()) |
+           std::views::transform([this](std::size_t i) {
+             return std::pair<const std::string&, Entry&>(name_at(i), values_[i]);
+           });
+  }
+
+ public:
+  using Item = std::pair<std::string, Entry>;
+
+  TensorDict() = default;
+  /// A copy shares the tensors and copies the structure.
+  TensorDict(const TensorDict& o) = default;
+  TensorDict(TensorDict&&) noexcept = default;
+  TensorDict& operator=(const TensorDict& o) {
+    if (this != &o) *this = TensorDict(o);
+    return *this;
+  }
+  TensorDict& operator=(TensorDict&&) noexcept = default;
+  /// From entries in order; nested levels as nested `TensorDict`s. Every tensor must start with
+  /// `batch_size`; with a device, tensors are moved there.
+  TensorDict(std::initializer_list<Item> items, BatchSize batch_size = {},
+             std::optional<c10::Device> device = std::nullopt)
+      : batch_size_(std::move(batch_size)), device_(device) {
+    for (const auto& [k, v] : items) set(k, v);
+  }
+  /// An empty tree with a batch size (and a device).
+  explicit TensorDict(BatchSize batch_size, std::optional<c10::Device> device = std::nullopt)
+      : batch_size_(std::move(batch_size)), device_(device) {}
+
+  // ---- size, batch size, device ------------------------------------------------------------
+
+  /// The batch dims every tensor starts with.
+  const BatchSize& batch_size() const noexcept { return batch_size_; }
+  /// Sets the batch size; every tensor must start with it. Nested TensorDicts whose batch size
+  /// is a shorter prefix of it get it too, as in Python. On error nothing changes.
+  template <class = void>
+  TensorDict& set_batch_size(BatchSize b) {
+    TensorDict next = *this;
+    next.extend_batch_size(NestedKey(std::vector<std::string>{}), b);
+    *this = std::move(next);
+    return *this;
+  }
+  /// Number of batch dims.
+  std::size_t batch_dims() const noexcept { return batch_size_.size(); }
+  /// The batch dims' names (Python's `td.names`), empty when the tree has none. Kept by
+  /// copies, by `memmap` and the loads, and by changes that keep the batch dims; operations
+  /// that make a new batch size (indexing, reshape, stack, ...) return trees without names.
+  const std::vector<std::optional<std::string>>& names() const noexcept { return names_; }
+  /// Names the batch dims (an empty optional leaves a dim unnamed; an empty list removes the
+  /// names). There must be one per batch dim, and no name twice.
+  template <class = void>
+  TensorDict& set_names(std::vector<std::optional<std::string>> names);
+  /// The device of every tensor, if the tree has one.
+  const std::optional<c10::Device>& device() const noexcept { return device_; }
+  /// Number of top-level entries.
+  std::size_t size() const noexcept { return values_.size(); }
+  /// Makes room for `n` top-level entries, so that adding them allocates once (a tree built
+  /// from a source of known size: a struct, a Python TensorDict).
+  template <class = void>
+  TensorDict& reserve(std::size_t n) {
+    if (n <= values_.size()) return *this;
+    detail::KeyTable& k = own_keys();
+    k.index.reserve(n);
+    k.order.reserve(n);
+    values_.reserve(n);
+    return *this;
+  }
+  /// True when the tree holds no tensor at any depth (Python's `is_empty`).
+  template <class = void>
+  bool is_empty() const {
+    for (const auto& [k, v] : nodes()) {
+      if (v.is_tensor() || (v.is_tensordict() && !v.tensordict().is_empty())) return false;
+    }
+    return true;
+  }
+  /// Number of elements of the batch: the product of the batch size.
+  template <class = void>
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : batch_size_) n *= d;
+    return n;
+  }
+
+  // ---- reading -----------------------------------------------------------------------------
+
+  /// Whether `key` names an entry (nested keys walk into nested TensorDicts).
+  template <class = void>
+  bool contains(const Key& key) const { return find(key) != nullptr; }
+
+  /// The entry at `key`; a missing key throws `KeyError` naming the key and the keys at the
+  /// level where the walk stopped.
+  template <class = void>
+  [[gnu::always_inline]] const Entry& entry(const Key& key) const { return *require(key); }
+  template <class = void>
+  Entry& entry(const Key& key) { return *const_cast<Entry*>(std::as_const(*this).require(key)); }
+
+  /// The tensor at `key` (`get<TensorDict>`, `get<NonTensorData>`, `get<std::string>` and other
+  /// JSON-convertible types read the other kinds of entries).
+  template <class V = at::Tensor>
+  [[gnu::always_inline]] decltype(auto) get(const Key& key) const {
+    if constexpr (std::is_same_v<V, at::Tensor>) {
+      // The common case, inlined: a tensor at an existing key.
+      const Entry& e = entry(key);
+      if (const at::Tensor* x = e.tensor_if()) [[likely]] return *x;
+    }
+    return get_checked<V>(key);
+  }
+  template <class V = at::Tensor>
+  decltype(auto) get(const Key& key) {
+    if constexpr (std::is_same_v<V, at::Tensor> || std::is_same_v<V, TensorDict> ||
+                  std::is_same_v<V, NonTensorData>) {
+      return const_cast<V&>(std::as_const(*this).template get<V>(key));
+    } else {
+      return std::as_const(*this).template get<V>(key);
+    }
+  }
+
+ private:
+  // What `get<V>` returns: a reference to an entry's own object, a converted value otherwise.
+  template <class V>
+  using got_t = std::conditional_t<std::is_same_v<V, at::Tensor> || std::is_same_v<V, TensorDict> ||
+                                       std::is_same_v<V, NonTensorData> || std::is_same_v<V, NonTensorStack>,
+                                   const V&, V>;
+  // `get` with every kind and its errors; out of line.
+  template <class V>
+  [[gnu::noinline]] got_t<V> get_checked(const Key& key) const;
+
+ public:
+  /// The tensor at `key`: `td["step"]`, `td[{"layer", "weight"}]`.
+  template <class = void>
+  const at::Tensor& operator[](const Key& key) const { return get(key); }
+#if defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L
+  /// C++23: `td["layer", "weight"]`, the nested key spelled as in Python. (In C++20 that
+  /// comma is the comma operator, which would mean `td["weight"]`: the CMake target makes it
+  /// an error there, `-Werror=comma-subscript`.)
+  template <class... K>
+    requires(sizeof...(K) >= 2 && (std::is_convertible_v<const K&, std::string_view> && ...))
+  const at::Tensor& operator[](const K&... keys) const {
+    return get(NestedKey(std::vector<std::string>{std::string(std::string_view(keys))...}));
+  }
+#endif
+
+  /// Top-level entries in insertion order.
+  /// `(name, entry)` pairs of the top level in insertion order (a random-access view).
+  template <class = void>
+  auto entries() const noexcept { return nodes(); }
+
+  /// The keys: top level, or with `include_nested` every level depth first; with `leaves_only`
+  /// no key of a nested TensorDict. Non-tensor entries are leaves, as in Python.
+  template <class = void>
+  std::vector<NestedKey> keys(KeysOptions o = {}) const {
+    std::vector<NestedKey> out;
+    for_each_entry(o, NestedKey(std::vector<std::string>{}),
+         [&](const NestedKey& k, const Entry&) { out.push_back(k); });
+    return out;
+  }
+  /// The entries listed by `keys(o)`, in the same order.
+  template <class = void>
+  std::vector<std::reference_wrapper<const Entry>> values(KeysOptions o = {}) const {
+    std::vector<std::reference_wrapper<const Entry>> out;
+    for_each_entry(o, NestedKey(std::vector<std::string>{}),
+         [&](const NestedKey&, const Entry& e) { out.emplace_back(e); });
+    return out;
+  }
+  /// `(key, entry)` for every key of `keys(o)`.
+  template <class = void>
+  std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> items(
+      KeysOptions o = {}) const {
+    std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> out;
+    for_each_entry(o, NestedKey(std::vector<std::string>{}),
+         [&](const NestedKey& k, const Entry& e) { out.emplace_back(k, e); });
+    return out;
+  }
+  /// `(nested key, tensor)` for every tensor leaf, depth first (`tree_flatten_with_path`).
+  template <class = void>
+  std::vector<std::pair<NestedKey, at::Tensor>> named_tensors() const {
+    std::vector<std::pair<NestedKey, at::Tensor>> out;
+    for_each_entry({true, true}, NestedKey(std::vector<std::string>{}), [&](const NestedKey& k, const Entry& e) {
+      if (e.is_tensor()) out.emplace_back(k, e.tensor());
+    });
+    return out;
+  }
+
+  // ---- writing -----------------------------------------------------------------------------
+
+  /// Sets `key` to `value`, creating missing intermediate levels (with this tree's batch size
+  /// and device). A tensor must start with the batch size (`BatchSizeError` names the key,
+  /// the shape and the batch size); a nested TensorDict's batch size must start with it too.
+  /// A locked tree refuses (`Error`).
+  template <class = void>
+  TensorDict& set(const Key& key, Entry value) {
+    level_for_set(key).set_here(key, key[key.size() - 1], std::move(value));
+    return *this;
+  }
+  /// `set` for a tensor, the common case: no `Entry` is built when the key holds a tensor already.
+  template <class = void>
+  TensorDict& set(const Key& key, const at::Tensor& value) {
+    level_for_set(key).set_tensor_here(key, key[key.size() - 1], value);
+    return *this;
+  }
+  /// Writes `value` into the existing tensor at `key` (`copy_`), which a locked tree allows.
+  template <class = void>
+  TensorDict& set_(const Key& key, const at::Tensor& value);
+  /// The entry at `key`, set to `value` first if missing (Python's `setdefault`).
+  template <class = void>
+  Entry& setdefault(const Key& key, Entry value) {
+    if (Entry* e = const_cast<Entry*>(find(key))) return *e;
+    set(key, std::move(value));
+    return entry(key);
+  }
+  /// Removes the entry at `key` (Python's `del td[key]`).
+  template <class = void>
+  TensorDict& erase(const Key& key) {
+    pop(key);
+    return *this;
+  }
+  /// Removes the entry at `key` and returns it.
+  template <class = void>
+  Entry pop(const Key& key);
+  /// Renames `old_key` to `new_key` (the entry keeps its place when the level is the same).
+  template <class = void>
+  TensorDict& rename_key(const Key& old_key, const Key& new_key);
+
+  // ---- locking -----------------------------------------------------------------------------
+
+  /// Locks the structure (this level and every nested one): `set`, `erase`, `pop`,
+  /// `rename_key`, `update` and new `setdefault` keys throw; `set_` (in place) still works.
+  template <class = void>
+  TensorDict& lock_() { return set_locked(true); }
+  /// Unlocks this level and every nested one.
+  template <class = void>
+  TensorDict& unlock_() { return set_locked(false); }
+  bool is_locked() const noexcept { return locked_; }
+
+  // ---- tree operations ---------------------------------------------------------------------
+
+  /// `f(tensor, tensors of others...)` on every tensor leaf, as `tensordict::apply` (this is a
+  /// forwarder to it): a tree of the same keys, this tree's non-tensor entries and batch size.
+  /// The others are matched by key (in any order) and must have the same keys, kinds and
+  /// non-tensor values (`SpecMismatchError` names the place). A leaf for which `f` returns an
+  /// undefined tensor is dropped; a result off the tree's device is moved to it, and one that
+  /// does not start with the batch size is a `BatchSizeError`, as `set` would have it.
+  template <class F, class... Others>
+    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
+  [[nodiscard]] TensorDict apply(F&& f, const Others&... others) const {
+    return tensordict::apply(*this, f, others...);
+  }
+  /// `apply` with the nested key first: `f(key, tensor, tensors of others...)`.
+  template <class F, class... Others>
+    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
+  [[nodiscard]] TensorDict named_apply(F&& f, const Others&... others) const {
+    return tensordict::named_apply(
+        *this,
+        [&](const KeyPath& k, const at::Tensor& x, const auto&... ys) {
+          return f(NestedKey(k.to_vector()), x, ys...);
+        },
+        others...);
+  }
+  /// In place: writes `f(tensor, ...)` into every tensor leaf with `copy_` (`tensordict::apply_`).
+  template <class F, class... Others>
+    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
+  TensorDict& apply_(F&& f, const Others&... others) {
+    tensordict::apply_(*this, f, others...);
+    return *this;
+  }
+  /// Calls `f(key, tensor)` on every tensor leaf, depth first.
+  template <class F>
+  void named_for_each(F&& f) const {
+    tensordict::named_for_each(*this, [&](const KeyPath& k, const at::Tensor& x) {
+      f(NestedKey(k.to_vector()), x);
+    });
+  }
+
+  /// `(selected, rest)`: the tensor leaves for which `pred(key, tensor)` is true, and every other
+  /// entry (non-tensor entries go to the rest). Nothing is copied; empty levels are dropped.
+  template <class Pred>
+    requires std::is_invocable_r_v<bool, Pred&, const NestedKey&, const at::Tensor&>
+  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(Pred&& pred) const {
+    std::pair<TensorDict, TensorDict> out{TensorDict(batch_size_, device_),
+                                          TensorDict(batch_size_, device_)};
+    split_impl(pred, NestedKey(std::vector<std::string>{}), out.first, out.second);
+    return out;
+  }
+  /// `(selected, rest)`: the entries at `keys` and every other entry. As in Python, levels of
+  /// the rest that hold no entry are dropped (`exclude` keeps them).
+  template <class = void>
+  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const KeyArgs& keys) const {
+    return {select(keys), without_empty_levels(exclude(keys))};
+  }
+  /// A tree of only the entries at `keys` (nested keys allowed; a missing key is a `KeyError`).
+  template <class = void>
+  [[nodiscard]] TensorDict select(const KeyArgs& keys) const;
+  /// A tree without the entries at `keys` (missing keys are ignored, as in Python).
+  template <class = void>
+  [[nodiscard]] TensorDict exclude(const KeyArgs& keys) const;
+  /// Sets every leaf of `other` into this tree, merging nested levels; returns this tree.
+  template <class = void>
+  TensorDict& update(const TensorDict& other);
+  /// A copy with the entries at the given keys replaced, or added where a key is new (as
+  /// Python's `replace`); this tree is not changed and the other tensors are shared.
+  template <class = void>
+  [[nodiscard]] TensorDict replace(std::initializer_list<std::pair<Key, Entry>> changes) const {
+    return replace_impl(changes);
+  }
+  /// `replace` with changes from any range of (key, entry) pairs (built at run time).
+  template <std::ranges::range R>
+    requires std::is_constructible_v<std::pair<NestedKey, Entry>, std::ranges::range_value_t<R>>
+  [[nodiscard]] TensorDict replace(const R& changes) const {
+    return replace_impl(changes);
+  }
+  /// One level whose keys join the nested names with `sep` (`"layer.weight"`).
+  template <class = void>
+  [[nodiscard]] TensorDict flatten_keys(std::string_view sep = ".") const;
+  /// The inverse of `flatten_keys`: keys are split at `sep` into nested levels. As Python's:
+  /// keys without `sep` come first, in order, then the split ones, merged into levels that
+  /// exist (`{"a.b": x, "a": {c: y}}` gives `a: {c, b}`). A split key that would replace an
+  /// entry (`{"a.b": x, "a": y}`, or `"a.b"` with `"a.b.c"`) is a KeyError naming it.
+  template <class = void>
+  [[nodiscard]] TensorDict unflatten_keys(std::string_view sep = ".") const;
+
+  /// A copy whose tensors are cloned (new storage); non-tensor entries copied
+  /// (`tensordict::clone`).
+  template <class = void>
+  [[nodiscard]] TensorDict clone() const { return tensordict::clone(*this); }
+  /// A copy whose tensors are detached from autograd (`tensordict::detach`).
+  template <class = void>
+  [[nodiscard]] TensorDict detach() const { return tensordict::detach(*this); }
+  /// Every tensor moved to `device`; the result and its nested levels have that device
+  /// (`tensordict::to`). A consolidated tree (every tensor a view of one storage) moves in one
+  /// transfer.
+  template <class = void>
+  [[nodiscard]] TensorDict to(c10::Device device, bool non_blocking = false) const {
+    return tensordict::to(*this, device, non_blocking);
+  }
+  /// Every tensor cast to `dtype` (`tensordict::to`).
+  template <class = void>
+  [[nodiscard]] TensorDict to(c10::ScalarType dtype) const { return tensordict::to(*this, dtype); }
+
+
+  /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested
+  /// levels indented (entries in insertion order).
+  friend std::ostream& operator<<(std::ostream& os, const TensorDict& td) {
+    td.print(os, "TensorDict", 0);
+    return os;
+  }
+  /// `print` with another name on the first line (structs print as their type name).
+  template <class = void>
+  void print(std::ostream& os, std::string_view name, int indent) const;
+
+ private:
+  friend class Entry;
+  friend struct node<TensorDict>;
+
+
+
+  template <class = void>
+  static void print_tensor(std::ostream& os, const at::Tensor& t);
+
+  template <class = void>
+  void extend_batch_size(const NestedKey& prefix, const BatchSize& b);
+
+  // Locks or unlocks this level and every nested one.
+  template <class = void>
+  TensorDict& set_locked(bool locked) {
+    locked_ = locked;
+    for (auto&& [k, v] : nodes()) {
+      if (v.is_tensordict()) v.tensordict().set_locked(locked);
+    }
+    return *this;
+  }
+  template <class = void>
+  void check_unlocked(const char* op, const Key& key) const {
+    if (locked_) [[unlikely]] locked_error(op, key);
+  }
+  template <class = void>
+  [[noreturn, gnu::noinline, gnu::cold]] static void locked_error(const char* op, const Key& key);
+
+  // Validates an entry against batch size `b`; the message names the key. Nothing is
+  // allocated unless it fails: `set` is on the hot path.
+  template <class = void>
+  static void check_entry(const Key& key, const Entry& v, const BatchSize& b);
+
+  // The level that holds the last name of `key`, created as needed.
+  template <class = void>
+  TensorDict& level_for_set(const Key& key);
+
+  template <class = void>
+  void set_tensor_here(const Key& full, std::string_view name, const at::Tensor& value);
+
+  template <class = void>
+  void set_here(const Key& full, std::string_view name, Entry value);
+
+  template <class = void>
+  TensorDict& child_for_set(const Key& full, std::size_t i);
+
+  template <class R>
+  TensorDict replace_impl(const R& changes) const;
+
+  // `t` with every nested level that holds no entry (after pruning its own) removed.
+  template <class = void>
+  static TensorDict without_empty_levels(TensorDict t);
+
+  template <class = void>
+  const Entry* find(const Key& key) const;
+
+  // The common case (a flat key that exists) is inlined into callers; the rest is not.
+  template <class = void>
+  [[gnu::always_inline]] const Entry* require(const Key& key) const {
+    if (key.size() == 1) {
+      if (keys_) [[likely]] {
+        auto it = keys_->index.find(detail::NameRef(key[0]));
+        if (it != keys_->index.end()) [[likely]] return &values_[it->second];
+      }
+    }
+    return require_slow(key);
+  }
+  template <class = void>
+  [[gnu::noinline]] const Entry* require_slow(const Key& key) const;
+
+  template <class = void>
+  TensorDict& parent_of(const Key& key);
+
+  template <class F>
+  void for_each_entry(KeysOptions o, const NestedKey& prefix, F&& f) const;
+
+ private:
+
+  template <class Pred>
+  void split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes, TensorDict& no) const;
+
+  BatchSize batch_size_;
+  std::optional<c10::Device> device_;
+  std::vector<std::optional<std::string>> names_;
+  bool locked_ = false;
+};
+
+}  // namespace tensordict
+
+#include "detail/tensordict_impl.hpp"
+#include "detail/entry_impl.hpp"
+#include "node.hpp"

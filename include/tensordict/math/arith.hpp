@@ -1,0 +1,194 @@
+#pragma once
+/// \file
+/// Out-of-place arithmetic on whole trees: `add`, `sub`, `mul`, `div` (with trees and scalars),
+/// `maximum`, `minimum`, `lerp`, `addcmul`, `addcdiv`, `pow`, `clamp` and the elementwise
+/// functions, with the autograd graph recorded.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+#include <torch/version.h>
+
+#include "detail/drivers.hpp"
+
+#include "detail/macros.hpp"
+
+namespace tensordict {
+
+// ---------------------------------------------------------------------------------------------
+// Between trees of one structure and with scalars. Out of place, with the graph recorded.
+
+/// `a + alpha * b`, leaf by leaf (`a.add(b, alpha)`); `a + s` on every leaf.
+template <tree T> [[nodiscard]] T add(const T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith<detail::Arith::add>(a, b, alpha); }
+template <tree T> [[nodiscard]] T add(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::add>(a, s); }
+/// `a - alpha * b`, leaf by leaf; `a - s` on every leaf.
+template <tree T> [[nodiscard]] T sub(const T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith<detail::Arith::sub>(a, b, alpha); }
+template <tree T> [[nodiscard]] T sub(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::sub>(a, s); }
+/// `a * b`, leaf by leaf; `a * s` on every leaf.
+template <tree T> [[nodiscard]] T mul(const T& a, const T& b) { return detail::arith<detail::Arith::mul>(a, b); }
+template <tree T> [[nodiscard]] T mul(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::mul>(a, s); }
+/// `a / b`, leaf by leaf (true division: integer leaves give floats); `a / s` on every leaf.
+template <tree T> [[nodiscard]] T div(const T& a, const T& b) { return detail::arith<detail::Arith::div>(a, b); }
+template <tree T> [[nodiscard]] T div(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::div>(a, s); }
+
+namespace detail {
+// The elementwise maximum (Larger) or minimum of two trees, NaN propagating.
+template <bool Larger, class T>
+T extremum(const T& a, const T& b) {
+  return map_op(
+      Larger ? "maximum" : "minimum", a,
+      [&](auto xs, auto ys) { return Larger ? at::_foreach_maximum(xs, ys) : at::_foreach_minimum(xs, ys); },
+      [&](const at::Tensor& x, const at::Tensor& y) { return Larger ? at::maximum(x, y) : at::minimum(x, y); },
+      [](auto, auto x, auto y) { return Larger ? maximum_value(x, y) : minimum_value(x, y); }, b);
+}
+// The same in place: a = maximum(a, b) (Larger) or minimum(a, b).
+template <bool Larger, class T>
+T& extremum_(T& a, const T& b) {
+  return update_op(
+      Larger ? "maximum_" : "minimum_", a,
+      [&](auto xs, auto ys) { Larger ? at::_foreach_maximum_(xs, ys) : at::_foreach_minimum_(xs, ys); },
+      [](auto, auto x, auto y) { return Larger ? maximum_value(x, y) : minimum_value(x, y); }, b);
+}
+}  // namespace detail
+
+/// The larger (`maximum`) or smaller (`minimum`) of `a` and `b`, elementwise (NaN propagates).
+template <tree T> [[nodiscard]] T maximum(const T& a, const T& b) { return detail::extremum<true>(a, b); }
+template <tree T> [[nodiscard]] T minimum(const T& a, const T& b) { return detail::extremum<false>(a, b); }
+/// `a + weight * (b - a)`, leaf by leaf (`torch.lerp`).
+template <tree T>
+[[nodiscard]] T lerp(const T& a, const T& b, const at::Scalar& weight) {
+  return detail::map_op(
+      "lerp", a,
+#if TENSORDICT_MODERN_FOREACH
+      [&](auto xs, auto ys) { return at::_foreach_lerp(xs, ys, weight); },
+#else
+      TENSORDICT_EACH(x.lerp(y(0), weight)),
+#endif
+      [&](const at::Tensor& x, const at::Tensor& y) { return x.lerp(y, weight); },
+      [&](auto fm, auto x, auto y) {
+        return detail::lerp_value(fm, x, y, detail::as<decltype(x)>(weight));
+      },
+      b);
+}
+namespace detail {
+// a + value * t1 * t2 (addcmul) or a + value * t1 / t2 (addcdiv: Div) on values.
+template <bool Div, class Fma, class S>
+S addc_value(Fma fm, S x, S y, S z, S v) {
+  if constexpr (Div) {
+    return x + v * y / z;
+  } else {
+    return fmadd(fm, v * y, z, x);
+  }
+}
+template <bool Div, class T>
+T addc(const T& a, const T& t1, const T& t2, const at::Scalar& value) {
+  return map_op(
+      Div ? "addcdiv" : "addcmul", a,
+      [&](auto xs, auto ys, auto zs) {
+        return Div ? at::_foreach_addcdiv(xs, ys, zs, value) : at::_foreach_addcmul(xs, ys, zs, value);
+      },
+      [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) {
+        return Div ? x.addcdiv(y, z, value) : x.addcmul(y, z, value);
+      },
+      [&](auto fm, auto x, auto y, auto z) { return addc_value<Div>(fm, x, y, z, as<decltype(x)>(value)); },
+      t1, t2);
+}
+template <bool Div, class T>
+T& addc_(T& a, const T& t1, const T& t2, const at::Scalar& value) {
+  return update_op(
+      Div ? "addcdiv_" : "addcmul_", a,
+      [&](auto xs, auto ys, auto zs) {
+        Div ? at::_foreach_addcdiv_(xs, ys, zs, value) : at::_foreach_addcmul_(xs, ys, zs, value);
+      },
+      [&](auto fm, auto x, auto y, auto z) { return addc_value<Div>(fm, x, y, z, as<decltype(x)>(value)); },
+      t1, t2);
+}
+}  // namespace detail
+
+/// `a + value * t1 * t2` (`addcmul`) or `a + value * t1 / t2` (`addcdiv`), leaf by leaf.
+template <tree T>
+[[nodiscard]] T addcmul(const T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc<false>(a, t1, t2, value); }
+template <tree T>
+[[nodiscard]] T addcdiv(const T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc<true>(a, t1, t2, value); }
+/// Every leaf raised to `exponent`.
+template <tree T>
+[[nodiscard]] T pow(const T& a, const at::Scalar& exponent) {
+  return detail::map_op(
+      "pow", a,
+#if TENSORDICT_MODERN_FOREACH
+      [&](auto xs) { return at::_foreach_pow(xs, exponent); },
+#else
+      TENSORDICT_EACH(x.pow(exponent)),
+#endif
+      [&](const at::Tensor& x) { return x.pow(exponent); }, nullptr);
+}
+/// Every leaf clamped to `[min, max]` (either may be omitted: `clamp(t, 0, std::nullopt)`).
+template <tree T>
+[[nodiscard]] T clamp(const T& a, const std::optional<at::Scalar>& min,
+                      const std::optional<at::Scalar>& max) {
+  if (!min && !max) throw Error("clamp: at least one of min and max must be given");
+  return detail::map_op(
+      "clamp", a,
+#if TENSORDICT_MODERN_FOREACH
+      [&](auto xs) {
+      if (!min) return at::_foreach_clamp_max(xs, *max);
+      auto out = at::_foreach_clamp_min(xs, *min);
+      if (max) at::_foreach_clamp_max_(out, *max);
+      return out;
+    },
+#else
+    TENSORDICT_EACH(x.clamp(detail::opt(min), detail::opt(max))),
+#endif
+    [&](const at::Tensor& x) { return x.clamp(detail::opt(min), detail::opt(max)); }, nullptr);
+}
+
+/// Elementwise functions on every leaf, out of place, each one foreach call.
+#define TENSORDICT_UNARY(name, fe_expr, leaf_expr)                                        \
+template <tree T>                                                                       \
+[[nodiscard]] T name(const T& a) {                                                      \
+  return detail::map_op(                                                                \
+      #name, a, fe_expr, [&](const at::Tensor& x) { return leaf_expr; }, nullptr);      \
+}
+
+/// `-a`.
+TENSORDICT_UNARY(neg, [](auto xs) { return at::_foreach_neg(xs); }, x.neg())
+/// Square root of every leaf.
+TENSORDICT_UNARY(sqrt, [](auto xs) { return at::_foreach_sqrt(xs); }, x.sqrt())
+/// Absolute value of every leaf.
+TENSORDICT_UNARY(abs, [](auto xs) { return at::_foreach_abs(xs); }, x.abs())
+/// `exp` of every leaf.
+TENSORDICT_UNARY(exp, [](auto xs) { return at::_foreach_exp(xs); }, x.exp())
+/// Natural logarithm of every leaf.
+TENSORDICT_UNARY(log, [](auto xs) { return at::_foreach_log(xs); }, x.log())
+/// `1 / a` on every leaf.
+TENSORDICT_UNARY(reciprocal, [](auto xs) { return at::_foreach_reciprocal(xs); }, x.reciprocal())
+#if TENSORDICT_MODERN_FOREACH
+/// `1 / sqrt(a)` on every leaf.
+TENSORDICT_UNARY(rsqrt, [](auto xs) { return at::_foreach_rsqrt(xs); }, x.rsqrt())
+/// The sign (-1, 0, 1) of every element.
+TENSORDICT_UNARY(sign, [](auto xs) { return at::_foreach_sign(xs); }, x.sign())
+#else
+/// `1 / sqrt(a)` on every leaf.
+TENSORDICT_UNARY(rsqrt, TENSORDICT_EACH(x.rsqrt()), x.rsqrt())
+/// The sign (-1, 0, 1) of every element.
+TENSORDICT_UNARY(sign, TENSORDICT_EACH(x.sign()), x.sign())
+#endif
+#undef TENSORDICT_UNARY
+
+}  // namespace tensordict
+
+#include "detail/macros_end.hpp"

@@ -1,0 +1,176 @@
+#pragma once
+/// \file
+/// In-place arithmetic on whole trees (`add_`, `lerp_`, `zero_`, `copy_`, ...): updates, as an
+/// optimizer's step, run without autograd; each returns its first tree.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+#include <torch/version.h>
+
+#include "arith.hpp"  // the in-place forms share its helpers
+#include "detail/drivers.hpp"
+
+#include "detail/macros.hpp"
+
+namespace tensordict {
+
+// ---------------------------------------------------------------------------------------------
+// In place, without autograd (updates, as an optimizer's step). Each returns its first tree.
+
+/// `a += alpha * b` on every leaf (`add_(params, grads, -lr)` is an SGD step); `a += s`.
+template <tree T> T& add_(T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith_<detail::Arith::add>(a, b, alpha); }
+template <tree T> T& add_(T& a, const at::Scalar& s) { return detail::arith_<detail::Arith::add>(a, s); }
+/// `a -= alpha * b` on every leaf; `a -= s`.
+template <tree T> T& sub_(T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith_<detail::Arith::sub>(a, b, alpha); }
+template <tree T> T& sub_(T& a, const at::Scalar& s) { return detail::arith_<detail::Arith::sub>(a, s); }
+/// `a *= b` on every leaf; `a *= s`.
+template <tree T> T& mul_(T& a, const T& b) { return detail::arith_<detail::Arith::mul>(a, b); }
+template <tree T> T& mul_(T& a, const at::Scalar& s) { return detail::arith_<detail::Arith::mul>(a, s); }
+/// `a /= b` on every leaf (floating-point leaves).
+template <tree T> T& div_(T& a, const T& b) { return detail::arith_<detail::Arith::div>(a, b); }
+/// `a /= s` on every leaf (floating-point leaves).
+template <tree T>
+T& div_(T& a, const at::Scalar& s) {
+  auto xs = detail::present_leaves("div_", a)[0];
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (!c10::isFloatingType(xs[i].scalar_type()) && !c10::isComplexType(xs[i].scalar_type())) {
+      detail::throw_update("div_", detail::present_key(a, i),
+                           "true division cannot be written into this leaf's dtype " +
+                               std::string(c10::toString(xs[i].scalar_type())));
+    }
+  }
+  return detail::update_op("div_", a, [&](auto xs) { at::_foreach_div_(xs, s); }, nullptr);
+}
+/// `a = max(a, b)` (`maximum_`) or `a = min(a, b)` (`minimum_`) on every leaf (NaN propagates).
+template <tree T> T& maximum_(T& a, const T& b) { return detail::extremum_<true>(a, b); }
+template <tree T> T& minimum_(T& a, const T& b) { return detail::extremum_<false>(a, b); }
+/// `a += weight * (b - a)` on every leaf: the soft update of a target network
+/// (`lerp_(target, online, tau)`), or an exponential moving average.
+template <tree T>
+T& lerp_(T& a, const T& b, const at::Scalar& weight) {
+  return detail::update_op(
+      "lerp_", a,
+#if TENSORDICT_MODERN_FOREACH
+      [&](auto xs, auto ys) { at::_foreach_lerp_(xs, ys, weight); },
+#else
+      TENSORDICT_EACH_(x.lerp_(y(0), weight)),
+#endif
+      [&](auto fm, auto x, auto y) {
+        return detail::lerp_value(fm, x, y, detail::as<decltype(x)>(weight));
+      },
+      b);
+}
+/// `a += value * t1 * t2` (`addcmul_`) or `a += value * t1 / t2` (`addcdiv_`) on every leaf.
+template <tree T>
+T& addcmul_(T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc_<false>(a, t1, t2, value); }
+template <tree T>
+T& addcdiv_(T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc_<true>(a, t1, t2, value); }
+/// Every leaf raised to `exponent`, in place (floating-point leaves for a fractional one).
+template <tree T>
+T& pow_(T& a, const at::Scalar& exponent) {
+  detail::check_scalar_update("pow_", a, detail::present_leaves("pow_", a)[0], exponent);
+#if TENSORDICT_MODERN_FOREACH
+  return detail::update_op("pow_", a, [&](auto xs) { at::_foreach_pow_(xs, exponent); }, nullptr);
+#else
+  return detail::update_op("pow_", a, TENSORDICT_EACH_(x.pow_(exponent)), nullptr);
+#endif
+}
+/// Every leaf clamped to `[min, max]` in place.
+template <tree T>
+T& clamp_(T& a, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
+  if (!min && !max) throw Error("clamp_: at least one of min and max must be given");
+#if TENSORDICT_MODERN_FOREACH
+  return detail::update_op("clamp_", a, [&](auto xs) {
+    if (min) at::_foreach_clamp_min_(xs, *min);
+    if (max) at::_foreach_clamp_max_(xs, *max);
+  }, nullptr);
+#else
+  return detail::update_op("clamp_", a, TENSORDICT_EACH_(x.clamp_(detail::opt(min), detail::opt(max))), nullptr);
+#endif
+}
+/// Every element set to zero.
+template <tree T>
+T& zero_(T& a) {
+  return detail::update_op("zero_", a, [](auto xs) { at::_foreach_zero_(xs); },
+                           [](auto, auto x) { return decltype(x)(0); });
+}
+/// Every element set to `value`.
+template <tree T>
+T& fill_(T& a, const at::Scalar& value) {
+  detail::check_scalar_update("fill_", a, detail::present_leaves("fill_", a)[0], value);
+  return detail::update_op("fill_", a, TENSORDICT_EACH_(x.fill_(value)),
+                           [&](auto, auto x) { return detail::as<decltype(x)>(value); });
+}
+/// Every leaf of `src` copied into `a`'s storage (broadcast and cast as `Tensor::copy_`).
+template <tree T>
+T& copy_(T& a, const T& src) {
+  auto lists = detail::present_leaves("copy_", std::as_const(a), src);
+  for (std::size_t i = 0; i < lists[0].size(); ++i) {
+    const at::Tensor& y = lists[1][i];
+    const at::Tensor& x = lists[0][i];
+    if (y.dim() > x.dim() ||
+        !std::equal(y.sizes().rbegin(), y.sizes().rend(), x.sizes().rbegin(),
+                    [](int64_t p, int64_t q) { return p == 1 || p == q; })) {
+      detail::throw_update("copy_", detail::present_key(a, i),
+                           "the source leaf of shape " + detail::shape_str(y.sizes()) +
+                               " does not broadcast to this leaf's shape " +
+                               detail::shape_str(x.sizes()));
+    }
+  }
+  at::NoGradGuard no_grad;
+#if TENSORDICT_MODERN_FOREACH
+  detail::grouped(lists, [](auto xs, auto ys) { at::_foreach_copy_(xs, ys); });
+#else
+  detail::grouped(lists, TENSORDICT_EACH_(x.copy_(y(0))));
+#endif
+  return a;
+}
+
+#define TENSORDICT_UNARY_(name, fe_expr)                                          \
+  template <tree T>                                                               \
+  T& name(T& a) {                                                                 \
+    return detail::update_op(#name, a, fe_expr, nullptr);                         \
+  }
+/// `a = -a` on every leaf.
+TENSORDICT_UNARY_(neg_, [](auto xs) { at::_foreach_neg_(xs); })
+/// Square root in place.
+TENSORDICT_UNARY_(sqrt_, [](auto xs) { at::_foreach_sqrt_(xs); })
+/// Absolute value in place.
+TENSORDICT_UNARY_(abs_, [](auto xs) { at::_foreach_abs_(xs); })
+/// `exp` in place.
+TENSORDICT_UNARY_(exp_, [](auto xs) { at::_foreach_exp_(xs); })
+/// Natural logarithm in place.
+TENSORDICT_UNARY_(log_, [](auto xs) { at::_foreach_log_(xs); })
+/// `1 / a` in place.
+TENSORDICT_UNARY_(reciprocal_, [](auto xs) { at::_foreach_reciprocal_(xs); })
+#if TENSORDICT_MODERN_FOREACH
+/// `1 / sqrt(a)` in place.
+TENSORDICT_UNARY_(rsqrt_, [](auto xs) { at::_foreach_rsqrt_(xs); })
+/// The sign of every element, in place.
+TENSORDICT_UNARY_(sign_, [](auto xs) { at::_foreach_sign_(xs); })
+#else
+/// `1 / sqrt(a)` in place.
+TENSORDICT_UNARY_(rsqrt_, TENSORDICT_EACH_(x.rsqrt_()))
+/// The sign of every element, in place.
+TENSORDICT_UNARY_(sign_, TENSORDICT_EACH_(x.sign_()))
+#endif
+#undef TENSORDICT_UNARY_
+
+}  // namespace tensordict
+
+#include "detail/macros_end.hpp"
