@@ -473,6 +473,12 @@ concept json_writable = detail::json_io<std::remove_cvref_t<V>>::write;
 /// True for a type that `Json::get<T>` reads.
 template <class T>
 concept json_readable = detail::json_io<T>::read;
+/// True for a type (a static field of a tree) that converts to and from JSON (strings, numbers, bools, enums,
+/// optionals, sequences, string-keyed maps, pairs and tuples of these; types with
+/// `to_json`/`from_json` for `tensordict::Json`, or nlohmann/json's where its header is
+/// included).
+template <class V>
+concept json_convertible = json_writable<V> && json_readable<V>;
 
 template <class T>
 T Json::get() const {

@@ -17,8 +17,9 @@
 ///
 /// Every node but a reflectable struct is a specialisation of `tensordict::node<T>` (see
 /// `node`): the standard containers in `node/sequence.hpp`, `node/map.hpp` and
-/// `node/optional.hpp`, `TensorDict` and its `Entry` in dict.hpp, a type of your own wherever you
-/// declare it. `detail::kind_of` below is the one place that decides what a value is.
+/// `node/optional.hpp`, `TensorDict` and its `Entry` in dict/node.hpp, a type of your own wherever
+/// you declare it. `detail::kind_of` (node/detail/kind.hpp) is the one place that decides what a
+/// value is; the engine's views of each shape are in node/detail/views.hpp.
 
 #include <algorithm>
 #include <array>
@@ -109,104 +110,59 @@ enum class FieldKind {
   static_field,      ///< anything else: part of the spec, compared with `==`, never a leaf
 };
 
-namespace detail {
-
-template <class T, template <class...> class Tmpl>
-struct is_instance : std::false_type {};
-template <template <class...> class Tmpl, class... A>
-struct is_instance<Tmpl<A...>, Tmpl> : std::true_type {};
-
-// The five shapes of `node<T>` (see `node`). Each built-in node and each of the user's is one
-// of them; nothing else in the library tests for a particular container type.
-template <class T>
-concept fixed_shape = requires {
-  { node<T>::keys.size() } -> std::convertible_to<std::size_t>;
+/// The kinds of value as types, in families: an operation asks `of_kind<M, kinds::leaf>` (a
+/// tensor slot of either kind) or `of_kind<M, kinds::node>` (any value with children), so a
+/// kind added as a refinement of one (`struct my_leaf : kinds::tensor`) is taken by every
+/// operation's branch for it. `detail::kind_of` is the one place that gives a type its kind.
+namespace kinds {
+struct any {};
+/// A tensor slot: the tree's leaves.
+struct leaf : any {};
+struct tensor : leaf {
+  static constexpr FieldKind value = FieldKind::leaf;
 };
-template <class T>
-concept indexed_shape = requires(T& t, const T& c) {
-  { node<T>::size(c) } -> std::convertible_to<std::size_t>;
-  node<T>::child(t, std::size_t{0});
-  node<T>::child(c, std::size_t{0});
+struct optional_tensor : leaf {
+  static constexpr FieldKind value = FieldKind::optional_leaf;
 };
-template <class T>
-concept keyed_shape = requires(T& t, const T& c) {
-  { node<T>::size(c) } -> std::convertible_to<std::size_t>;
-  node<T>::ordered(c);
-  node<T>::ordered(t);
+/// A value with children: fixed at compile time, optional, or known at run time.
+struct node : any {};
+struct fixed : node {
+  static constexpr FieldKind value = FieldKind::subtree;
 };
-template <class T>
-concept optional_shape = requires(T& t, const T& c) {
-  { node<T>::present(c) } -> std::convertible_to<bool>;
-  node<T>::value(t);
-  node<T>::value(c);
+struct optional : node {
+  static constexpr FieldKind value = FieldKind::optional_subtree;
 };
-template <class T>
-concept variant_shape = requires(T& t, const T& c) {
-  { node<T>::is_leaf(c) } -> std::convertible_to<bool>;
-  { node<T>::is_subtree(c) } -> std::convertible_to<bool>;
-  node<T>::subtree(t);
-  node<T>::subtree(c);
+struct dynamic : node {
+  static constexpr FieldKind value = FieldKind::container;
 };
+/// A leaf, a subtree or a static value, which one known at run time (a TensorDict's entry).
+struct variant : any {
+  static constexpr FieldKind value = FieldKind::entry;
+};
+struct batch_size : any {
+  static constexpr FieldKind value = FieldKind::batch_size;
+};
+/// Part of the spec, compared with `==`, never a leaf.
+struct static_value : any {
+  static constexpr FieldKind value = FieldKind::static_field;
+};
+}  // namespace kinds
 
-// A type that holds a tensor somewhere in its template arguments (std::list<Tensor>,
-// std::map<int, Tensor>, std::shared_ptr<Tensor>, ...): never a static field by accident.
-template <class T>
-struct holds_tensor_impl : std::bool_constant<std::is_same_v<T, at::Tensor>> {};
-template <template <class...> class Tmpl, class... A>
-struct holds_tensor_impl<Tmpl<A...>>
-    : std::bool_constant<(holds_tensor_impl<std::remove_cv_t<A>>::value || ...)> {};
-template <class U, std::size_t N>
-struct holds_tensor_impl<std::array<U, N>> : holds_tensor_impl<std::remove_cv_t<U>> {};
+}  // namespace tensordict
 
-template <class M>
-consteval FieldKind kind_of();
+#include "node/detail/kind.hpp"
 
-// The runtime TensorDict and its entries: named here, before dict.hpp completes them, so that
-// a struct member of either type is never taken for a static field.
-template <class M>
-inline constexpr bool is_tensordict = std::is_same_v<M, TensorDict>;
-template <class M>
-inline constexpr bool is_entry = std::is_same_v<M, Entry>;
+namespace tensordict {
 
-// Whether a child of this type makes its container a node (rather than a static value): the
-// condition of every built-in container's `node` specialisation.
+/// The kind of a value of type M in a tree, as a type of `kinds`.
 template <class M>
-consteval bool is_tree_part() {
-  constexpr FieldKind k = kind_of<M>();
-  return k != FieldKind::static_field && k != FieldKind::batch_size;
-}
-// The one place that decides what a value is in a tree. Tensors, batch sizes and the run-time
-// TensorDict's own types first; then the shape of `node<M>`; then reflection.
-template <class M>
-consteval FieldKind kind_of() {
-  if constexpr (std::is_same_v<M, at::Tensor>) {
-    return FieldKind::leaf;
-  } else if constexpr (std::is_same_v<M, std::optional<at::Tensor>>) {
-    return FieldKind::optional_leaf;
-  } else if constexpr (std::is_same_v<M, BatchSize>) {
-    return FieldKind::batch_size;
-  } else if constexpr (is_tensordict<M>) {
-    return FieldKind::container;
-  } else if constexpr (is_entry<M>) {
-    return FieldKind::entry;
-  } else if constexpr (treat_as_static<M>::value) {
-    return FieldKind::static_field;
-  } else if constexpr (fixed_shape<M>) {
-    return FieldKind::subtree;
-  } else if constexpr (indexed_shape<M> || keyed_shape<M>) {
-    return FieldKind::container;
-  } else if constexpr (optional_shape<M>) {
-    return FieldKind::optional_subtree;
-  } else if constexpr (variant_shape<M>) {
-    return FieldKind::entry;
-  } else if constexpr (reflectable<M>) {
-    return FieldKind::subtree;
-  } else {
-    return FieldKind::static_field;
-  }
-}
+using kind_t = decltype(detail::kind_of<std::remove_cv_t<M>>());
 
-}  // namespace detail
+/// Whether a value of type M is of kind `Kind` or of a kind that refines it:
+/// `of_kind<M, kinds::leaf>` for tensors and optional tensors, `of_kind<M, kinds::node>` for
+/// structs, containers and optional nodes.
+template <class M, class Kind>
+concept of_kind = std::is_base_of_v<Kind, kind_t<M>>;
 
 /// A value that is part of a tree's structure (a tensor, or a node holding tensors), not a
 /// static field: the condition under which the standard containers of M are nodes, for a
@@ -216,177 +172,16 @@ concept tree_part = detail::is_tree_part<std::remove_cv_t<M>>();
 
 /// The kind of a value of type M in a tree.
 template <class M>
-inline constexpr FieldKind field_kind_v = detail::kind_of<std::remove_cv_t<M>>();
+inline constexpr FieldKind field_kind_v = kind_t<M>::value;
 
 /// A type that holds a tensor in its template arguments (e.g. `std::list<torch::Tensor>`).
 template <class M>
 inline constexpr bool holds_tensor_v = detail::holds_tensor_impl<std::remove_cv_t<M>>::value ||
                                        detail::is_tensordict<std::remove_cv_t<M>>;
 
-namespace detail {
-
-// Decimal names "0", "1", ... in static storage, for compile-time keys.
-template <std::size_t K>
-consteval std::size_t digits_of() {
-  std::size_t n = 1;
-  for (std::size_t k = K; k >= 10; k /= 10) ++n;
-  return n;
-}
-template <std::size_t K>
-struct index_name_storage {
-  static constexpr std::array<char, digits_of<K>() + 1> data = [] {
-    std::array<char, digits_of<K>() + 1> out{};
-    std::size_t k = K;
-    for (std::size_t i = digits_of<K>(); i-- > 0; k /= 10) out[i] = static_cast<char>('0' + k % 10);
-    return out;
-  }();
-  static constexpr std::string_view view{data.data(), digits_of<K>()};
-};
-
-/// The keys "0", "1", ..., "N-1" of a fixed node whose children are numbered.
-template <std::size_t N>
-consteval std::array<std::string_view, N> index_keys() {
-  return []<std::size_t... I>(std::index_sequence<I...>) {
-    return std::array<std::string_view, N>{index_name_storage<I>::view...};
-  }(std::make_index_sequence<N>{});
-}
-
-// The engine's view of a node with compile-time children: their number, types, keys and
-// access, for reflectable structs and for fixed `node`s alike.
-template <class T>
-struct static_node;
-
-template <class T>
-  requires reflectable<T> && (!fixed_shape<T>)
-struct static_node<T> {
-  static constexpr std::size_t size = field_count_v<T>;
-  template <std::size_t I>
-  using child_t = std::remove_cv_t<field_type_t<T, I>>;
-  template <std::size_t I>
-  static constexpr std::string_view key = field_name_v<T, I>;
-  template <std::size_t I, class U>
-  [[gnu::always_inline]] static constexpr auto& get(U& t) noexcept {
-    return get_field<I>(t);
-  }
-  static constexpr bool is_struct = true;
-};
-
-template <class T>
-  requires fixed_shape<T>
-struct static_node<T> {
-  static constexpr std::size_t size = node<T>::keys.size();
-  template <std::size_t I>
-  static constexpr std::string_view key = node<T>::keys[I];
-  template <std::size_t I, class A>
-  [[gnu::always_inline]] static constexpr auto& get(A& t) noexcept {
-    if constexpr (requires { node<T>::template child<I>(t); }) {
-      return node<T>::template child<I>(t);
-    } else {
-      return std::get<I>(node<T>::children(t));
-    }
-  }
-  template <std::size_t I>
-  using child_t = std::remove_cvref_t<decltype(get<I>(std::declval<T&>()))>;
-  static constexpr bool is_struct = false;
-};
-
-// The decimal key of a runtime index, written into the caller's buffer.
-template <class = void>
-inline std::string_view index_key(std::size_t i, std::array<char, 24>& buf) {
-  std::size_t n = 0;
-  char tmp[24];
-  do {
-    tmp[n++] = static_cast<char>('0' + i % 10);
-    i /= 10;
-  } while (i);
-  for (std::size_t k = 0; k < n; ++k) buf[k] = tmp[n - 1 - k];
-  return {buf.data(), n};
-}
-
-template <class T>
-consteval const char* node_what() {
-  if constexpr (requires { node<T>::what; }) {
-    return node<T>::what;
-  } else {
-    return "node";
-  }
-}
-
-// The engine's view of a node whose children are known at run time: `size(t)`; an indexed node
-// gives `at(t, i)`, a keyed one `ordered(t)`, `lookup(t, key)` and `each(t, f)` (see `node`).
-// `like(t, mk)` rebuilds a node of t's shape whose children are `mk(child)`. A keyed node may
-// give `name_at(t, i)` (the name of its i-th child, in traversal order): paths then name its
-// children only when read. A node with its own batch size (a TensorDict level) gives
-// `batch(t)`, `name_at(t, i)`, and `settle(t, bad_batch)`, which makes of t what `apply` makes
-// of a level with a batch size (see `settle_level`).
-template <class T>
-struct dynamic_node;
-
-// A run-time node with a batch size of its own.
-template <class T>
-concept batched_node = requires(T& t) { dynamic_node<T>::batch(t); };
-
-template <class T>
-  requires indexed_shape<T>
-struct dynamic_node<T> {
-  using N = node<T>;
-  using child_t = std::remove_cvref_t<decltype(N::child(std::declval<T&>(), 0))>;
-  static constexpr bool indexed = true;
-  static constexpr bool resizable = requires(T& t) { N::resize(t, std::size_t{0}); };
-  static std::size_t size(const T& t) { return N::size(t); }
-  template <class V>
-  [[gnu::always_inline]] static auto& at(V& t, std::size_t i) {
-    return N::child(t, i);
-  }
-  template <class Mk>
-  static T like(const T& t, Mk&& mk) {
-    if constexpr (requires { N::like(t, mk); }) {
-      return N::like(t, mk);
-    } else {
-      T out = t;
-      for (std::size_t i = 0, n = size(t); i < n; ++i) N::child(out, i) = mk(N::child(t, i));
-      return out;
-    }
-  }
-  static void resize(T& t, std::size_t n) { N::resize(t, n); }
-  static constexpr const char* what = node_what<T>();
-};
-
-template <class T>
-  requires keyed_shape<T>
-struct dynamic_node<T> : node<T> {
-  using child_t =
-      std::remove_cvref_t<decltype((*std::begin(node<T>::ordered(std::declval<T&>())))->second)>;
-  static constexpr bool indexed = false;
-  static constexpr bool resizable = false;
-  static constexpr bool sorted = [] {
-    if constexpr (requires { node<T>::sorted; }) {
-      return bool(node<T>::sorted);
-    } else {
-      return true;
-    }
-  }();
-  static constexpr const char* what = node_what<T>();
-};
-
-// The engine's view of an optional node: its child's type; the hooks are `node<T>`'s.
-template <class T>
-using optional_child_t = std::remove_cvref_t<decltype(node<T>::value(std::declval<T&>()))>;
-
-// The engine's view of a variant node (a TensorDict's entry): its subtree's type.
-template <class T>
-using variant_subtree_t = std::remove_cvref_t<decltype(node<T>::subtree(std::declval<T&>()))>;
-
-// Whether all of several optional nodes zipped together are present; the first decides (the
-// others were checked to match).
-template <class First, class... Rest>
-[[gnu::always_inline]] constexpr bool first_present(const First& first, const Rest&...) {
-  return node<std::remove_cv_t<First>>::present(first);
-}
-
-}  // namespace detail
 }  // namespace tensordict
 
+#include "node/detail/views.hpp"
 #include "node/sequence.hpp"
 #include "node/map.hpp"
 #include "node/optional.hpp"

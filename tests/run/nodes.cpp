@@ -135,6 +135,38 @@ static_assert(!td::detail::indexed_shape<std::vector<float>>);  // holds no tens
 static_assert(td::field_kind_v<Maybe<Lin>> == td::FieldKind::optional_subtree);
 static_assert(td::field_kind_v<Maybe<int>> == td::FieldKind::optional_subtree);
 static_assert(td::field_kind_v<Registry> == td::FieldKind::container);
+// Kinds as types in families: each kind is in exactly the families it refines, and the enum is
+// read off the type, so both views agree for every kind of value.
+template <class M, td::FieldKind K, class... Families>
+constexpr bool kind_is() {
+  constexpr bool in_all = (td::of_kind<M, Families> && ...);
+  constexpr int in_count = int(td::of_kind<M, td::kinds::leaf>) + int(td::of_kind<M, td::kinds::node>) +
+                           int(td::of_kind<M, td::kinds::variant>) + int(td::of_kind<M, td::kinds::batch_size>) +
+                           int(td::of_kind<M, td::kinds::static_value>);
+  return td::field_kind_v<M> == K && in_all && in_count == 1 && td::of_kind<M, td::kinds::any>;
+}
+static_assert(kind_is<torch::Tensor, td::FieldKind::leaf, td::kinds::leaf, td::kinds::tensor>());
+static_assert(kind_is<const torch::Tensor, td::FieldKind::leaf, td::kinds::leaf, td::kinds::tensor>());
+static_assert(!td::of_kind<torch::Tensor, td::kinds::optional_tensor>);
+static_assert(kind_is<std::optional<torch::Tensor>, td::FieldKind::optional_leaf, td::kinds::leaf,
+                      td::kinds::optional_tensor>());
+static_assert(!td::of_kind<std::optional<torch::Tensor>, td::kinds::tensor>);
+static_assert(kind_is<Lin, td::FieldKind::subtree, td::kinds::node, td::kinds::fixed>());
+static_assert(kind_is<std::array<Lin, 2>, td::FieldKind::subtree, td::kinds::node, td::kinds::fixed>());
+static_assert(kind_is<Maybe<Lin>, td::FieldKind::optional_subtree, td::kinds::node, td::kinds::optional>());
+static_assert(kind_is<std::optional<Lin>, td::FieldKind::optional_subtree, td::kinds::node, td::kinds::optional>());
+static_assert(kind_is<Registry, td::FieldKind::container, td::kinds::node, td::kinds::dynamic>());
+static_assert(kind_is<std::vector<Lin>, td::FieldKind::container, td::kinds::node, td::kinds::dynamic>());
+static_assert(kind_is<td::TensorDict, td::FieldKind::container, td::kinds::node, td::kinds::dynamic>());
+static_assert(kind_is<td::Entry, td::FieldKind::entry, td::kinds::variant>());
+static_assert(kind_is<td::BatchSize, td::FieldKind::batch_size, td::kinds::batch_size>());
+static_assert(kind_is<int, td::FieldKind::static_field, td::kinds::static_value>());
+static_assert(kind_is<std::vector<float>, td::FieldKind::static_field, td::kinds::static_value>());
+static_assert(kind_is<std::string, td::FieldKind::static_field, td::kinds::static_value>());
+static_assert(std::is_same_v<td::kind_t<std::map<std::string, Lin>>, td::kinds::dynamic>);
+// `tree` is the node family.
+static_assert(td::tree<Lin> && td::tree<std::vector<Lin>> && td::tree<Maybe<Lin>> && td::tree<td::TensorDict>);
+static_assert(!td::tree<torch::Tensor> && !td::tree<int> && !td::tree<td::Entry>);
 // An optional of the user's keeps the shape static: the spec counts its leaves, adds no key.
 static_assert(td::static_tree<Fixed>);
 static_assert(td::spec<Fixed>::leaf_count == 3);

@@ -28,7 +28,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "../batch_size.hpp"
-#include "../consolidate.hpp"
+#include "../detail/consolidate.hpp"
 #include "../detail/text.hpp"
 #include "../detail/what.hpp"
 #include "../dtype.hpp"

@@ -98,7 +98,7 @@ void register_tensorclass(py::handle cls) {
   // The fields must be the struct's: an instance is built from the struct's keys unchecked.
   std::vector<std::string> fields;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((field_kind_v<typename detail::static_node<T>::template child_t<I>> != FieldKind::batch_size
+    ((!of_kind<typename detail::static_node<T>::template child_t<I>, kinds::batch_size>
           ? (void)fields.emplace_back(detail::static_node<T>::template key<I>)
           : void()),
      ...);

@@ -90,8 +90,7 @@ void class_tree_of(const M& v, ClassTree& out);
 
 template <class M>
 void class_child(ClassTree& out, std::string_view name, const M& x) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::subtree || k == FieldKind::container || k == FieldKind::optional_subtree) {
+  if constexpr (of_kind<M, kinds::node>) {
     ClassTree c;
     class_tree_of(x, c);
     if (!c.cls.empty() || !c.sub.empty()) out.sub.emplace(std::string(name), std::move(c));
@@ -101,12 +100,11 @@ void class_child(ClassTree& out, std::string_view name, const M& x) {
 // Mirrors `node_to_tensordict`: the same levels under the same keys.
 template <class M>
 void class_tree_of(const M& v, ClassTree& out) {
-  constexpr FieldKind k = field_kind_v<M>;
   if constexpr (is_tensordict<M>) {
     return;
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     if (node<M>::present(v)) class_tree_of(node<M>::value(v), out);
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     if constexpr (static_node<M>::is_struct) {
       out.cls = python_class_name<M>();
       out.type = &typeid(M);
@@ -114,7 +112,7 @@ void class_tree_of(const M& v, ClassTree& out) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (class_child(out, static_node<M>::template key<I>, child<I>(v)), ...);
     }(std::make_index_sequence<static_node<M>::size>{});
-  } else if constexpr (k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::dynamic>) {
     using N = dynamic_node<M>;
     if constexpr (N::indexed) {
       for (std::size_t i = 0, n = N::size(v); i < n; ++i) class_child(out, std::to_string(i), N::at(v, i));

@@ -31,25 +31,24 @@ py::object make_class(py::module_& m, const std::string& name);
 // The Python annotation of a member of type M, and whether it has a default (None) of its own.
 template <class M>
 py::object annotation_of(py::module_& m, bool& none_default) {
-  constexpr FieldKind k = field_kind_v<M>;
   py::object optional = py::module_::import("typing").attr("Optional");
-  if constexpr (k == FieldKind::leaf) {
+  if constexpr (of_kind<M, kinds::tensor>) {
     return py::module_::import("torch").attr("Tensor");
-  } else if constexpr (k == FieldKind::optional_leaf) {
+  } else if constexpr (of_kind<M, kinds::optional_tensor>) {
     none_default = true;
     return optional[py::module_::import("torch").attr("Tensor")];
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     none_default = true;
     bool unused = false;
     return optional[annotation_of<optional_child_t<M>>(m, unused)];
-  } else if constexpr (k == FieldKind::subtree && tensorclass_struct<M>) {
+  } else if constexpr (of_kind<M, kinds::fixed> && tensorclass_struct<M>) {
     if (const Registered* r = registered(&typeid(M))) return r->cls;
     return make_class<M>(m, python_class_name<M>());
-  } else if constexpr (k == FieldKind::subtree || k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::fixed> || of_kind<M, kinds::dynamic>) {
     // A container (or a std::array/tuple) is a TensorDict level keyed "0".."n-1" or by its keys.
-    if constexpr (k == FieldKind::container) {
+    if constexpr (of_kind<M, kinds::dynamic>) {
       using C = typename dynamic_node<M>::child_t;
-      if constexpr (field_kind_v<C> == FieldKind::subtree && tensorclass_struct<C>) {
+      if constexpr (of_kind<C, kinds::fixed> && tensorclass_struct<C>) {
         bool unused = false;
         (void)annotation_of<C>(m, unused);  // its elements' class exists too
       }
@@ -70,14 +69,14 @@ py::object make_class(py::module_& m, const std::string& name) {
     (
         [&] {
           using M = typename static_node<T>::template child_t<I>;
-          if constexpr (field_kind_v<M> != FieldKind::batch_size) {
+          if constexpr (!of_kind<M, kinds::batch_size>) {
             const std::string key(static_node<T>::template key<I>);
             bool none_default = false;
             annotations[py::str(key)] = annotation_of<M>(m, none_default);
             py::object def;
             if (none_default) {
               def = py::none();
-            } else if constexpr (field_kind_v<M> == FieldKind::static_field && json_convertible<M>) {
+            } else if constexpr (of_kind<M, kinds::static_value> && json_convertible<M>) {
               def = from_json(Json(static_node<T>::template get<I>(zero)));
             }
             fields.emplace_back(key, def);

@@ -24,12 +24,11 @@ consteval bool direct_struct(bool root = true) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return ([&] {
         using M = typename static_node<T>::template child_t<I>;
-        constexpr FieldKind k = field_kind_v<M>;
-        if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) return true;
-        else if constexpr (k == FieldKind::static_field) return json_convertible<M>;
-        else if constexpr (k == FieldKind::batch_size) return root;  // a nested one may be widened
-        else if constexpr (k == FieldKind::subtree) return direct_struct<M>(false);
-        else if constexpr (k == FieldKind::optional_subtree) return direct_struct<optional_child_t<M>>(false);
+        if constexpr (of_kind<M, kinds::leaf>) return true;
+        else if constexpr (of_kind<M, kinds::static_value>) return json_convertible<M>;
+        else if constexpr (of_kind<M, kinds::batch_size>) return root;  // a nested one may be widened
+        else if constexpr (of_kind<M, kinds::fixed>) return direct_struct<M>(false);
+        else if constexpr (of_kind<M, kinds::optional>) return direct_struct<optional_child_t<M>>(false);
         else return false;
       }() && ...);
     }(std::make_index_sequence<static_node<T>::size>{});
@@ -86,16 +85,15 @@ bool read_direct(py::handle o, Kind kind, T& out, const Api& a, Path& path) {
   const bool ok = [&]<std::size_t... I>(std::index_sequence<I...>) {
     return ([&] {
       using M = typename static_node<T>::template child_t<I>;
-      constexpr FieldKind k = field_kind_v<M>;
       auto& field = static_node<T>::template get<I>(out);
-      if constexpr (k == FieldKind::batch_size) {
+      if constexpr (of_kind<M, kinds::batch_size>) {
         field = batch_size_of(batch, path);
         return true;
       } else {
         PyObject* v = PyDict_GetItemWithError(entries, interned_key<T, I>());
         if (!v) {
           if (PyErr_Occurred()) throw py::error_already_set();
-          if constexpr (k == FieldKind::optional_leaf || k == FieldKind::optional_subtree) {
+          if constexpr (of_kind<M, kinds::optional_tensor> || of_kind<M, kinds::optional>) {
             field = std::nullopt;
             return true;
           } else {
@@ -103,11 +101,11 @@ bool read_direct(py::handle o, Kind kind, T& out, const Api& a, Path& path) {
           }
         }
         ++matched;
-        if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+        if constexpr (of_kind<M, kinds::leaf>) {
           if (!THPVariable_Check(v)) return false;
           field = THPVariable_Unpack(v);
           return true;
-        } else if constexpr (k == FieldKind::static_field) {
+        } else if constexpr (of_kind<M, kinds::static_value>) {
           if (kind_of(v, a) != Kind::data) return false;
           try {
             field = to_json(py::handle(v).attr("data"), path).template get<M>();
@@ -119,7 +117,7 @@ bool read_direct(py::handle o, Kind kind, T& out, const Api& a, Path& path) {
             return false;  // not a JSON value: the general path names it
           }
           return true;
-        } else if constexpr (k == FieldKind::subtree) {
+        } else if constexpr (of_kind<M, kinds::fixed>) {
           return read_direct(v, kind_of(v, a), field, a, path);
         } else {
           field.emplace();
@@ -140,20 +138,19 @@ py::object write_direct(const T& s, const py::object& size, const BatchSize& bat
   const bool ok = [&]<std::size_t... I>(std::index_sequence<I...>) {
     return ([&] {
       using M = typename static_node<T>::template child_t<I>;
-      constexpr FieldKind k = field_kind_v<M>;
       const auto& field = static_node<T>::template get<I>(s);
       py::object x;
-      if constexpr (k == FieldKind::batch_size) {
+      if constexpr (of_kind<M, kinds::batch_size>) {
         return true;
-      } else if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+      } else if constexpr (of_kind<M, kinds::leaf>) {
         const at::Tensor& t = leaf_get(field);
         if (!t.defined()) return true;
         if (!starts_with(t.sizes(), batch)) return false;
         x = py::reinterpret_steal<py::object>(THPVariable_Wrap(t));
-      } else if constexpr (k == FieldKind::static_field) {
+      } else if constexpr (of_kind<M, kinds::static_value>) {
         x = a.data(py::arg("data") = from_json(Json(field)), py::arg("batch_size") = size,
                    py::arg("device") = none);
-      } else if constexpr (k == FieldKind::subtree) {
+      } else if constexpr (of_kind<M, kinds::fixed>) {
         x = write_direct(field, size, batch, a);
       } else {
         if (!field) return true;

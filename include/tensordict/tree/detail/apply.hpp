@@ -71,10 +71,9 @@ struct ApplyLeaves {
 // once with `like`, instead of a skeleton filled in a second pass.
 template <class M>
 consteval bool like_mappable() {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf || k == FieldKind::entry) {
+  if constexpr (of_kind<M, kinds::leaf> || of_kind<M, kinds::variant>) {
     return true;
-  } else if constexpr (k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::dynamic>) {
     using N = dynamic_node<M>;
     // A hashed map's `like` visits children in hash order, not in traversal order.
     if constexpr (requires { N::sorted; }) {
@@ -113,8 +112,7 @@ M map_like(const char* op, const M& v, F& f, Cursor& c) {
   // Read into plain constants: GCC 12 mis-reads a class-type template argument's members in
   // `if constexpr` inside a lambda of the function (-Wreturn-type, a branch dropped).
   constexpr bool named = Mode.named, settle = Mode.settle;
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+  if constexpr (of_kind<M, kinds::leaf>) {
     const at::Tensor& x = leaf_get(v);
     if (!x.defined()) return M();
     at::Tensor y = at_leaf<Root>(op, DynLoc{&c}, [&]() -> at::Tensor {
@@ -124,12 +122,12 @@ M map_like(const char* op, const M& v, F& f, Cursor& c) {
         return f(x);
       }
     });
-    if constexpr (k == FieldKind::optional_leaf) {
+    if constexpr (of_kind<M, kinds::optional_tensor>) {
       return y.defined() ? M(std::move(y)) : M();
     } else {
       return y;
     }
-  } else if constexpr (k == FieldKind::entry) {
+  } else if constexpr (of_kind<M, kinds::variant>) {
     using N = node<M>;
     if (N::is_leaf(v)) return N::wrap(map_like<Root, Mode>(op, N::leaf(v), f, c));
     if (N::is_subtree(v)) return N::wrap(map_like<Root, Mode>(op, N::subtree(v), f, c));
@@ -233,7 +231,7 @@ T apply_impl(const char* op, const T& t, F& f, const Os&... others) {
   if constexpr (static_tree<T> && direct_constructible<T>()) {
     ApplyLeaves<T, named, F, Os...> gen{op, f, t, std::tuple<const Os&...>(others...)};
     return build_like<T, 0>(t, gen);
-  } else if constexpr (sizeof...(Os) == 0 && field_kind_v<T> == FieldKind::container &&
+  } else if constexpr (sizeof...(Os) == 0 && of_kind<T, kinds::dynamic> &&
                        like_mappable<T>()) {
     Cursor c;
     return map_like<T, Mode>(op, t, f, c);

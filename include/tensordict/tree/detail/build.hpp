@@ -49,11 +49,10 @@ concept made_from_children = list_built<T>();
 
 template <class M>
 consteval bool direct_child() {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::subtree) {
+  if constexpr (of_kind<M, kinds::fixed>) {
     return direct_constructible<M>();
   } else {
-    return k != FieldKind::optional_subtree && k != FieldKind::container;
+    return !of_kind<M, kinds::optional> && !of_kind<M, kinds::dynamic>;
   }
 }
 
@@ -86,16 +85,15 @@ M skeleton_children(const M& v, std::index_sequence<I...>) {
 
 template <class M>
 M skeleton_value(const M& v) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+  if constexpr (of_kind<M, kinds::leaf>) {
     return M();
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     return skeleton_children(v, std::make_index_sequence<static_node<M>::size>{});
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     return node<M>::present(v) ? node<M>::wrap(skeleton_value(node<M>::value(v))) : M{};
-  } else if constexpr (k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::dynamic>) {
     return dynamic_node<M>::like(v, [](const auto& x) { return skeleton_value(x); });
-  } else if constexpr (k == FieldKind::entry) {
+  } else if constexpr (of_kind<M, kinds::variant>) {
     using N = node<M>;
     if (N::is_leaf(v)) return N::wrap(at::Tensor());
     if (N::is_subtree(v)) return N::wrap(skeleton_value(N::subtree(v)));
@@ -127,13 +125,12 @@ TENSORDICT_INLINE T build_like(const T& src, G& gen);
 template <class T, std::size_t I, std::size_t LB, class G>
 TENSORDICT_INLINE std::remove_cv_t<child_t<T, I>> build_like_field(const T& src, G& gen) {
   using M = std::remove_cv_t<child_t<T, I>>;
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf) {
+  if constexpr (of_kind<M, kinds::tensor>) {
     return gen.template leaf<LB>();
-  } else if constexpr (k == FieldKind::optional_leaf) {
+  } else if constexpr (of_kind<M, kinds::optional_tensor>) {
     at::Tensor x = gen.template leaf<LB>();
     return x.defined() ? M(std::move(x)) : M();
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     return build_like<M, LB>(child<I>(src), gen);
   } else {
     return child<I>(src);
@@ -152,20 +149,23 @@ TENSORDICT_INLINE T build_like(const T& src, G& gen) {
 
 template <class T>
 struct nonleaf_tuple;
-template <class M, FieldKind K = field_kind_v<M>>
+template <class M>
 struct field_nonleaf_tuple {
   using type = std::tuple<>;
 };
 template <class M>
-struct field_nonleaf_tuple<M, FieldKind::static_field> {
+  requires of_kind<M, kinds::static_value>
+struct field_nonleaf_tuple<M> {
   using type = std::tuple<std::remove_cv_t<M>>;
 };
 template <class M>
-struct field_nonleaf_tuple<M, FieldKind::batch_size> {
+  requires of_kind<M, kinds::batch_size>
+struct field_nonleaf_tuple<M> {
   using type = std::tuple<BatchSize>;
 };
 template <class M>
-struct field_nonleaf_tuple<M, FieldKind::subtree> {
+  requires of_kind<M, kinds::fixed>
+struct field_nonleaf_tuple<M> {
   using type = typename nonleaf_tuple<std::remove_cv_t<M>>::type;
 };
 // The static fields and batch sizes of T, depth first in declaration order.
@@ -213,10 +213,9 @@ auto gather_nonleaf_refs(const T& t);
 template <class T, std::size_t I>
 TENSORDICT_INLINE auto gather_field_nonleaf_refs(const T& t) {
   using M = child_t<T, I>;
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::static_field || k == FieldKind::batch_size) {
+  if constexpr (of_kind<M, kinds::static_value> || of_kind<M, kinds::batch_size>) {
     return std::tuple<const std::remove_cv_t<M>&>(child<I>(t));
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     return gather_nonleaf_refs(child<I>(t));
   } else {
     return std::tuple<>();
@@ -249,13 +248,12 @@ template <class T, std::size_t I, std::size_t LB, std::size_t SB, class L, class
 TENSORDICT_INLINE std::remove_cv_t<child_t<T, I>> build_field(const L& leaves,
                                                                  const Tup& nl) {
   using M = std::remove_cv_t<child_t<T, I>>;
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf) {
+  if constexpr (of_kind<M, kinds::tensor>) {
     return leaves[LB];
-  } else if constexpr (k == FieldKind::optional_leaf) {
+  } else if constexpr (of_kind<M, kinds::optional_tensor>) {
     const at::Tensor& x = leaves[LB];
     return x.defined() ? M(x) : M();
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     return build<M, LB, SB>(leaves, nl);
   } else {
     return std::get<SB>(nl);

@@ -71,19 +71,18 @@ struct node_tag {};  // a run-time node with a batch size (a TensorDict level), 
 
 template <class M, class F, class... Ts>
 TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+  if constexpr (of_kind<M, kinds::leaf>) {
     f(leaf_tag{}, DynLoc{&c}, ts...);
     ++c.leaf;
-  } else if constexpr (k == FieldKind::static_field) {
+  } else if constexpr (of_kind<M, kinds::static_value>) {
     f(static_tag{}, DynLoc{&c}, ts...);
-  } else if constexpr (k == FieldKind::batch_size) {
+  } else if constexpr (of_kind<M, kinds::batch_size>) {
     f(batch_tag{}, DynLoc{&c}, ts...);
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     dzip_children<M>(c, f, std::make_index_sequence<static_node<M>::size>{}, ts...);
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     if (first_present(ts...)) dzip_value<optional_child_t<M>>(c, f, node<M>::value(ts)...);
-  } else if constexpr (k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::dynamic>) {
     if constexpr (batched_node<M>) {
       f(node_tag{}, DynLoc{&c}, ts...);
       f(batch_tag{}, DynLoc{&c}, dynamic_node<M>::batch(ts)...);
@@ -100,7 +99,7 @@ TENSORDICT_INLINE void dzip_value(Cursor& c, F& f, Ts&... ts) {
     } else {
       dzip_map<M>(c, f, ts...);
     }
-  } else if constexpr (k == FieldKind::entry) {
+  } else if constexpr (of_kind<M, kinds::variant>) {
     dzip_variant<M>(c, f, ts...);
   }
 }

@@ -62,14 +62,13 @@ constexpr decltype(auto) at_key(T& t) {
   constexpr std::string_view key = Key.view();
   constexpr std::size_t dot = key.find('.', Pos);
   constexpr std::string_view seg = key.substr(Pos, dot == npos ? npos : dot - Pos);
-  constexpr FieldKind uk = field_kind_v<U>;
-  if constexpr (uk == FieldKind::optional_subtree) {
+  if constexpr (of_kind<U, kinds::optional>) {
     if (!node<U>::present(t)) throw_missing_key(key, "goes through an absent std::optional");
     return at_key<Key, Pos>(node<U>::value(t));
-  } else if constexpr (uk == FieldKind::entry) {
+  } else if constexpr (of_kind<U, kinds::variant>) {
     if (!node<U>::is_subtree(t)) throw_missing_key(key, "goes through an entry that is no TensorDict");
     return at_key<Key, Pos>(node<U>::subtree(t));
-  } else if constexpr (uk == FieldKind::container) {
+  } else if constexpr (of_kind<U, kinds::dynamic>) {
     using N = dynamic_node<U>;
     auto& c = [&]() -> auto& {
       if constexpr (N::indexed) {
@@ -97,11 +96,9 @@ constexpr decltype(auto) at_key(T& t) {
                   "tree type are in the instantiation above)");
     if constexpr (I != npos) {
       using M = child_t<U, I>;
-      constexpr FieldKind mk = field_kind_v<M>;
       if constexpr (dot == npos) {
         return (child<I>(t));
-      } else if constexpr (mk == FieldKind::subtree || mk == FieldKind::optional_subtree ||
-                           mk == FieldKind::container) {
+      } else if constexpr (of_kind<M, kinds::node>) {
         return at_key<Key, dot + 1>(child<I>(t));
       } else {
         static_assert(dot == npos, "tensordict: unknown key: a key goes through a leaf or a static "
@@ -131,12 +128,11 @@ consteval bool key_valid_children(std::string_view key, std::index_sequence<I...
 
 template <class M>
 consteval bool key_valid(std::string_view key) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::optional_subtree) {
+  if constexpr (of_kind<M, kinds::optional>) {
     return key_valid<optional_child_t<M>>(key);
-  } else if constexpr (k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::dynamic>) {
     return !key.empty();
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     return key_valid_children<M>(key, std::make_index_sequence<static_node<M>::size>{});
   } else {
     return false;

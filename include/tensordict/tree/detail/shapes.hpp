@@ -51,17 +51,16 @@ bool shape_diff_children(Cursor& c, const T& a, const T& b, std::string& why,
 // Whether a and b differ in shape; if so `why` says how and the cursor stays at the place.
 template <class M>
 bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::subtree) {
+  if constexpr (of_kind<M, kinds::fixed>) {
     return shape_diff_children(c, a, b, why, std::make_index_sequence<static_node<M>::size>{});
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     using N = node<M>;
     if (N::present(a) != N::present(b)) {
       why = N::present(a) ? "present in tree #1, absent in tree #" : "absent in tree #1, present in tree #";
       return true;
     }
     return N::present(a) && shape_diff(c, N::value(a), N::value(b), why);
-  } else if constexpr (k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::dynamic>) {
     using N = dynamic_node<M>;
     if constexpr (N::indexed) {
       if (N::size(a) != N::size(b)) {
@@ -97,7 +96,7 @@ bool shape_diff(Cursor& c, const M& a, const M& b, std::string& why) {
       }
       return false;
     }
-  } else if constexpr (k == FieldKind::entry) {
+  } else if constexpr (of_kind<M, kinds::variant>) {
     // Static values of different kinds (non-tensor data and stacks) are one kind here.
     using N = node<M>;
     if (N::is_leaf(a) != N::is_leaf(b) || N::is_subtree(a) != N::is_subtree(b)) {

@@ -19,10 +19,9 @@ namespace tensordict::detail {
 
 template <class M>
 consteval std::size_t leaves_in() {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+  if constexpr (of_kind<M, kinds::leaf>) {
     return 1;
-  } else if constexpr (k == FieldKind::subtree || k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed> || of_kind<M, kinds::optional>) {
     return layout<M>::sizes.leaves;
   } else {
     return 0;
@@ -30,10 +29,9 @@ consteval std::size_t leaves_in() {
 }
 template <class M>
 consteval std::size_t statics_in() {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::static_field) {
+  if constexpr (of_kind<M, kinds::static_value>) {
     return 1;
-  } else if constexpr (k == FieldKind::subtree || k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed> || of_kind<M, kinds::optional>) {
     return layout<M>::sizes.statics;
   } else {
     return 0;
@@ -86,12 +84,11 @@ TENSORDICT_INLINE constexpr First& first_of(First& first, Rest&...) noexcept {
 
 template <class M, std::size_t Off, class F, class... Ts>
 TENSORDICT_INLINE constexpr void zip_value(F& f, Ts&... ts) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+  if constexpr (of_kind<M, kinds::leaf>) {
     f(index_c<Off>{}, ts...);
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     zip_children<M, Off>(f, std::make_index_sequence<static_node<M>::size>{}, ts...);
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     if (first_present(ts...)) zip_value<optional_child_t<M>, Off>(f, node<M>::value(ts)...);
   }
 }
@@ -117,14 +114,13 @@ constexpr void zip_nonleaf_children(F& f, B& b, std::index_sequence<I...>, Ts&..
 
 template <class M, std::size_t Off, class F, class B, class... Ts>
 constexpr void zip_nonleaf_value(F& f, B& b, Ts&... ts) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::static_field) {
+  if constexpr (of_kind<M, kinds::static_value>) {
     f(index_c<Off>{}, ts...);
-  } else if constexpr (k == FieldKind::batch_size) {
+  } else if constexpr (of_kind<M, kinds::batch_size>) {
     b(ts...);
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     zip_nonleaf_children<M, Off>(f, b, std::make_index_sequence<static_node<M>::size>{}, ts...);
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     if (first_present(ts...)) zip_nonleaf_value<optional_child_t<M>, Off>(f, b, node<M>::value(ts)...);
   }
 }
@@ -155,7 +151,7 @@ TENSORDICT_INLINE constexpr auto& leaf_slot(T& t) {
   constexpr std::size_t I = child_of_leaf<R, J>();
   constexpr std::size_t off = J - leaf_offset<R, I>();
   using M = child_t<R, I>;
-  if constexpr (field_kind_v<M> == FieldKind::subtree) {
+  if constexpr (of_kind<M, kinds::fixed>) {
     return leaf_slot<off>(child<I>(t));
   } else {
     return child<I>(t);

@@ -90,18 +90,17 @@ using root_t = std::remove_cvref_t<T>;
 // constants, so a vector of static blocks costs one multiplication.
 template <class M>
 std::size_t count_leaves(const M& v) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+  if constexpr (of_kind<M, kinds::leaf>) {
     return 1;
-  } else if constexpr ((k == FieldKind::subtree) && !has_runtime_shape<M>()) {
+  } else if constexpr (of_kind<M, kinds::fixed> && !has_runtime_shape<M>()) {
     return layout<M>::sizes.leaves;
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return (std::size_t{0} + ... + count_leaves(child<I>(v)));
     }(std::make_index_sequence<static_node<M>::size>{});
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     return node<M>::present(v) ? count_leaves(node<M>::value(v)) : 0;
-  } else if constexpr (k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::dynamic>) {
     using N = dynamic_node<M>;
     using C = typename N::child_t;
     if constexpr (!has_runtime_shape<C>()) {
@@ -115,7 +114,7 @@ std::size_t count_leaves(const M& v) {
       }
       return n;
     }
-  } else if constexpr (k == FieldKind::entry) {
+  } else if constexpr (of_kind<M, kinds::variant>) {
     using N = node<M>;
     return N::is_leaf(v) ? 1 : N::is_subtree(v) ? count_leaves(N::subtree(v)) : 0;
   } else {
