@@ -23,7 +23,14 @@
 #include <utility>
 #include <vector>
 
+// nlohmann/json is optional: where it is installed, its values and the types it converts convert
+// to and from `Json` (its forward header only; the full one is the user's to include).
+#if __has_include(<nlohmann/json_fwd.hpp>)
 #include <nlohmann/json_fwd.hpp>
+#define TENSORDICT_HAS_NLOHMANN 1
+#else
+#define TENSORDICT_HAS_NLOHMANN 0
+#endif
 
 #include "detail/lazy.hpp"
 #include "errors.hpp"
@@ -63,6 +70,12 @@ inline std::size_t utf8_length(const unsigned char* u, std::size_t left) noexcep
 // the same order. The writer escapes with them all but `/`, as Python's json does.
 inline constexpr char json_escape_letters[] = "\"\\/bfnrt";
 inline constexpr char json_escaped[] = "\"\\/\b\f\n\r\t";
+#if TENSORDICT_HAS_NLOHMANN
+using nlohmann_json = nlohmann::json;
+#else
+struct nlohmann_json;  // never defined: nothing converts through a library that is not there
+#endif
+#undef TENSORDICT_HAS_NLOHMANN
 template <class V>
 struct json_io;  // how a C++ type becomes a Json and back; see `json_writable`
 template <class J>

@@ -116,36 +116,25 @@ enum class FieldKind {
 /// operation's branch for it. `detail::kind_of` is the one place that gives a type its kind.
 namespace kinds {
 struct any {};
+/// A kind of the public enumeration: `value` is its `FieldKind`.
+template <FieldKind K, class Family>
+struct named : Family {
+  static constexpr FieldKind value = K;
+};
 /// A tensor slot: the tree's leaves.
 struct leaf : any {};
-struct tensor : leaf {
-  static constexpr FieldKind value = FieldKind::leaf;
-};
-struct optional_tensor : leaf {
-  static constexpr FieldKind value = FieldKind::optional_leaf;
-};
+struct tensor : named<FieldKind::leaf, leaf> {};
+struct optional_tensor : named<FieldKind::optional_leaf, leaf> {};
 /// A value with children: fixed at compile time, optional, or known at run time.
 struct node : any {};
-struct fixed : node {
-  static constexpr FieldKind value = FieldKind::subtree;
-};
-struct optional : node {
-  static constexpr FieldKind value = FieldKind::optional_subtree;
-};
-struct dynamic : node {
-  static constexpr FieldKind value = FieldKind::container;
-};
+struct fixed : named<FieldKind::subtree, node> {};
+struct optional : named<FieldKind::optional_subtree, node> {};
+struct dynamic : named<FieldKind::container, node> {};
 /// A leaf, a subtree or a static value, which one known at run time (a TensorDict's entry).
-struct variant : any {
-  static constexpr FieldKind value = FieldKind::entry;
-};
-struct batch_size : any {
-  static constexpr FieldKind value = FieldKind::batch_size;
-};
+struct variant : named<FieldKind::entry, any> {};
+struct batch_size : named<FieldKind::batch_size, any> {};
 /// Part of the spec, compared with `==`, never a leaf.
-struct static_value : any {
-  static constexpr FieldKind value = FieldKind::static_field;
-};
+struct static_value : named<FieldKind::static_field, any> {};
 }  // namespace kinds
 
 }  // namespace tensordict

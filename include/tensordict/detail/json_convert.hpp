@@ -69,9 +69,9 @@ template <class T>
 concept user_from_json = requires(const Json& j, T& v) { from_json(j, v); };
 // nlohmann converts T, and its header is included (the check names it through T).
 template <class T>
-concept nlohmann_converts = requires { sizeof(lazy<nlohmann::json, T>); } &&
-                            requires(lazy<nlohmann::json, T> j, const T& v) {
-                              lazy<nlohmann::json, T>(v);
+concept nlohmann_converts = requires { sizeof(lazy<nlohmann_json, T>); } &&
+                            requires(lazy<nlohmann_json, T> j, const T& v) {
+                              lazy<nlohmann_json, T>(v);
                               j.template get<T>();
                             };
 
@@ -136,7 +136,7 @@ struct json_io {
     } else if constexpr (tuple_like_json<V>) {
       return std::apply([](const auto&... x) { return Json::array({Json(x)...}); }, v);
     } else {
-      return from_nlohmann(lazy<nlohmann::json, V>(v));
+      return from_nlohmann(lazy<nlohmann_json, V>(v));
     }
   }
 
@@ -204,7 +204,7 @@ struct json_io {
         ((std::get<I>(out) = a[I].get<std::remove_cvref_t<std::tuple_element_t<I, V>>>()), ...);
       }(std::make_index_sequence<std::tuple_size_v<V>>());
     } else {
-      out = j.to_nlohmann<lazy<nlohmann::json, V>>().template get<V>();
+      out = j.to_nlohmann<lazy<nlohmann_json, V>>().template get<V>();
     }
   }
 

@@ -17,25 +17,24 @@
 
 namespace tensordict::detail {
 
-template <class M>
-consteval std::size_t leaves_in() {
-  if constexpr (of_kind<M, kinds::leaf>) {
+// The slots of kind Kind (leaves, or static fields) that a value of type M takes in a layout.
+template <class M, class Kind>
+consteval std::size_t slots_in() {
+  if constexpr (of_kind<M, Kind>) {
     return 1;
   } else if constexpr (of_kind<M, kinds::fixed> || of_kind<M, kinds::optional>) {
-    return layout<M>::sizes.leaves;
+    return std::is_same_v<Kind, kinds::leaf> ? layout<M>::sizes.leaves : layout<M>::sizes.statics;
   } else {
     return 0;
   }
 }
 template <class M>
+consteval std::size_t leaves_in() {
+  return slots_in<M, kinds::leaf>();
+}
+template <class M>
 consteval std::size_t statics_in() {
-  if constexpr (of_kind<M, kinds::static_value>) {
-    return 1;
-  } else if constexpr (of_kind<M, kinds::fixed> || of_kind<M, kinds::optional>) {
-    return layout<M>::sizes.statics;
-  } else {
-    return 0;
-  }
+  return slots_in<M, kinds::static_value>();
 }
 template <class T, std::size_t I>
 using child_t = typename static_node<T>::template child_t<I>;
