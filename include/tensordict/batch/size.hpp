@@ -45,3 +45,9 @@ void check(const T& t, const char* op = "check") {
 }
 
 }  // namespace tensordict
+
+#include "detail/map.hpp"
+
+namespace tensordict {
+
+}  // namespace tensordict
