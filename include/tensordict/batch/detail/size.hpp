@@ -34,10 +34,10 @@ std::span<const T> trees(std::initializer_list<T> ts) noexcept {
 // The number of BatchSize members among T's own children (a struct has at most one).
 template <class T>
 consteval std::size_t root_batch_members() {
-  if constexpr (field_kind_v<T> == FieldKind::subtree) {
+  if constexpr (of_kind<T, kinds::fixed>) {
     return []<std::size_t... I>(std::index_sequence<I...>) {
       return (std::size_t{0} + ... +
-              (field_kind_v<child_t<T, I>> == FieldKind::batch_size ? 1 : 0));
+              (of_kind<child_t<T, I>, kinds::batch_size> ? 1 : 0));
     }(std::make_index_sequence<static_node<T>::size>{});
   } else {
     return 0;
@@ -48,7 +48,7 @@ consteval std::size_t root_batch_members() {
 // or null.
 template <class M>
 const BatchSize* own_batch_size(const M& v) {
-  if constexpr (field_kind_v<M> == FieldKind::container) {
+  if constexpr (of_kind<M, kinds::dynamic>) {
     if constexpr (batched_node<M>) {
       return &dynamic_node<M>::batch(v);
     } else {
@@ -59,7 +59,7 @@ const BatchSize* own_batch_size(const M& v) {
   } else {
     const BatchSize* own = nullptr;
     auto one = [&]<std::size_t J>(index_c<J>) {
-      if constexpr (field_kind_v<child_t<M, J>> == FieldKind::batch_size) own = &child<J>(v);
+      if constexpr (of_kind<child_t<M, J>, kinds::batch_size>) own = &child<J>(v);
     };
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (one(index_c<I>{}), ...);
@@ -94,30 +94,29 @@ void check_own_batch(const char* op, const M& v, const BatchSize* own, const Bat
 
 template <class M>
 void check_level(const char* op, const M& v, const BatchSize& inherited, Cursor& c) {
-  constexpr FieldKind k = field_kind_v<M>;
-  if constexpr (k == FieldKind::leaf || k == FieldKind::optional_leaf) {
+  if constexpr (of_kind<M, kinds::leaf>) {
     const at::Tensor& x = leaf_get(v);
     if (x.defined() && !starts_with(x.sizes(), inherited)) {
       throw BatchSizeError(std::string(op) + ": leaf '" + std::string(c.path().dotted) +
                            "' has shape " + shape_str(x.sizes()) +
                            ", which does not start with the batch size " + bs_str(inherited));
     }
-  } else if constexpr (k == FieldKind::subtree) {
+  } else if constexpr (of_kind<M, kinds::fixed>) {
     const BatchSize* own = own_batch_size(v);
     check_own_batch(op, v, own, inherited, c);
     const BatchSize& bs = own ? *own : inherited;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((c.push(static_node<M>::template key<I>), check_level(op, child<I>(v), bs, c), c.pop()), ...);
     }(std::make_index_sequence<static_node<M>::size>{});
-  } else if constexpr (k == FieldKind::optional_subtree) {
+  } else if constexpr (of_kind<M, kinds::optional>) {
     if (node<M>::present(v)) check_level(op, node<M>::value(v), inherited, c);
-  } else if constexpr (k == FieldKind::entry) {
+  } else if constexpr (of_kind<M, kinds::variant>) {
     if (node<M>::is_leaf(v)) {
       check_level(op, node<M>::leaf(v), inherited, c);
     } else if (node<M>::is_subtree(v)) {
       check_level(op, node<M>::subtree(v), inherited, c);
     }
-  } else if constexpr (k == FieldKind::container) {
+  } else if constexpr (of_kind<M, kinds::dynamic>) {
     using N = dynamic_node<M>;
     const BatchSize* own = own_batch_size(v);
     check_own_batch(op, v, own, inherited, c);
