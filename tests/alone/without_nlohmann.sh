@@ -22,12 +22,17 @@ hide() {
     echo "$dir"
   fi
 }
-# The given folders first, as -isystem puts them before the compiler's own.
+# The compiler's own folders, and before them the given ones that are not among them (as
+# -isystem puts them; /usr/include again there would break libstdc++'s #include_next).
+mapfile -t own < <("$cxx" -std=c++20 -xc++ -E -v - </dev/null 2>&1 |
+  sed -n '/#include <...> search starts here:/,/End of search list./p' | grep '^ ' |
+  sed 's/^ *//; s/ (framework directory)//' | xargs -n1 realpath)
 flags=(-nostdinc)
-for d in "$@"; do flags+=(-isystem "$(hide "$d")"); done
-while read -r d; do flags+=(-isystem "$(hide "$d")"); done < <(
-  "$cxx" -std=c++20 -xc++ -E -v - </dev/null 2>&1 | sed -n '/#include <...> search starts here:/,/End of search list./p' |
-  grep '^ ' | sed 's/^ *//; s/ (framework directory)//')
+for d in "$@"; do
+  r=$(realpath "$d")
+  printf '%s\n' "${own[@]}" | grep -qxF "$r" || flags+=(-isystem "$(hide "$d")")
+done
+for d in "${own[@]}"; do flags+=(-isystem "$(hide "$d")"); done
 cat > "$farm/use.cpp" <<'CPP'
 #if __has_include(<nlohmann/json_fwd.hpp>) || __has_include(<nlohmann/json.hpp>)
 #error "nlohmann/json is still visible: the check would prove nothing"
