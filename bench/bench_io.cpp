@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   big += "\"shape\": [], \"device\": \"cpu\", \"_type\": \"<class 'tensordict._td.TensorDict'>\"}";
   { std::ofstream(root / "meta100k.json") << big; }
   for (int r = 0; r < reps; ++r) {
-    parse_big.push_back(time_ms([&] { (void)td::format::parse_level(big, "meta100k.json"); }));
+    parse_big.push_back(time_ms([&] { (void)td::memmap_format::parse_level(big, "meta100k.json"); }));
   }
   // Hostile or huge meta.json: 100 MB of whitespace, one 100 MB string, the same string
   // unterminated (rejected); read in one pass, the figure is MB/s.
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       t.push_back(time_ms([&] {
         try {
-          (void)td::format::parse_level(text, "meta.json");
+          (void)td::memmap_format::parse_level(text, "meta.json");
         } catch (const td::FormatError&) {
         }
       }));

@@ -1,6 +1,6 @@
 // libFuzzer target over the whole loading path that needs no libtorch
-// (include/tensordict/io/read_save.hpp and format.hpp): each input is a save folder, written into a
-// scratch folder and read with `format::read_save`: every folder opened through its parent,
+// (include/tensordict/io/memmap_read.hpp and format.hpp): each input is a save folder, written into a
+// scratch folder and read with `memmap_format::read_save`: every folder opened through its parent,
 // every meta.json parsed and checked, every leaf's file mapped or read.
 //
 // An input is either one meta.json text (the save is that file alone) or a list of entries,
@@ -32,7 +32,7 @@
 #include <string>
 #include <string_view>
 
-#include <tensordict/io/read_save.hpp>
+#include <tensordict/io/memmap_read.hpp>
 
 #include "violated.hpp"
 

@@ -453,26 +453,26 @@ TEST_CASE("load_memmap: hostile or damaged saves are rejected with the file and 
 }
 
 TEST_CASE("format: key encoding and meta.json parsing without libtorch") {
-  CHECK(td::format::encode_key("a/b") == "a%2Fb");
-  CHECK(td::format::encode_key(".") == "%2E");
-  CHECK(td::format::encode_key("..") == "%2E%2E");
-  CHECK(td::format::encode_key("") == "%");
-  CHECK(td::format::encode_key(std::string("a\0b", 3)) == "a%00b");
-  CHECK(td::format::encode_key("plain_key.1") == "plain_key.1");
-  auto level = td::format::parse_level(
+  CHECK(td::memmap_format::encode_key("a/b") == "a%2Fb");
+  CHECK(td::memmap_format::encode_key(".") == "%2E");
+  CHECK(td::memmap_format::encode_key("..") == "%2E%2E");
+  CHECK(td::memmap_format::encode_key("") == "%");
+  CHECK(td::memmap_format::encode_key(std::string("a\0b", 3)) == "a%00b");
+  CHECK(td::memmap_format::encode_key("plain_key.1") == "plain_key.1");
+  auto level = td::memmap_format::parse_level(
       R"({"x":{"device":"cpu","shape":[],"dtype":"torch.float32","is_nested":false},"nested":{"type":"TensorDict"},"shape":[],"device":"cpu","_type":"<class 'tensordict._td.TensorDict'>"})",
       "meta.json");
   REQUIRE(level.entries.size() == 2);
-  CHECK(std::get<td::format::Leaf>(level.entries[0].second).nbytes == 4);
+  CHECK(std::get<td::memmap_format::Leaf>(level.entries[0].second).nbytes == 4);
   CHECK(std::get<std::string>(level.entries[1].second) == "TensorDict");
-  CHECK_THROWS_AS(td::format::parse_level(R"({"shape": []})", "m"), td::FormatError);
-  CHECK_THROWS_AS(td::format::parse_level(R"({"_type": "nonsense", "shape": []})", "m"), td::FormatError);
+  CHECK_THROWS_AS(td::memmap_format::parse_level(R"({"shape": []})", "m"), td::FormatError);
+  CHECK_THROWS_AS(td::memmap_format::parse_level(R"({"_type": "nonsense", "shape": []})", "m"), td::FormatError);
 }
 
 TEST_CASE("format: meta.json is read in linear time, bounded, strictly, with Python's NaN and Infinity") {
   const std::string td_type = R"("_type": "<class 'tensordict._td.TensorDict'>")";
   const std::string data_type = R"("_type": "<class 'tensordict.tensorclass.NonTensorData'>")";
-  auto parse = [](const std::string& text) { return td::format::parse_level(text, "m.json"); };
+  auto parse = [](const std::string& text) { return td::memmap_format::parse_level(text, "m.json"); };
   // Python's json writes NaN and the infinities; they are read as numbers, also inside lists,
   // and never inside strings.
   auto v = parse("{" + data_type + R"(, "data": [NaN, Infinity, -Infinity, "NaN", "a\"NaN"], "_metadata": null})").data;
@@ -498,7 +498,7 @@ TEST_CASE("format: meta.json is read in linear time, bounded, strictly, with Pyt
                        "m.json: the batch size's element count overflows", td::FormatError);
   CHECK_THROWS_AS(parse("{" + td_type + R"(, "shape": [], "x": )"), td::FormatError);
   // Deep nesting anywhere (even in a value the loader ignores) is refused, not a stack overflow.
-  for (std::size_t depth : {td::format::max_json_depth + 1, std::size_t{100000}}) {
+  for (std::size_t depth : {td::memmap_format::max_json_depth + 1, std::size_t{100000}}) {
     std::string deep = "{" + data_type + R"(, "data": 1, "ignored": )";
     deep += std::string(depth, '[') + std::string(depth, ']') + R"(, "more": {}})";
     CHECK_THROWS_WITH_AS(parse(deep), "m.json: values nested deeper than 256 levels", td::FormatError);
@@ -569,8 +569,8 @@ std::string spaced(const std::string& text, std::mt19937& rng) {
 
 TEST_CASE("format: the JSON reader agrees with nlohmann's on random documents and their corruptions") {
   std::mt19937 rng(20261202);
-  struct Reader : td::format::detail::JsonScan {
-    Reader() : td::format::detail::JsonScan(64, "too deep") {}
+  struct Reader : td::detail::JsonScan {
+    Reader() : td::detail::JsonScan(64, "too deep") {}
   };
   int compared = 0, rejected = 0;
   for (int i = 0; i < 3000; ++i) {
@@ -659,7 +659,7 @@ TEST_CASE("memmap: spaces in keys, NaN and Infinity values, reserved names, nest
 
   // Levels nested deeper than the limit are refused on load, not a stack overflow.
   TensorDict deep;
-  std::vector<std::string> path(td::format::max_json_depth + 1, "n");
+  std::vector<std::string> path(td::memmap_format::max_json_depth + 1, "n");
   path.push_back("x");
   deep.set(td::NestedKey(path), torch::ones({1}));
   td::memmap(deep, tmp.path / "deep");

@@ -275,7 +275,7 @@ struct PyTreeSpecParser {
 
   static Json parse_json(std::string_view text, const std::string& what) {
     if (text.size() > max_text) fail(what + " is " + std::to_string(text.size()) + " bytes, more than a spec can be");
-    format::detail::JsonScan scan(max_depth, what + " is nested deeper than " + std::to_string(max_depth) + " levels");
+    tensordict::detail::JsonScan scan(max_depth, what + " is nested deeper than " + std::to_string(max_depth) + " levels");
     Json j;
     if (!scan.read(text, &j)) fail(what + ": " + scan.problem);
     return j;

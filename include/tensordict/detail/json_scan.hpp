@@ -423,15 +423,15 @@ class BasicUniqueKeysScan : public BasicJsonScan<D> {
 }  // namespace tensordict::detail
 
 // The formats' readers named the scanner here before it moved next to `Json`.
-namespace tensordict::format::detail {
+namespace tensordict::memmap_format::detail {
 using tensordict::detail::BasicJsonScan;
 using tensordict::detail::BasicUniqueKeysScan;
 using tensordict::detail::JsonScan;
-}  // namespace tensordict::format::detail
+}  // namespace tensordict::memmap_format::detail
 
 template <class D>
 tensordict::Json tensordict::Json::parse(std::string_view text) {
-  format::detail::BasicJsonScan<D> scan(256, "nested deeper than 256 levels");
+  tensordict::detail::BasicJsonScan<D> scan(256, "nested deeper than 256 levels");
   scan.keep_big_integers();
   Json out;
   if (!scan.read(text, &out)) throw JsonError("not JSON: " + scan.problem);

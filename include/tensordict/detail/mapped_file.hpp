@@ -16,7 +16,7 @@
 #include <string>
 
 #include "../errors.hpp"
-#include "../io/read_save.hpp"
+#include "../io/memmap_read.hpp"
 
 namespace tensordict::detail {
 
@@ -33,18 +33,18 @@ inline MappedFile map_whole(const std::string& path, const char* kind) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int err = errno;
-    throw FormatError(path + ": cannot be opened (" + format::detail::os_reason(err) + ")");
+    throw FormatError(path + ": cannot be opened (" + memmap_format::detail::os_reason(err) + ")");
   }
-  const format::Fd f(fd);
+  const memmap_format::Fd f(fd);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw FormatError(path + ": cannot be read (" + format::detail::os_reason(errno) + ")");
+  if (::fstat(fd, &st) != 0) throw FormatError(path + ": cannot be read (" + memmap_format::detail::os_reason(errno) + ")");
   if (S_ISDIR(st.st_mode)) throw FormatError(path + ": a folder, not a " + kind);
   if (!S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
   MappedFile m;
   m.size = static_cast<std::uint64_t>(st.st_size);
   if (m.size == 0) throw FormatError(path + ": 0 bytes, too short for a " + kind);
   void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) throw FormatError(path + ": cannot be mapped (" + format::detail::os_reason(errno) + ")");
+  if (p == MAP_FAILED) throw FormatError(path + ": cannot be mapped (" + memmap_format::detail::os_reason(errno) + ")");
   m.owner = std::shared_ptr<void>(p, [n = m.size](void* q) { ::munmap(q, n); });
   m.data = static_cast<const unsigned char*>(p);
   return m;

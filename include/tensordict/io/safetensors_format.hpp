@@ -89,10 +89,10 @@ namespace detail {
 
 // A pass over the header text that builds nothing: nesting depth, duplicate top-level names.
 template <class = void>
-class BasicScan : public format::detail::BasicUniqueKeysScan<> {
+class BasicScan : public tensordict::detail::BasicUniqueKeysScan<> {
  public:
   BasicScan()
-      : format::detail::BasicUniqueKeysScan<>(max_header_depth, "a header nested deeper than any safetensors header",
+      : tensordict::detail::BasicUniqueKeysScan<>(max_header_depth, "a header nested deeper than any safetensors header",
                                               "tensor") {
     python_floats = false;  // safetensors' own parser reads JSON proper
     malformed_words = "malformed JSON header";

@@ -22,14 +22,14 @@ template <class D = void>
   if (f.map.size < 8) throw FormatError(file + ": " + std::to_string(f.map.size) + " bytes, too short for a consolidated file");
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | f.map.data[f.map.size - 8 + static_cast<std::size_t>(i)];
-  if (n == 0 || n > f.map.size - 8 || n > format::max_meta_bytes) {
+  if (n == 0 || n > f.map.size - 8 || n > memmap_format::max_meta_bytes) {
     throw FormatError(file + ": its last 8 bytes give metadata of " + std::to_string(n) + " bytes in a file of " +
                       std::to_string(f.map.size) + " (not a file of consolidate(filename=...)?)");
   }
   f.data_size = f.map.size - 8 - n;
   const std::string_view text(reinterpret_cast<const char*>(f.map.data) + f.data_size, n);
   if (text.find('\0') != std::string_view::npos) throw FormatError(file + ": a NUL byte in its metadata");
-  format::detail::BasicJsonScan<D> scan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth));
+  tensordict::detail::BasicJsonScan<D> scan(memmap_format::max_json_depth, "nested deeper than " + std::to_string(memmap_format::max_json_depth));
   scan.keep_big_integers();
   Json j;
   if (!scan.read(text, &j)) throw FormatError(file + ": metadata: " + scan.problem);

@@ -30,7 +30,7 @@ void memmap(const T& s, const std::filesystem::path& dir, const MemmapOptions& o
 template <class = void>
 [[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& dir, const LoadOptions& o = {}) {
   const std::string root = detail::root_string(dir);
-  return detail::guarded_load(root, [&] { return detail::build(*format::read_save(root, o)); });
+  return detail::guarded_load(root, [&] { return detail::build(*memmap_format::read_save(root, o)); });
 }
 /// Loads a lazy stack (elements may differ in shape) saved in `dir`: Python's
 /// LazyStackedTensorDict, or a tensorclass whose fields are one.
@@ -39,11 +39,11 @@ template <class = void>
                                                            const LoadOptions& o = {}) {
   const std::string root = detail::root_string(dir);
   return detail::guarded_load(root, [&] {
-    const auto node = format::read_save(root, o);
-    const format::Node* n = node.get();
-    if (n->level.kind == format::LevelKind::tensorclass) n = n->inner.get();
-    const std::string meta = format::detail::join(n->path, "meta.json");
-    if (n->level.kind != format::LevelKind::lazy_stack) {
+    const auto node = memmap_format::read_save(root, o);
+    const memmap_format::Node* n = node.get();
+    if (n->level.kind == memmap_format::LevelKind::tensorclass) n = n->inner.get();
+    const std::string meta = memmap_format::detail::join(n->path, "meta.json");
+    if (n->level.kind != memmap_format::LevelKind::lazy_stack) {
       throw FormatError(meta + ": not a lazy stack (load it with load_memmap)");
     }
     std::vector<TensorDict> elems;
@@ -61,10 +61,10 @@ template <class T>
 TensorDict load_as(const std::filesystem::path& dir, const LoadOptions& o) {
   const std::string root = root_string(dir);
   return guarded_load(root, [&] {
-    const auto node = format::read_save(root, o);
+    const auto node = memmap_format::read_save(root, o);
     const std::string cls = root_class(*node);
     if (!cls.empty() && tidy_class_name(cls) != python_class_name<T>()) {
-      throw FormatError(format::detail::join(root, "meta.json") + ": a saved " + node->level.type +
+      throw FormatError(memmap_format::detail::join(root, "meta.json") + ": a saved " + node->level.type +
                         ", not a " + python_class_name<T>() +
                         " (load_memmap without a type loads any save as a TensorDict)");
     }

@@ -157,7 +157,7 @@ inline TensorDict safetensors_tree(StFile& f, const std::string& file, std::stri
     for (const auto& n : names) set_dotted(out, n, f.tensors.at(n), file);
     return out;
   }
-  format::detail::BasicJsonScan<D> scan(format::max_json_depth, "nested deeper than " + std::to_string(format::max_json_depth));
+  tensordict::detail::BasicJsonScan<D> scan(memmap_format::max_json_depth, "nested deeper than " + std::to_string(memmap_format::max_json_depth));
   scan.keep_big_integers();
   Json j;
   if (!scan.read(meta->second, &j)) throw FormatError(file + ": tensordict metadata: " + scan.problem);
@@ -293,14 +293,14 @@ inline void write_safetensors(const std::filesystem::path& path, const std::stri
   const fs::path tmp = sibling(target, "tmp");
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
-    throw Error("save_safetensors: cannot create " + tmp.string() + " (" + format::detail::os_reason(errno) + ")");
+    throw Error("save_safetensors: cannot create " + tmp.string() + " (" + memmap_format::detail::os_reason(errno) + ")");
   }
   auto fail = [&](const char* what) {
     const int err = errno;
     ::close(fd);
     ::unlink(tmp.c_str());
     throw Error(std::string("save_safetensors: cannot ") + what + " " + target.string() + " (" +
-                format::detail::os_reason(err) + ")");
+                memmap_format::detail::os_reason(err) + ")");
   };
   auto put = [&](const void* data, std::size_t n) {
     const char* c = static_cast<const char*>(data);
@@ -326,13 +326,13 @@ inline void write_safetensors(const std::filesystem::path& path, const std::stri
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    throw Error("save_safetensors: cannot close " + target.string() + " (" + format::detail::os_reason(err) + ")");
+    throw Error("save_safetensors: cannot close " + target.string() + " (" + memmap_format::detail::os_reason(err) + ")");
   }
   if (::rename(tmp.c_str(), target.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
     throw Error("save_safetensors: cannot move the file to " + target.string() + " (" +
-                format::detail::os_reason(err) + ")");
+                memmap_format::detail::os_reason(err) + ")");
   }
 }
 

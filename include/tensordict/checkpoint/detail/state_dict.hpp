@@ -42,7 +42,7 @@ inline void collect_tensors(const torch_save_format::Value& v, const std::string
                             const std::unordered_map<std::string, at::Tensor>& storages, const std::string& file, std::vector<std::pair<std::string, at::Tensor>>& out) {
   using K = torch_save_format::Value::Kind;
   const std::string where = file + ": " + (name.empty() ? std::string("the top level") : "'" + name + "'");
-  if (depth > format::max_json_depth) throw FormatError(where + ": containers nested deeper than 256");
+  if (depth > memmap_format::max_json_depth) throw FormatError(where + ": containers nested deeper than 256");
   auto child = [&](const std::string& key) { return name.empty() ? key : name + "." + key; };
   switch (v.kind) {
     case K::dict:

@@ -1,5 +1,5 @@
 #pragma once
-// Part of <tensordict/memmap/memmap.hpp>: a checked save (io/read_save.hpp) built into a
+// Part of <tensordict/memmap/memmap.hpp>: a checked save (io/memmap_read.hpp) built into a
 // TensorDict of memory-mapped leaves.
 
 #include "write.hpp"
@@ -21,7 +21,7 @@ inline bool has_non_tensor(const TensorDict& td) {
 }
 
 template <class = void>
-inline at::Tensor leaf_tensor(const format::Leaf& leaf, const format::Bytes& bytes, const std::string& meta) {
+inline at::Tensor leaf_tensor(const memmap_format::Leaf& leaf, const memmap_format::Bytes& bytes, const std::string& meta) {
   const at::ScalarType st = scalar_type_of(leaf.dtype, meta);
   const auto opts = at::TensorOptions().dtype(st);
   if (leaf.numel == 0) return at::empty(leaf.shape, opts);
@@ -30,14 +30,14 @@ inline at::Tensor leaf_tensor(const format::Leaf& leaf, const format::Bytes& byt
 }
 
 template <class = void>
-TensorDict build(const format::Node& n);
+TensorDict build(const memmap_format::Node& n);
 
 template <class = void>
-inline Entry build_entry(const format::Node& n) {
+inline Entry build_entry(const memmap_format::Node& n) {
   switch (n.level.kind) {
-    case format::LevelKind::non_tensor:
+    case memmap_format::LevelKind::non_tensor:
       return NonTensorData{n.level.data, n.level.metadata};
-    case format::LevelKind::non_tensor_stack:
+    case memmap_format::LevelKind::non_tensor_stack:
       return NonTensorStack{n.level.data};
     default:
       return build(n);
@@ -45,24 +45,24 @@ inline Entry build_entry(const format::Node& n) {
 }
 
 template <class = void>
-inline void build_lazy_elements(const format::Node& n, std::vector<TensorDict>& out) {
+inline void build_lazy_elements(const memmap_format::Node& n, std::vector<TensorDict>& out) {
   for (const auto& e : n.elements) out.push_back(build(*e));
-  if (out.empty()) throw FormatError(format::detail::join(n.path, "meta.json") + ": a lazy stack without elements");
+  if (out.empty()) throw FormatError(memmap_format::detail::join(n.path, "meta.json") + ": a lazy stack without elements");
 }
 
 template <class>
-inline TensorDict build(const format::Node& n) {
-  const std::string meta = format::detail::join(n.path, "meta.json");
+inline TensorDict build(const memmap_format::Node& n) {
+  const std::string meta = memmap_format::detail::join(n.path, "meta.json");
   switch (n.level.kind) {
-    case format::LevelKind::tensordict: {
+    case memmap_format::LevelKind::tensordict: {
       TensorDict out(BatchSize(c10::IntArrayRef(n.level.batch_size)));
       for (std::size_t i = 0; i < n.level.entries.size(); ++i) {
         const auto& [key, entry] = n.level.entries[i];
         try {
-          if (const auto* leaf = std::get_if<format::Leaf>(&entry)) {
-            out.set(key, leaf_tensor(*leaf, std::get<format::Bytes>(n.children[i]), meta));
+          if (const auto* leaf = std::get_if<memmap_format::Leaf>(&entry)) {
+            out.set(key, leaf_tensor(*leaf, std::get<memmap_format::Bytes>(n.children[i]), meta));
           } else {
-            out.set(key, build_entry(*std::get<std::unique_ptr<format::Node>>(n.children[i])));
+            out.set(key, build_entry(*std::get<std::unique_ptr<memmap_format::Node>>(n.children[i])));
           }
         } catch (const BatchSizeError& e) {
           throw FormatError(meta + ": " + e.what());
@@ -77,7 +77,7 @@ inline TensorDict build(const format::Node& n) {
       }
       return out;
     }
-    case format::LevelKind::tensorclass: {
+    case memmap_format::LevelKind::tensorclass: {
       TensorDict out = build(*n.inner);
       for (const auto& [k, v] : n.level.fields.items()) {
         if (v.is_object() && v.contains("_type")) continue;  // not a plain value
@@ -85,7 +85,7 @@ inline TensorDict build(const format::Node& n) {
       }
       return out;
     }
-    case format::LevelKind::lazy_stack: {
+    case memmap_format::LevelKind::lazy_stack: {
       std::vector<TensorDict> elems;
       build_lazy_elements(n, elems);
       auto lazy = [&] {
@@ -146,8 +146,8 @@ inline std::string root_string(const std::filesystem::path& dir) {
 
 // The tensorclass named at the root of a save, or "" for a TensorDict.
 template <class = void>
-inline std::string root_class(const format::Node& n) {
-  return n.level.kind == format::LevelKind::tensorclass ? class_of(n.level.type) : std::string();
+inline std::string root_class(const memmap_format::Node& n) {
+  return n.level.kind == memmap_format::LevelKind::tensorclass ? class_of(n.level.type) : std::string();
 }
 
 }  // namespace tensordict::detail

@@ -33,8 +33,8 @@
 #include "../../dtype.hpp"
 #include "../../errors.hpp"
 #include "../../detail/mapped_file.hpp"
-#include "../../io/format.hpp"
-#include "../../io/read_save.hpp"
+#include "../../io/memmap_format.hpp"
+#include "../../io/memmap_read.hpp"
 
 namespace tensordict::detail {
 

@@ -55,7 +55,7 @@ inline TensorDict consolidated_level(const Json& j, const std::string& where, co
     }
   }
   if (!meta.contains("batch_size")) bad("no batch size in \"cls_metadata\"");
-  const std::vector<int64_t> bs = format::detail::read_shape(meta["batch_size"], f.file, at.substr(f.file.size() + 2));
+  const std::vector<int64_t> bs = memmap_format::detail::read_shape(meta["batch_size"], f.file, at.substr(f.file.size() + 2));
   TensorDict out{BatchSize(c10::IntArrayRef(bs))};
   try {
     for (const auto& [k, v] : j["non_tensors"].items()) {
@@ -70,10 +70,10 @@ inline TensorDict consolidated_level(const Json& j, const std::string& where, co
         bad("the leaf '" + k + "' is not a list [dtype, shape, start, stop, pad]");
       }
       const std::string dtype = v[0].template get<std::string>();
-      const format::DType* d = format::find_dtype(dtype);
+      const memmap_format::DType* d = memmap_format::find_dtype(dtype);
       if (!d) bad("the leaf '" + k + "' has the unknown dtype '" + dtype + "'");
-      const std::vector<int64_t> shape = format::detail::read_shape(v[1], f.file, "key '" + key + "'");
-      const auto [numel, nbytes] = format::detail::sizes_of(shape, d->itemsize, f.file, key);
+      const std::vector<int64_t> shape = memmap_format::detail::read_shape(v[1], f.file, "key '" + key + "'");
+      const auto [numel, nbytes] = memmap_format::detail::sizes_of(shape, d->itemsize, f.file, key);
       const std::uint64_t start = v[2].template get<std::uint64_t>(), stop = v[3].template get<std::uint64_t>();
       if (start > stop || stop > f.data_size || stop - start < static_cast<std::uint64_t>(nbytes)) {
         bad("the leaf '" + k + "' spans bytes [" + std::to_string(start) + ", " + std::to_string(stop) + ") for " +

@@ -18,7 +18,7 @@ inline void write_file(const fs::path& p, const void* data, std::size_t n, bool 
     const int err = errno;
     if (fd >= 0) ::close(fd);
     throw Error(std::string("memmap: cannot ") + what + " " + p.string() + " (" +
-                format::detail::os_reason(err) + ")");
+                memmap_format::detail::os_reason(err) + ")");
   };
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) failed("create", -1);
@@ -84,7 +84,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
     }
   }
   for (const auto& [k, v] : td.entries()) {
-    const std::string name = format::encode_key(k);
+    const std::string name = memmap_format::encode_key(k);
     if (v.is_tensor()) {
       const at::Tensor& t = v.tensor();
       if (!t.defined()) continue;
@@ -114,7 +114,7 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
     } else if (v.is_non_tensor()) {
       fs::create_directory(dir / name);
       const NonTensorData& d = v.non_tensor();
-      const Json m = Json::object({{"_type", std::string(d.metadata ? format::metadata_type : format::non_tensor_type)},
+      const Json m = Json::object({{"_type", std::string(d.metadata ? memmap_format::metadata_type : memmap_format::non_tensor_type)},
                                    {"data", d.value},
                                    {"_metadata", nullptr},
                                    {"_is_non_tensor", true}});
@@ -122,8 +122,8 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
       append_key<D>(meta, std::string(k), Json::object({{"type", d.metadata ? "MetaData" : "NonTensorData"}}));
     } else {
       fs::create_directory(dir / name);
-      const Json m = Json::object({{"_type", std::string(format::non_tensor_stack_type)},
-                                   {"_format_version", format::format_version},
+      const Json m = Json::object({{"_type", std::string(memmap_format::non_tensor_stack_type)},
+                                   {"_format_version", memmap_format::format_version},
                                    {"_class", "tensordict:NonTensorStack"},
                                    {"stack_dim", 0},
                                    {"device", nullptr},
@@ -134,10 +134,10 @@ inline void save_level(const TensorDict& td, const fs::path& dir, bool zeros = f
   }
   meta["shape"] = shape_json<D>(td.batch_size().dims());
   meta["device"] = "cpu";
-  meta["_type"] = std::string(format::tensordict_type);
+  meta["_type"] = std::string(memmap_format::tensordict_type);
   // An entry of that name (an object, which Python reads as an entry) takes the place of these
   // two, as in Python's saves; neither is needed to load the level.
-  if (!td.contains("_format_version")) meta["_format_version"] = format::format_version;
+  if (!td.contains("_format_version")) meta["_format_version"] = memmap_format::format_version;
   if (!td.contains("_class")) meta["_class"] = "tensordict:TensorDict";
   if (!td.names().empty()) {
     Json names = Json::array();

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Reading a memmap save's folders into nodes: lazy stacks, leaves and their bytes, with
-/// limits on what a hostile save may ask. Included by io/read_save.hpp.
+/// limits on what a hostile save may ask. Included by io/memmap_read.hpp.
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 
 #include "../format.hpp"
 
-namespace tensordict::format {
+namespace tensordict::memmap_format {
 
 namespace detail {
 
@@ -207,4 +207,4 @@ inline bool still_at(const Fd& fd, const std::string& root) {
 
 }  // namespace detail
 
-}  // namespace tensordict::format
+}  // namespace tensordict::memmap_format

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Files of a memmap save: paths that stay inside the save, errors with the OS's reason, and
-/// file descriptors. Included by io/read_save.hpp.
+/// file descriptors. Included by io/memmap_read.hpp.
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 
 #include "../format.hpp"
 
-namespace tensordict::format {
+namespace tensordict::memmap_format {
 
 namespace detail {
 
@@ -186,4 +186,4 @@ inline bool exists_at(int dirfd, const std::string& name) {
 
 }  // namespace detail
 
-}  // namespace tensordict::format
+}  // namespace tensordict::memmap_format
