@@ -116,6 +116,10 @@ TEST_CASE("docs: keys known at run time") {
   CHECK_FALSE(trained.blocks[1].attn.weight.defined());
   CHECK(trained.blocks[2].mlp.bias.defined());
   CHECK_THROWS_AS((void)td::select(model, {"blocks.7"}), td::KeyError);  // names nothing
+  // A nested key is its names joined by dots, as a TensorDict's select takes it.
+  const Model one = td::select(model, {{"blocks", "1"}});
+  CHECK(one.blocks[1].attn.weight.defined());
+  CHECK_FALSE(one.embed.weight.defined());
 }
 
 TEST_CASE("docs: trees whose containers differ do not zip") {
