@@ -17,7 +17,6 @@
 #include <boost/hana/fwd/first.hpp>
 #include <boost/hana/fwd/length.hpp>
 #include <boost/hana/fwd/second.hpp>
-#include <boost/pfr/core_name.hpp>
 
 #include "../detail/bind_generated.hpp"
 
