@@ -1,6 +1,8 @@
 #pragma once
 /// \file
-/// `TensorDict`'s longer members, defined out of the class so that its header reads as its API.
+/// `TensorDict`'s longer members, defined out of the class so that its header reads as its API
+/// (declared `inline`, as a definition in the class is: GCC inlines the hot ones, `set`'s, only
+/// so; the cold ones stay `noinline`).
 
 #include <sstream>
 #include <string>
@@ -12,7 +14,7 @@
 namespace tensordict {
 
 template <class>
-TensorDict& TensorDict::set_names(std::vector<std::optional<std::string>> names) {
+inline TensorDict& TensorDict::set_names(std::vector<std::optional<std::string>> names) {
   if (!names.empty() && names.size() != batch_size_.size()) {
     throw BatchSizeError("set_names: " + std::to_string(names.size()) + " names for a batch size of " +
                          std::to_string(batch_size_.size()) + " dims");
@@ -62,7 +64,7 @@ TensorDict::got_t<V> TensorDict::get_checked(const Key& key) const {
 }
 
 template <class>
-TensorDict& TensorDict::set_(const Key& key, const at::Tensor& value) {
+inline TensorDict& TensorDict::set_(const Key& key, const at::Tensor& value) {
   at::Tensor& t = get(key);
   if (t.sizes() != value.sizes()) {
     throw BatchSizeError("set_ " + detail::key_str(key) + ": shape " +
@@ -74,7 +76,7 @@ TensorDict& TensorDict::set_(const Key& key, const at::Tensor& value) {
 }
 
 template <class>
-Entry TensorDict::pop(const Key& key) {
+inline Entry TensorDict::pop(const Key& key) {
   check_unlocked("pop", key);
   require(key);
   TensorDict& level = parent_of(key);
@@ -85,7 +87,7 @@ Entry TensorDict::pop(const Key& key) {
 }
 
 template <class>
-TensorDict& TensorDict::rename_key(const Key& old_key, const Key& new_key) {
+inline TensorDict& TensorDict::rename_key(const Key& old_key, const Key& new_key) {
   check_unlocked("rename_key", old_key);
   if (contains(new_key)) {
     throw KeyError("rename_key: key " + detail::key_str(new_key) + " already exists");
@@ -112,7 +114,7 @@ TensorDict& TensorDict::rename_key(const Key& old_key, const Key& new_key) {
 }
 
 template <class>
-TensorDict TensorDict::select(const KeyArgs& keys) const {
+inline TensorDict TensorDict::select(const KeyArgs& keys) const {
   TensorDict out(batch_size_, device_);
   for (const Key& key : keys.view()) {
     const Entry& e = entry(key);
@@ -130,7 +132,7 @@ TensorDict TensorDict::select(const KeyArgs& keys) const {
 }
 
 template <class>
-TensorDict TensorDict::exclude(const KeyArgs& keys) const {
+inline TensorDict TensorDict::exclude(const KeyArgs& keys) const {
   TensorDict out = *this;
   out.locked_ = false;
   for (const Key& key : keys.view()) {
@@ -141,7 +143,7 @@ TensorDict TensorDict::exclude(const KeyArgs& keys) const {
 }
 
 template <class>
-TensorDict& TensorDict::update(const TensorDict& other) {
+inline TensorDict& TensorDict::update(const TensorDict& other) {
   for (const auto& [k, v] : other.nodes()) {
     if (v.is_tensordict() && contains(k) && entry(k).is_tensordict()) {
       entry(k).tensordict().update(v.tensordict());
@@ -153,7 +155,7 @@ TensorDict& TensorDict::update(const TensorDict& other) {
 }
 
 template <class>
-TensorDict TensorDict::flatten_keys(std::string_view sep) const {
+inline TensorDict TensorDict::flatten_keys(std::string_view sep) const {
   TensorDict out(batch_size_, device_);
   for (const auto& [k, v] : items({.include_nested = true, .leaves_only = true})) {
     std::string flat = k.join(sep);
@@ -166,7 +168,7 @@ TensorDict TensorDict::flatten_keys(std::string_view sep) const {
 }
 
 template <class>
-TensorDict TensorDict::unflatten_keys(std::string_view sep) const {
+inline TensorDict TensorDict::unflatten_keys(std::string_view sep) const {
   TensorDict out(batch_size_, device_);
   std::vector<std::pair<NestedKey, const Entry*>> split;
   for (const auto& [k, v] : nodes()) {
@@ -199,7 +201,7 @@ TensorDict TensorDict::unflatten_keys(std::string_view sep) const {
 }
 
 template <class>
-void TensorDict::print(std::ostream& os, std::string_view name, int indent) const {
+inline void TensorDict::print(std::ostream& os, std::string_view name, int indent) const {
   const std::string pad(static_cast<std::size_t>(indent) + 4, ' ');
   os << name << "(\n" << pad << "fields={";
   bool first = true;
@@ -227,7 +229,7 @@ void TensorDict::print(std::ostream& os, std::string_view name, int indent) cons
 }
 
 template <class>
-void TensorDict::print_tensor(std::ostream& os, const at::Tensor& t) {
+inline void TensorDict::print_tensor(std::ostream& os, const at::Tensor& t) {
   if (!t.defined()) {
     os << "None";
     return;
@@ -237,7 +239,7 @@ void TensorDict::print_tensor(std::ostream& os, const at::Tensor& t) {
 }
 
 template <class>
-void TensorDict::extend_batch_size(const NestedKey& prefix, const BatchSize& b) {
+inline void TensorDict::extend_batch_size(const NestedKey& prefix, const BatchSize& b) {
   for (auto&& [k, v] : nodes()) {
     if (v.is_tensordict()) {
       TensorDict& sub = v.tensordict();
@@ -253,7 +255,7 @@ void TensorDict::extend_batch_size(const NestedKey& prefix, const BatchSize& b) 
 }
 
 template <class>
-void TensorDict::check_entry(const Key& key, const Entry& v, const BatchSize& b) {
+inline void TensorDict::check_entry(const Key& key, const Entry& v, const BatchSize& b) {
   if (v.is_tensor()) {
     const at::Tensor& t = v.tensor();
     if (t.defined() && !detail::starts_with(t.sizes(), b)) {
@@ -274,7 +276,7 @@ void TensorDict::check_entry(const Key& key, const Entry& v, const BatchSize& b)
 }
 
 template <class>
-TensorDict& TensorDict::level_for_set(const Key& key) {
+inline TensorDict& TensorDict::level_for_set(const Key& key) {
   check_unlocked("set", key);
   if (key.size() == 0) throw KeyError("set: empty key");
   TensorDict* level = this;
@@ -283,7 +285,7 @@ TensorDict& TensorDict::level_for_set(const Key& key) {
 }
 
 template <class>
-void TensorDict::set_tensor_here(const Key& full, std::string_view name, const at::Tensor& value) {
+inline void TensorDict::set_tensor_here(const Key& full, std::string_view name, const at::Tensor& value) {
   if (device_ && value.defined() && value.device() != *device_) {
     return set_here(full, name, Entry(value));  // moves it to our device
   }
@@ -300,7 +302,7 @@ void TensorDict::set_tensor_here(const Key& full, std::string_view name, const a
 }
 
 template <class>
-void TensorDict::set_here(const Key& full, std::string_view name, Entry value) {
+inline void TensorDict::set_here(const Key& full, std::string_view name, Entry value) {
   // A nested tree with fewer batch dims than ours takes ours, as in Python.
   if (value.is_tensordict()) {
     TensorDict& sub = value.tensordict();
@@ -323,7 +325,7 @@ void TensorDict::set_here(const Key& full, std::string_view name, Entry value) {
 }
 
 template <class>
-TensorDict& TensorDict::child_for_set(const Key& full, std::size_t i) {
+inline TensorDict& TensorDict::child_for_set(const Key& full, std::size_t i) {
   const std::string_view name = full[i];
   if (Entry* found = lookup(detail::NameRef(name))) {
     Entry& e = *found;
@@ -339,7 +341,7 @@ TensorDict& TensorDict::child_for_set(const Key& full, std::size_t i) {
 }
 
 template <class R>
-TensorDict TensorDict::replace_impl(const R& changes) const {
+inline TensorDict TensorDict::replace_impl(const R& changes) const {
   TensorDict out = *this;
   out.locked_ = false;
   for (const auto& [k, v] : changes) out.set(Key(k), Entry(v));
@@ -348,7 +350,7 @@ TensorDict TensorDict::replace_impl(const R& changes) const {
 }
 
 template <class>
-TensorDict TensorDict::without_empty_levels(TensorDict t) {
+inline TensorDict TensorDict::without_empty_levels(TensorDict t) {
   std::vector<std::pair<std::string, TensorDict>> levels;
   for (const auto& [k, v] : t.nodes()) {
     if (v.is_tensordict()) levels.emplace_back(k, without_empty_levels(v.tensordict()));
@@ -364,7 +366,7 @@ TensorDict TensorDict::without_empty_levels(TensorDict t) {
 }
 
 template <class>
-const Entry* TensorDict::find(const Key& key) const {
+inline const Entry* TensorDict::find(const Key& key) const {
   const TensorDict* level = this;
   for (std::size_t i = 0; i < key.size(); ++i) {
     const Entry* found = level->lookup(detail::NameRef(key[i]));
@@ -412,7 +414,7 @@ const Entry* TensorDict::require_slow(const Key& key) const {
 }
 
 template <class>
-TensorDict& TensorDict::parent_of(const Key& key) {
+inline TensorDict& TensorDict::parent_of(const Key& key) {
   TensorDict* level = this;
   for (std::size_t i = 0; i + 1 < key.size(); ++i) {
     level = &level->lookup(detail::NameRef(key[i]))->tensordict();
@@ -421,7 +423,7 @@ TensorDict& TensorDict::parent_of(const Key& key) {
 }
 
 template <class F>
-void TensorDict::for_each_entry(KeysOptions o, const NestedKey& prefix, F&& f) const {
+inline void TensorDict::for_each_entry(KeysOptions o, const NestedKey& prefix, F&& f) const {
   for (const auto& [k, v] : nodes()) {
     NestedKey key = prefix / k;
     if (v.is_tensordict()) {
@@ -434,7 +436,7 @@ void TensorDict::for_each_entry(KeysOptions o, const NestedKey& prefix, F&& f) c
 }
 
 template <class Pred>
-void TensorDict::split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes, TensorDict& no) const {
+inline void TensorDict::split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes, TensorDict& no) const {
   for (const auto& [k, v] : nodes()) {
     NestedKey key = prefix / k;
     if (v.is_tensordict()) {
@@ -452,7 +454,7 @@ void TensorDict::split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes
 }
 
 template <class>
-void TensorDict::drop_undefined() {
+inline void TensorDict::drop_undefined() {
   auto table = std::make_shared<detail::KeyTable>();
   std::vector<Entry> kept;
   kept.reserve(values_.size());
@@ -468,7 +470,7 @@ void TensorDict::drop_undefined() {
 }
 
 template <class>
-void TensorDict::remove_at(std::size_t i) {
+inline void TensorDict::remove_at(std::size_t i) {
   detail::KeyTable& k = own_keys();
   k.index.erase(k.index.find(detail::NameRef(*k.order[i])));
   k.order.erase(k.order.begin() + static_cast<std::ptrdiff_t>(i));
@@ -485,7 +487,7 @@ void TensorDict::locked_error(const char* op, const Key& key) {
 }
 
 template <class>
-Entry& TensorDict::append(std::string_view name, std::size_t hash, Entry value) {
+inline Entry& TensorDict::append(std::string_view name, std::size_t hash, Entry value) {
   detail::KeyTable& k = own_keys();
   k.order.push_back(
       &k.index.emplace(detail::HashedName(name, hash), static_cast<std::uint32_t>(values_.size()))
@@ -495,7 +497,7 @@ Entry& TensorDict::append(std::string_view name, std::size_t hash, Entry value) 
 }
 
 template <class>
-detail::KeyTable& TensorDict::own_keys() {
+inline detail::KeyTable& TensorDict::own_keys() {
   if (!keys_) {
     keys_ = std::make_shared<detail::KeyTable>();
   } else if (keys_.use_count() > 1) {
