@@ -9,6 +9,8 @@ differences.md states each for users. Every entry has:
                          C++ must throw a tensordict::Error there)
            "cpp_casts":  Python refuses what C++ does on purpose (the case is left out, since
                          Python's refusal cannot check C++'s answer; the unit tests do)
+           "python_deprecated": Python follows a rule it has deprecated (and warns), C++ the
+                         rule Python announces (the case is left out)
     why:   what Python does, what C++ does instead, and why
     match: function(case) -> bool over the case as gen.py writes it ("expect" is Python's
            outcome)
@@ -76,7 +78,61 @@ def _lazy_differ(case):
     return any(keys(t) != keys(ins[0]) or t["batch_size"] != ins[0]["batch_size"] for t in ins)
 
 
+def _reduce_dims(case):
+    """The int dims of a reduce=True reduction, or []."""
+    op = case["op"]
+    if op["name"] != "reduce" or not op["kwargs"].get("reduce") or "dim" not in op["kwargs"]:
+        return []
+    d = op["kwargs"]["dim"]
+    return [] if isinstance(d, str) else d if isinstance(d, list) else [d]
+
+
+def _has_feature_dims(td, nb):
+    for _, v in td["entries"]:
+        if "td" in v:
+            if _has_feature_dims(v["td"], nb):
+                return True
+        elif len(v["tensor"]["shape"]) != nb:
+            return True
+    return False
+
+
+def _half_nonfinite(obj):
+    """Whether an encoded outcome holds a non-finite float16/bfloat16 value."""
+    if isinstance(obj, dict):
+        if obj.get("dtype") in ("float16", "bfloat16"):
+            return any(isinstance(v, str) for v in obj["data"])
+        return any(_half_nonfinite(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_half_nonfinite(v) for v in obj)
+    return False
+
+
 KNOWN = [
+    {"name": "prod_feature_keepdim_reduce", "kind": "python_bug",
+     "why": "prod(dim='feature', keepdim=True, reduce=True) raises TypeError in Python (its keepdim "
+            "step calls unsqueeze('feature')), where sum, mean and the others ignore keepdim with "
+            "reduce=True and dim='feature'; C++ ignores it for prod too.",
+     "match": lambda c: c["op"]["name"] == "reduce" and c["op"]["fn"] == "prod"
+     and c["op"]["kwargs"].get("reduce") and c["op"]["kwargs"].get("dim") == "feature"
+     and c["op"]["kwargs"].get("keepdim") and not _ok(c)},
+    {"name": "half_prod_overflow", "kind": "python_bug",
+     "why": "prod of float16/bfloat16 leaves multiplies in that dtype in torch 2.x, where a "
+            "partial product overflows to inf and inf x 0 gives NaN; on libtorch 1.13, which has "
+            "no such kernel on the CPU, C++ multiplies in float32 and gives the exact product.",
+     "match": lambda c: c["op"]["name"] == "reduce" and c["op"]["fn"] == "prod" and _ok(c)
+     and _half_nonfinite(c["expect"])},
+    {"name": "reduce_dim_past_batch_dims", "kind": "cpp_stricter",
+     "why": "a reduction with reduce=True and a dim past the batch dims reduces a dim of the "
+            "leaves themselves in Python (a dim number counts the leaf's dims there, unlike "
+            "without reduce=True); C++ counts batch dims in both and raises IndexError.",
+     "match": lambda c: any(d >= len(_batch(c)) for d in _reduce_dims(c))},
+    {"name": "reduce_negative_dim", "kind": "python_deprecated",
+     "why": "a reduction with reduce=True and a negative dim over leaves with feature dims "
+            "counts the dim from the end of each leaf in Python 0.15.3, which warns that 0.17 "
+            "will count it from the last batch dim, as without reduce=True; C++ does that already.",
+     "match": lambda c: any(d < 0 for d in _reduce_dims(c))
+     and _has_feature_dims(c["input"], len(_batch(c)))},
     {"name": "squeeze_all_unit_dims", "kind": "python_bug",
      "why": "squeeze() of a tree whose batch dims are all 1 raises TypeError in Python (it calls "
             "view() with no size); C++ returns the tree with batch size [], as torch.squeeze does.",

@@ -4,6 +4,7 @@
 // tensordict::Error. Cases on the struct schema run through the structs too.
 //
 //   tensordict_diff CASES.json [--verbose]     exit 0: every case agrees; 1: some disagree
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -47,7 +48,14 @@ torch::Tensor dec_tensor(const json& e) {
   const auto& data = e.at("data");
   std::vector<double> v;
   v.reserve(data.size());
-  for (const auto& x : data) v.push_back(x.get<double>());
+  for (const auto& x : data) {
+    if (x.is_string()) {
+      const auto w = x.get<std::string>();
+      v.push_back(w == "nan" ? std::nan("") : w == "inf" ? INFINITY : -INFINITY);
+    } else {
+      v.push_back(x.get<double>());
+    }
+  }
   const auto shape = e.at("shape").get<std::vector<int64_t>>();
   return torch::tensor(v, torch::kDouble).to(dtype_of(e.at("dtype").get<std::string>())).reshape(shape);
 }
@@ -101,7 +109,15 @@ struct LazyInfo {
   int64_t stack_dim;
   std::optional<TensorDict> dense;
 };
-using Result = std::variant<TensorDict, std::vector<TensorDict>, LazyInfo>;
+using Result = std::variant<TensorDict, std::vector<TensorDict>, LazyInfo,
+                            std::vector<torch::Tensor>, bool>;
+
+// Whether values are compared within a tolerance (reductions: sums in another order, means,
+// spreads) rather than exactly.
+bool g_close = false;
+
+// "" when x holds the encoded tensor `t`'s dtype, shape and values.
+std::string diff_tensor(const torch::Tensor& x, const json& t, const std::string& here);
 
 std::string shape_s(c10::IntArrayRef s) {
   std::ostringstream os;
@@ -137,20 +153,44 @@ std::string diff_td(const TensorDict& got, const json& want, const std::string& 
       continue;
     }
     if (!e.is_tensor()) return here + ": not a tensor in C++";
-    const torch::Tensor& x = e.tensor();
-    const json& t = v.at("tensor");
-    const auto dt = dtype_of(t.at("dtype").get<std::string>());
-    if (x.scalar_type() != dt) {
-      return here + ": dtype " + td::dtype_name(x.scalar_type()) + ", Python " + td::dtype_name(dt);
-    }
-    const auto ws = t.at("shape").get<std::vector<int64_t>>();
-    if (x.sizes().vec() != ws) return here + ": shape " + shape_s(x.sizes()) + ", Python " + shape_s(ws);
-    if (!x.to(torch::kDouble).equal(dec_tensor(t).to(torch::kDouble))) return here + ": values differ";
+    if (auto d = diff_tensor(e.tensor(), v.at("tensor"), here); !d.empty()) return d;
+  }
+  return "";
+}
+
+std::string diff_tensor(const torch::Tensor& x, const json& t, const std::string& here) {
+  const auto dt = dtype_of(t.at("dtype").get<std::string>());
+  if (x.scalar_type() != dt) {
+    return here + ": dtype " + td::dtype_name(x.scalar_type()) + ", Python " + td::dtype_name(dt);
+  }
+  const auto ws = t.at("shape").get<std::vector<int64_t>>();
+  if (x.sizes().vec() != ws) return here + ": shape " + shape_s(x.sizes()) + ", Python " + shape_s(ws);
+  const torch::Tensor a = x.to(torch::kDouble), b = dec_tensor(t).to(torch::kDouble);
+  if (g_close && x.is_floating_point()) {
+    const bool half = dt == torch::kHalf || dt == torch::kBFloat16;
+    const double rtol = half ? 2e-2 : dt == torch::kFloat ? 1e-5 : 1e-9;
+    if (!torch::allclose(a, b, rtol, rtol, /*equal_nan=*/true)) return here + ": values differ beyond the tolerance";
+  } else if (!a.equal(b) && !torch::allclose(a, b, 0, 0, /*equal_nan=*/true)) {
+    return here + ": values differ";
   }
   return "";
 }
 
 std::string diff_result(const Result& r, const json& want) {
+  if (want.contains("bool")) {
+    if (!std::holds_alternative<bool>(r)) return "C++ gave no bool";
+    return std::get<bool>(r) == want.at("bool").get<bool>() ? "" : "C++ gave the other bool";
+  }
+  if (want.contains("tensors")) {
+    if (!std::holds_alternative<std::vector<torch::Tensor>>(r)) return "C++ gave no tensors";
+    const auto& g = std::get<std::vector<torch::Tensor>>(r);
+    const auto& w = want.at("tensors");
+    if (g.size() != w.size()) return "C++ gave " + std::to_string(g.size()) + " tensors, Python " + std::to_string(w.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (auto d = diff_tensor(g[i], w.at(i), "tensor[" + std::to_string(i) + "]"); !d.empty()) return d;
+    }
+    return "";
+  }
   if (want.contains("result")) {
     if (!std::holds_alternative<TensorDict>(r)) return "C++ gave no single tree";
     return diff_td(std::get<TensorDict>(r), want.at("result"), "result");
@@ -200,6 +240,89 @@ std::vector<TensorDict> as_tds(const std::vector<T>& ts) {
   return out;
 }
 
+template <class T>
+Result as_result(const td::ValuesIndices<T>& r) {
+  return std::vector<TensorDict>{as_td(r.values), as_td(r.indices)};
+}
+template <class T>
+Result as_result(const T& r) {
+  return as_td(r);
+}
+
+// gen.py's "reduce": a reduction over batch dims with Python's arguments.
+template <class T>
+Result run_reduce(const json& op, const T& t) {
+  const auto fn = op.at("fn").get<std::string>();
+  const json& kw = op.at("kwargs");
+  td::Dims dim;
+  const bool has_dim = kw.contains("dim");
+  int64_t one = 0;
+  if (has_dim) {
+    const json& d = kw.at("dim");
+    if (d.is_string()) {
+      dim = td::feature;
+    } else if (d.is_array()) {
+      dim = d.get<std::vector<int64_t>>();
+    } else {
+      one = d.get<int64_t>();
+      dim = one;
+    }
+  }
+  const bool keepdim = kw.contains("keepdim") && kw.at("keepdim").get<bool>();
+  std::optional<torch::ScalarType> dtype;
+  if (kw.contains("dtype")) dtype = dtype_of(kw.at("dtype").get<std::string>());
+  const int64_t correction = kw.contains("correction") ? kw.at("correction").get<int64_t>() : 1;
+  const bool total = kw.contains("reduce") && kw.at("reduce").get<bool>();
+  using Ts = std::vector<torch::Tensor>;
+  // The forms without a dim also go through the older overloads, where there is one.
+  const bool plain = !has_dim && !keepdim && !dtype;
+#define DTYPE_REDUCTION(name)                                                          \
+  if (fn == #name) {                                                                   \
+    if (total) return Ts{td::name(t, td::total, dim, keepdim, dtype)};                 \
+    return as_result(td::name(t, dim, keepdim, dtype));                                \
+  }
+  if (fn == "sum" && plain) return total ? Result(Ts{td::sum(t, td::total)}) : as_result(td::sum(t));
+  if (fn == "mean" && plain && !total) return as_result(td::mean(t));
+  DTYPE_REDUCTION(sum)
+  DTYPE_REDUCTION(mean)
+  DTYPE_REDUCTION(nansum)
+  DTYPE_REDUCTION(nanmean)
+  DTYPE_REDUCTION(prod)
+#undef DTYPE_REDUCTION
+  if (fn == "std" || fn == "var") {
+    const bool var = fn == "var";
+    if (total) return Ts{var ? td::var(t, td::total, dim, keepdim, correction) : td::std(t, td::total, dim, keepdim, correction)};
+    return as_result(var ? td::var(t, dim, keepdim, correction) : td::std(t, dim, keepdim, correction));
+  }
+  if (fn == "amax" || fn == "amin") {
+    const bool mx = fn == "amax";
+    if (total) return Ts{mx ? td::amax(t, td::total, dim, keepdim) : td::amin(t, td::total, dim, keepdim)};
+    return as_result(mx ? td::amax(t, dim, keepdim) : td::amin(t, dim, keepdim));
+  }
+  if (fn == "max" || fn == "min") {
+    const bool mx = fn == "max";
+    if (!has_dim) {
+      if (total) return Ts{mx ? td::max(t, td::total) : td::min(t, td::total)};
+      return as_result(mx ? td::max(t) : td::min(t));
+    }
+    if (dim.kind() != td::Dims::Kind::batch || !dim.single()) throw std::runtime_error("max/min: gen.py gives one int dim");
+    if (total) {
+      auto r = mx ? td::max(t, td::total, one, keepdim) : td::min(t, td::total, one, keepdim);
+      return Ts{r.values, r.indices};
+    }
+    return as_result(mx ? td::max(t, one, keepdim) : td::min(t, one, keepdim));
+  }
+  if (fn == "cummax") return as_result(td::cummax(t, one));
+  if (fn == "cummin") return as_result(td::cummin(t, one));
+  if (fn == "logsumexp") return as_result(td::logsumexp(t, dim, keepdim));
+  if (fn == "any" || fn == "all") {
+    const bool a = fn == "any";
+    if (!has_dim) return a ? td::any(t) : td::all(t);
+    return as_result(a ? td::any(t, dim) : td::all(t, dim));
+  }
+  throw std::runtime_error("unknown reduction " + fn);
+}
+
 // The operations of gen.py that apply to structs and TensorDicts alike.
 template <class T>
 std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
@@ -209,6 +332,7 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
   if (name == "stack") return as_td(td::stack(in, i64("dim")));
   if (name == "cat") return as_td(td::cat(in, i64("dim")));
   const T& t = in.at(0);
+  if (name == "reduce") return run_reduce(op, t);
   if (name == "index") return as_td(td::index(t, dec_index(op.at("index"))));
   if (name == "set_at") {
     T out = td::clone(t);
@@ -334,6 +458,7 @@ int main(int argc, char** argv) {
   for (const json& c : all.at("cases")) {
     ++n;
     const json& op = c.at("op");
+    g_close = op.at("name").get<std::string>() == "reduce";
     std::vector<TensorDict> inputs;
     if (c.contains("inputs")) {
       for (const auto& t : c.at("inputs")) inputs.push_back(dec_td(t));

@@ -4,7 +4,8 @@
 /// Arithmetic and reductions on whole trees (structs, containers, TensorDicts): `+ - * /`
 /// between trees of one structure and with scalars, the elementwise functions optimizers use
 /// (`sqrt`, `lerp`, `addcdiv`, ...), in place (`add_`, `lerp_`, ...) and out of place, and
-/// reductions per leaf or over the whole tree (`sum(t)`, `norm(g, total)`, `clip_grad_norm_`).
+/// reductions per leaf or over the whole tree (`sum(t)`, `norm(g, total)`, `clip_grad_norm_`),
+/// and over batch dims as Python tensordict's (`sum(t, 0)`, `std(t, {0, 1})`, `max(t, 0)`).
 ///
 /// Each operation is one `at::_foreach_*` call per (device, dtype) group of leaves, not a loop
 /// of one kernel per leaf; on the CPU, float and double leaves that are contiguous and need no
@@ -19,3 +20,4 @@
 #include "inplace.hpp"
 #include "operators.hpp"
 #include "reduce.hpp"
+#include "batch_reduce.hpp"

@@ -16,6 +16,7 @@
 #include "../../dict.hpp"
 #include "../../errors.hpp"
 #include "../../tree.hpp"
+#include "../../tree/detail/levels.hpp"
 
 namespace tensordict {
 
@@ -55,20 +56,6 @@ auto with_index_error(const char* op, const BatchSize& bs, Fn&& fn) {
   } catch (const std::exception& e) {
     throw IndexError(std::string(op) + ": batch size " + bs_str(bs) + ": " + what_of(e));
   }
-}
-
-// A batch dim `d` (negative counts from the end), checked to lie within the `n` batch dims
-// (`n + 1` positions where a dim is inserted).
-template <class = void>
-inline int64_t batch_dim(const char* op, int64_t d, std::size_t n, const BatchSize& bs,
-                         bool insert = false) {
-  const auto lim = static_cast<int64_t>(n) + (insert ? 1 : 0);
-  const int64_t nd = d < 0 ? d + lim : d;
-  if (nd < 0 || nd >= lim) {
-    throw IndexError(std::string(op) + ": dim " + std::to_string(d) +
-                     " is outside the batch dims (batch size " + bs_str(bs) + ")");
-  }
-  return nd;
 }
 
 // The index with `...` replaced by full slices over the remaining batch dims, so that it never

@@ -16,6 +16,7 @@
 #include "../../dict.hpp"
 #include "../../errors.hpp"
 #include "../../tree.hpp"
+#include "../../tree/detail/levels.hpp"
 
 namespace tensordict {
 
@@ -29,54 +30,6 @@ std::span<const T> trees(const std::vector<T>& ts) noexcept {
 template <class T>
 std::span<const T> trees(std::initializer_list<T> ts) noexcept {
   return {ts.begin(), ts.size()};
-}
-
-// The number of BatchSize members among T's own children (a struct has at most one).
-template <class T>
-consteval std::size_t root_batch_members() {
-  if constexpr (of_kind<T, kinds::fixed>) {
-    return []<std::size_t... I>(std::index_sequence<I...>) {
-      return (std::size_t{0} + ... +
-              (of_kind<child_t<T, I>, kinds::batch_size> ? 1 : 0));
-    }(std::make_index_sequence<static_node<T>::size>{});
-  } else {
-    return 0;
-  }
-}
-
-// The batch size a node declares itself (a struct's BatchSize member, a TensorDict level's),
-// or null.
-template <class M>
-const BatchSize* own_batch_size(const M& v) {
-  if constexpr (of_kind<M, kinds::dynamic>) {
-    if constexpr (batched_node<M>) {
-      return &dynamic_node<M>::batch(v);
-    } else {
-      return nullptr;
-    }
-  } else if constexpr (root_batch_members<M>() == 0) {
-    return nullptr;
-  } else {
-    const BatchSize* own = nullptr;
-    auto one = [&]<std::size_t J>(index_c<J>) {
-      if constexpr (of_kind<child_t<M, J>, kinds::batch_size>) own = &child<J>(v);
-    };
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (one(index_c<I>{}), ...);
-    }(std::make_index_sequence<static_node<M>::size>{});
-    return own;
-  }
-}
-
-template <class = void>
-inline BatchSize to_bs(c10::IntArrayRef d) { return BatchSize(d); }
-
-// `bs` followed by `level`'s dims past `from` (a nested level keeps its extra dims).
-template <class = void>
-inline BatchSize splice(const BatchSize& level, const BatchSize& from, const BatchSize& to) {
-  std::vector<int64_t> dims(to.begin(), to.end());
-  for (std::size_t i = from.size(); i < level.size(); ++i) dims.push_back(level[i]);
-  return BatchSize(c10::IntArrayRef(dims));
 }
 
 // Validates a level of a tree: a node's own batch size (a struct's member, a TensorDict

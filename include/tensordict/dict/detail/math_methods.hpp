@@ -4,6 +4,7 @@
 /// of math.hpp (one foreach call per operation over all tensors, in-place forms without
 /// autograd). A base of `TensorDict`, so that the class itself holds only what is its own.
 
+#include <cstdint>
 #include <optional>
 
 #include <ATen/core/Tensor.h>
@@ -70,6 +71,50 @@ class TensorDictMath {
 #undef TENSORDICT_DICT_BINARY
 #undef TENSORDICT_DICT_UNARY
 #undef TENSORDICT_DICT_REDUCE
+
+  // Reductions over batch dims, as Python's methods (see math/batch_reduce.hpp): `td.sum(0)`,
+  // `td.mean({0, 1}, true)`, `td.std(-1, false, 0)`, `td.sum(feature)`; with `total` first, the
+  // leaves reduced together into one tensor (Python's `reduce=True`).
+  using OptDtype = std::optional<at::ScalarType>;
+#define TENSORDICT_DICT_DTYPE_REDUCE(name) \
+  template <class = void> [[nodiscard]] D name(const Dims& dim, bool keepdim = false, OptDtype dtype = std::nullopt) const { return tensordict::name(self(), dim, keepdim, dtype); } \
+  template <class = void> [[nodiscard]] at::Tensor name(total_t, const Dims& dim, bool keepdim = false, OptDtype dtype = std::nullopt) const { return tensordict::name(self(), total, dim, keepdim, dtype); }
+  TENSORDICT_DICT_DTYPE_REDUCE(sum)
+  TENSORDICT_DICT_DTYPE_REDUCE(mean)
+  TENSORDICT_DICT_DTYPE_REDUCE(nansum)
+  TENSORDICT_DICT_DTYPE_REDUCE(nanmean)
+  TENSORDICT_DICT_DTYPE_REDUCE(prod)
+#undef TENSORDICT_DICT_DTYPE_REDUCE
+  template <class = void> [[nodiscard]] D nansum() const { return tensordict::nansum(self()); }
+  template <class = void> [[nodiscard]] D nanmean() const { return tensordict::nanmean(self()); }
+  template <class = void> [[nodiscard]] D prod() const { return tensordict::prod(self()); }
+#define TENSORDICT_DICT_SPREAD(name) \
+  template <class = void> [[nodiscard]] D name(const Dims& dim = {}, bool keepdim = false, int64_t correction = 1) const { return tensordict::name(self(), dim, keepdim, correction); } \
+  template <class = void> [[nodiscard]] at::Tensor name(total_t, const Dims& dim = {}, bool keepdim = false, int64_t correction = 1) const { return tensordict::name(self(), total, dim, keepdim, correction); }
+  TENSORDICT_DICT_SPREAD(std)
+  TENSORDICT_DICT_SPREAD(var)
+#undef TENSORDICT_DICT_SPREAD
+#define TENSORDICT_DICT_EXTREME(name, arg) \
+  template <class = void> [[nodiscard]] D a##name(const Dims& dim = {}, bool keepdim = false) const { return tensordict::a##name(self(), dim, keepdim); } \
+  template <class = void> [[nodiscard]] at::Tensor a##name(total_t, const Dims& dim = {}, bool keepdim = false) const { return tensordict::a##name(self(), total, dim, keepdim); } \
+  template <class = void> [[nodiscard]] ValuesIndices<D> name(int64_t dim, bool keepdim = false) const { return tensordict::name(self(), dim, keepdim); } \
+  template <class = void> [[nodiscard]] ValuesIndices<at::Tensor> name(total_t, int64_t dim, bool keepdim = false) const { return tensordict::name(self(), total, dim, keepdim); } \
+  template <class = void> [[nodiscard]] D arg(const Dims& dim = {}, bool keepdim = false) const { return tensordict::arg(self(), dim, keepdim); } \
+  template <class = void> [[nodiscard]] ValuesIndices<D> cum##name(int64_t dim) const { return tensordict::cum##name(self(), dim); }
+  TENSORDICT_DICT_EXTREME(max, argmax)
+  TENSORDICT_DICT_EXTREME(min, argmin)
+#undef TENSORDICT_DICT_EXTREME
+  template <class = void> [[nodiscard]] D logsumexp(const Dims& dim = {}, bool keepdim = false) const { return tensordict::logsumexp(self(), dim, keepdim); }
+  template <class = void> [[nodiscard]] D cumsum(int64_t dim, OptDtype dtype = std::nullopt) const { return tensordict::cumsum(self(), dim, dtype); }
+  template <class = void> [[nodiscard]] D cumprod(int64_t dim, OptDtype dtype = std::nullopt) const { return tensordict::cumprod(self(), dim, dtype); }
+  template <class = void> [[nodiscard]] D norm(double p, const Dims& dim, bool keepdim = false) const { return tensordict::norm(self(), p, dim, keepdim); }
+  template <class = void> [[nodiscard]] D count_nonzero(const Dims& dim = {}) const { return tensordict::count_nonzero(self(), dim); }
+  /// Whether any / every element of every tensor is non-zero (one bool), or a TensorDict of bools
+  /// along one batch dim (`td.any(0)`).
+  template <class = void> [[nodiscard]] bool any() const { return tensordict::any(self()); }
+  template <class = void> [[nodiscard]] bool all() const { return tensordict::all(self()); }
+  template <class = void> [[nodiscard]] D any(const Dims& dim) const { return tensordict::any(self(), dim); }
+  template <class = void> [[nodiscard]] D all(const Dims& dim) const { return tensordict::all(self(), dim); }
 
   template <class = void>
   [[nodiscard]] D norm(double p = 2) const { return tensordict::norm(self(), p); }
