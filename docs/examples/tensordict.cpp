@@ -118,3 +118,43 @@ TEST_CASE("TensorDict: non-tensor values are tensordict::Json") {
   CHECK(as_dict.get<td::NonTensorData>("tags").value == td::Json::array({"a", "b"}));
   CHECK(td::from_tensordict<Config>(as_dict).mode == Mode::eval);
 }
+
+TEST_CASE("TensorDict: reductions over batch dims, as Python's") {
+  // A rollout of 4 environments and 16 steps: batch size [4, 16].
+  TensorDict rollout({{"reward", torch::rand({4, 16})},
+                      {"obs", torch::randn({4, 16, 3})},
+                      {"done", torch::rand({4, 16}) > 0.9}},
+                     td::BatchSize({4, 16}));
+  TensorDict per_env = rollout.select({"reward", "obs"}).mean(1);      // td.mean(dim=1)
+  TensorDict spread = rollout.select({"obs"}).std(-1, true);            // td.std(dim=-1, keepdim=True)
+  auto [best, step] = rollout.select({"reward"}).max(1);                // td.max(dim=1)
+  torch::Tensor returns = rollout.select({"reward"}).sum(td::total, 1); // td.sum(dim=1, reduce=True)
+  bool any_done = rollout.select({"done"}).any();                       // td.any()
+  TensorDict feature_norms = td::norm(rollout.select({"obs"}), 2, td::feature);
+  CHECK(per_env.batch_size() == td::BatchSize({4}));
+  CHECK(per_env["obs"].sizes() == torch::IntArrayRef({4, 3}));
+  CHECK(spread.batch_size() == td::BatchSize({4, 1}));
+  CHECK(torch::equal(best["reward"], std::get<0>(rollout["reward"].max(1))));
+  CHECK(torch::equal(step["reward"], std::get<1>(rollout["reward"].max(1))));
+  CHECK(torch::allclose(returns, rollout["reward"].sum(1)));
+  CHECK(any_done == rollout["done"].any().item<bool>());
+  CHECK(feature_norms["obs"].sizes() == torch::IntArrayRef({4, 16}));
+}
+
+TEST_CASE("TensorDict: comparisons, logic and masks, as Python's") {
+  TensorDict step({{"done", torch::tensor({false, true, false, false})},
+                   {"truncated", torch::tensor({false, false, false, true})},
+                   {"reward", torch::tensor({1.0, -1.0, 0.5, 2.0})}},
+                  td::BatchSize({4}));
+  torch::Tensor end = step["done"] | step["truncated"];
+  TensorDict finished = step.masked_select(end);                  // td[mask] / td.masked_select(mask)
+  TensorDict positive = step.select({"reward"}) > 0;              // a TensorDict of bools
+  bool all_finite = step.select({"reward"}).isfinite().all();     // td.isfinite().all()
+  TensorDict clipped = step.where(end.logical_not(), 0);          // td.where(cond, 0)
+  td::assert_close(finished.select({"reward"}), TensorDict({{"reward", torch::tensor({-1.0, 2.0})}}, td::BatchSize({2})));
+  CHECK(finished.batch_size() == td::BatchSize({2}));
+  CHECK(torch::equal(positive["reward"], torch::tensor({true, false, true, true})));
+  CHECK(all_finite);
+  CHECK(torch::equal(clipped["reward"], torch::tensor({1.0, 0.0, 0.5, 0.0})));
+  CHECK((step == step).all());
+}

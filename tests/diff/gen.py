@@ -270,7 +270,8 @@ def make_case(rng, cid):
            "squeeze_dim", "unsqueeze", "permute", "transpose", "expand"] * 1 + \
           ["stack", "cat", "unbind", "split", "split_sizes", "chunk"] * 1 + \
           ["where", "masked_fill", "to", "select", "exclude", "split_keys", "update", "replace",
-           "flatten_keys", "unflatten_keys", "apply", "lazy_stack"] + ["reduce"] * 8
+           "flatten_keys", "unflatten_keys", "apply", "lazy_stack"] + ["reduce"] * 8 + \
+          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"]
     name = rng.choice(ops)
     use_struct = name in STRUCT_OPS and rng.random() < 0.35
     batch = rand_batch(rng)
@@ -463,6 +464,50 @@ def make_case(rng, cid):
         elif name == "apply":
             op["fn"] = rng.choice(list(APPLY_FNS))
             run = lambda: td.apply(APPLY_FNS[op["fn"]])
+        elif name in ("compare", "logic"):
+            run = make_binary(rng, td, batch, op, name)
+            case["input"] = enc_td(td)  # make_binary may have changed the dtypes
+        elif name == "predicate":
+            op["fn"] = rng.choice(["isfinite", "isnan", "isinf", "isneginf", "isposinf", "isreal",
+                                   "logical_not", "bitwise_not"])
+            special = [float("nan"), float("inf"), -float("inf")]
+            for k in nested_keys(td, leaves_only=True):
+                x = td.get(k)
+                if x.is_floating_point() and x.numel() and rng.random() < 0.7:
+                    flat = x.view(-1)
+                    for _ in range(rng.randint(1, 3)):
+                        flat[rng.randrange(flat.numel())] = rng.choice(special)
+            case["input"] = enc_td(td)
+            fn = op["fn"]
+            run = (lambda: ~td) if fn == "bitwise_not" else \
+                (lambda: td.apply(torch.isinf)) if fn == "isinf" else \
+                (lambda: td.apply(torch.logical_not)) if fn == "logical_not" else \
+                (lambda: getattr(td, fn)())
+        elif name == "masked_select":
+            k = rng.randint(1, nd) if nd else 1
+            shape = list(batch[:k]) if nd else [1]
+            if rng.random() < 0.1:
+                shape = shape + [2]
+            op["mask"] = enc_tensor(rand_values(rng, shape, "bool"))
+            run = lambda: td.masked_select(dec_tensor(op["mask"]))
+        elif name == "masked_fill_":
+            shape = list(batch)
+            if rng.random() < 0.1:
+                shape = shape + [2]
+            op["mask"] = enc_tensor(rand_values(rng, shape, "bool"))
+            op["value"] = rng.choice([0, 1, -3])
+
+            def run():
+                out = td.clone()
+                out.masked_fill_(dec_tensor(op["mask"]), op["value"])
+                return out
+        elif name == "where_scalar":
+            shape = list(batch)
+            if rng.random() < 0.1:
+                shape = shape[:-1] if shape and rng.random() < 0.5 else shape + [2]
+            op["cond"] = enc_tensor(rand_values(rng, shape, "bool"))
+            op["value"] = rng.choice([0, 1, -3])
+            run = lambda: td.where(dec_tensor(op["cond"]), op["value"])
         elif name == "reduce":
             run = make_reduce(rng, td, batch, op)
             case["input"] = enc_td(td)  # make_reduce may have rewritten the values
@@ -471,6 +516,42 @@ def make_case(rng, cid):
 
     case["op"] = op
     return case, run
+
+
+BINARY = {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__", "gt": "__gt__",
+          "ge": "__ge__", "and": "__and__", "or": "__or__", "xor": "__xor__"}
+
+
+def make_binary(rng, td, batch, op, name):
+    """A comparison (`compare`) or a bitwise operation (`logic`) of `td` with another tree of its
+    structure, a scalar or a tensor of the batch shape (or a prefix of it)."""
+    fn = rng.choice(["eq", "ne", "lt", "le", "gt", "ge"] if name == "compare" else
+                    ["and", "or", "xor", "logical_and"])
+    op["fn"] = fn
+    r = rng.random()
+    if name == "logic":
+        # Mostly bool and integer leaves: bitwise operations refuse floating ones.
+        for k in nested_keys(td, leaves_only=True):
+            x = td.get(k)
+            if x.is_floating_point() and rng.random() < 0.8:
+                td.set(k, x.to(rng.choice([torch.bool, torch.int64, torch.uint8])))
+        op["input_changed"] = True
+    if r < 0.5:
+        other = build_like(rng, td)
+        op["other"] = {"td": enc_td(other)}
+    elif r < 0.8 and fn != "logical_and":
+        other = rng.choice([0, 1, -2, True] if name == "logic" else [0, 1, -2, 2.5])
+        op["other"] = {"scalar": other}
+    else:
+        k = rng.randint(0, len(batch))
+        shape = list(batch[:k])
+        if rng.random() < 0.1:
+            shape = shape + [3]
+        other = rand_values(rng, shape, "bool" if name == "logic" else rng.choice(DTYPES))
+        op["other"] = {"tensor": enc_tensor(other)}
+    if fn == "logical_and":
+        return lambda: td.logical_and(other)
+    return lambda: getattr(td, BINARY[fn])(other)
 
 
 # Reductions over batch dims: the function, and which `dim` forms Python takes for it.
@@ -533,7 +614,8 @@ def make_reduce(rng, td, batch, op):
 # Operations replay.cpp also runs on the structs (through from_tensordict / to_tensordict).
 STRUCT_OPS = {"index", "set_at", "reshape", "view", "flatten", "unflatten", "squeeze",
               "squeeze_dim", "unsqueeze", "permute", "transpose", "expand", "stack", "cat",
-              "unbind", "split", "split_sizes", "chunk", "where", "masked_fill", "reduce"}
+              "unbind", "split", "split_sizes", "chunk", "where", "masked_fill", "reduce", "compare",
+              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar"}
 
 
 def build_like(rng, td):

@@ -109,6 +109,13 @@ def _half_nonfinite(obj):
 
 
 KNOWN = [
+    {"name": "and_tensor_broadcasts_from_the_right", "kind": "python_bug",
+     "why": "td & tensor broadcasts the tensor against each leaf from the right (torch's rule for "
+            "two tensors), where |, ^, ==, <, bitwise_and and logical_and (and its own docs) align "
+            "the tensor with the batch dims and broadcast the batch size with its shape; C++ pairs "
+            "a tensor with a tree the one way for all of them.",
+     "match": lambda c: _op(c) == "logic" and c["op"]["fn"] == "and" and "tensor" in c["op"]["other"]
+     and len(c["op"]["other"]["tensor"]["shape"]) > 0},
     {"name": "prod_feature_keepdim_reduce", "kind": "python_bug",
      "why": "prod(dim='feature', keepdim=True, reduce=True) raises TypeError in Python (its keepdim "
             "step calls unsqueeze('feature')), where sum, mean and the others ignore keepdim with "
@@ -189,7 +196,8 @@ KNOWN = [
      "why": "masked_fill / where with a mask longer than the batch size fill the leaves' own "
             "dims in Python (and fail for leaves that lack them); C++ raises: a mask covers "
             "batch dims only (the batch size or a prefix of it).",
-     "match": lambda c: _op(c) in ("masked_fill", "where") and _ok(c)
+     "match": lambda c: _op(c) in ("masked_fill", "where", "masked_fill_", "where_scalar",
+                                   "masked_select") and _ok(c)
      and len(c["op"].get("mask", c["op"].get("cond"))["shape"]) > len(c["input"]["batch_size"])},
     {"name": "set_at_broadcast", "kind": "python_bug",
      "why": "td[idx] = value with a value whose batch size broadcasts to the indexed one: Python "

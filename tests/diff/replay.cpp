@@ -323,6 +323,50 @@ Result run_reduce(const json& op, const T& t) {
   throw std::runtime_error("unknown reduction " + fn);
 }
 
+at::Scalar dec_scalar(const json& v) {
+  if (v.is_boolean()) return at::Scalar(v.get<bool>());
+  if (v.is_number_integer()) return at::Scalar(v.get<int64_t>());
+  return at::Scalar(v.get<double>());
+}
+
+// gen.py's "compare" and "logic": with a tree, a scalar or a tensor.
+template <class T>
+T run_binary(const json& op, const T& t) {
+  const auto fn = op.at("fn").get<std::string>();
+  const json& o = op.at("other");
+#define BINARY_FN(key, name)                                                                      \
+  if (fn == key) {                                                                               \
+    if (o.contains("td")) return td::name(t, from_td<T>(dec_td(o.at("td"))));                    \
+    if (o.contains("tensor")) return td::name(t, dec_tensor(o.at("tensor")));                    \
+    if constexpr (requires { td::name(t, dec_scalar(o.at("scalar"))); }) return td::name(t, dec_scalar(o.at("scalar"))); \
+  }
+  BINARY_FN("eq", eq)
+  BINARY_FN("ne", ne)
+  BINARY_FN("lt", lt)
+  BINARY_FN("le", le)
+  BINARY_FN("gt", gt)
+  BINARY_FN("ge", ge)
+  BINARY_FN("and", bitwise_and)
+  BINARY_FN("or", bitwise_or)
+  BINARY_FN("xor", bitwise_xor)
+  BINARY_FN("logical_and", logical_and)
+#undef BINARY_FN
+  throw std::runtime_error("unknown binary operation " + fn);
+}
+
+template <class T>
+T run_predicate(const std::string& fn, const T& t) {
+  if (fn == "isfinite") return td::isfinite(t);
+  if (fn == "isnan") return td::isnan(t);
+  if (fn == "isinf") return td::isinf(t);
+  if (fn == "isneginf") return td::isneginf(t);
+  if (fn == "isposinf") return td::isposinf(t);
+  if (fn == "isreal") return td::isreal(t);
+  if (fn == "logical_not") return td::logical_not(t);
+  if (fn == "bitwise_not") return td::bitwise_not(t);
+  throw std::runtime_error("unknown predicate " + fn);
+}
+
 // The operations of gen.py that apply to structs and TensorDicts alike.
 template <class T>
 std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
@@ -333,6 +377,15 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
   if (name == "cat") return as_td(td::cat(in, i64("dim")));
   const T& t = in.at(0);
   if (name == "reduce") return run_reduce(op, t);
+  if (name == "compare" || name == "logic") return as_td(run_binary(op, t));
+  if (name == "predicate") return as_td(run_predicate(op.at("fn").get<std::string>(), t));
+  if (name == "masked_select") return as_td(td::masked_select(t, dec_tensor(op.at("mask"))));
+  if (name == "masked_fill_") {
+    T out = td::clone(t);
+    td::masked_fill_(out, dec_tensor(op.at("mask")), i64("value"));
+    return as_td(out);
+  }
+  if (name == "where_scalar") return as_td(td::where(dec_tensor(op.at("cond")), t, at::Scalar(i64("value"))));
   if (name == "index") return as_td(td::index(t, dec_index(op.at("index"))));
   if (name == "set_at") {
     T out = td::clone(t);

@@ -1,10 +1,13 @@
 #pragma once
 /// \file
-/// Part of <tensordict/batch.hpp>: `stack`, `cat`, `unbind`, `split`, `chunk`, `where`,
-/// `masked_fill`.
+/// Part of <tensordict/batch.hpp>: `stack`, `cat`, `unbind`, `split`, `chunk`, and the masks:
+/// `where` (a tensor or a tree condition; out of place, into `out`, in place), `masked_fill(_)`,
+/// `masked_select`.
 
 #include "size.hpp"
+#include "index.hpp"
 #include "detail/combine.hpp"
+#include "../math/inplace.hpp"
 
 namespace tensordict {
 
@@ -114,6 +117,59 @@ template <tree T>
   return detail::rebatch("masked_fill", t, [&](const at::Tensor& x) {
     return x.masked_fill(detail::batch_mask(mask, x), value);
   }, bs);
+}
+
+/// `a` where `cond` is true and `other` elsewhere, `other` a scalar (Python's
+/// `td.where(cond, 0)`).
+template <tree T>
+[[nodiscard]] T where(const at::Tensor& cond, const T& a, const at::Scalar& other) {
+  detail::check_mask("where", cond, batch_size(a));
+  return detail::rebatch("where", a, [&](const at::Tensor& x) {
+    // The scalar takes part in type promotion, as torch.where's (a bool leaf and -3 give int64).
+    return at::where(detail::batch_mask(cond, x), x, other);
+  }, batch_size(a));
+}
+/// Leaf by leaf, `a` where the leaf of the tree condition `cond` (same structure, bool leaves
+/// that broadcast against the leaves) is true and `b` elsewhere.
+template <tree T>
+[[nodiscard]] T where(const T& cond, const T& a, const T& b) {
+  auto f = [&](const at::Tensor& c, const at::Tensor& x, const at::Tensor& y) { return at::where(c, x, y); };
+  T out = detail::apply_impl<T, detail::unsettled_apply>("where", cond, f, a, b);
+  check(out, "where");
+  return out;
+}
+/// `where(cond, a, b)` written into `out`'s tensors (Python's `out=`), which must have the
+/// structure and shapes of the result; returns `out`.
+template <tree T>
+T& where(const at::Tensor& cond, const T& a, const T& b, T& out) {
+  return tensordict::copy_(out, where(cond, a, b));
+}
+/// In place: `a`'s tensors keep their values where `cond` is true and take `b`'s elsewhere.
+template <tree T>
+T& where_(T& a, const at::Tensor& cond, const T& b) {
+  return tensordict::copy_(a, where(cond, std::as_const(a), b));
+}
+/// `masked_fill` in place: every leaf's own storage written where `mask` is true.
+template <tree T>
+T& masked_fill_(T& t, const at::Tensor& mask, const at::Scalar& value) {
+  detail::check_mask("masked_fill_", mask, batch_size(t));
+  for_each(t, [&](at::Tensor& x) { x.masked_fill_(detail::batch_mask(mask, x), value); });
+  return t;
+}
+/// The batch elements where `mask` is true, as one new batch dim (`td[mask]`, Python's
+/// `masked_select`): `mask` is bool and has the shape of the leading batch dims it covers.
+template <tree T>
+[[nodiscard]] T masked_select(const T& t, const at::Tensor& mask) {
+  const BatchSize bs = batch_size(t);
+  if (mask.scalar_type() != at::kBool) {
+    throw Error(std::string("masked_select: the mask is ") + c10::toString(mask.scalar_type()) + ", not bool");
+  }
+  if (mask.dim() == 0 || mask.dim() > static_cast<int64_t>(bs.size()) ||
+      !std::equal(mask.sizes().begin(), mask.sizes().end(), bs.begin())) {
+    throw BatchSizeError("masked_select: the mask's shape " + detail::shape_str(mask.sizes()) +
+                         " is not the batch size " + detail::bs_str(bs) + " or a prefix of it");
+  }
+  return index(t, {at::indexing::TensorIndex(mask)});
 }
 
 }  // namespace tensordict

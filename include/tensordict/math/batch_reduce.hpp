@@ -192,9 +192,14 @@ template <tree T>
 template <tree T>
 [[nodiscard]] at::Tensor prod(const T& t, total_t, const Dims& dim = {}, bool keepdim = false, std::optional<at::ScalarType> dtype = std::nullopt) {
   detail::require_one_dim("prod", dim);
-  return detail::td_total("prod", t, dim, keepdim, [&](const at::Tensor& x, c10::IntArrayRef d, bool k) {
+  at::Tensor p = detail::td_total("prod", t, dim, keepdim, [&](const at::Tensor& x, c10::IntArrayRef d, bool k) {
     return d.empty() ? at::prod(x, detail::c10_dtype(dtype)) : at::prod(x, d[0], k, detail::c10_dtype(dtype));
   });
+  // As Python's prod: keepdim without a dim gives shape [1] * batch dims.
+  if (keepdim && dim.kind() == Dims::Kind::elements) {
+    p = p.reshape(std::vector<int64_t>(detail::batch_size_of(t).size(), 1));
+  }
+  return p;
 }
 
 // ---------------------------------------------------------------------------------------------

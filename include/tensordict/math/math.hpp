@@ -5,7 +5,8 @@
 /// between trees of one structure and with scalars, the elementwise functions optimizers use
 /// (`sqrt`, `lerp`, `addcdiv`, ...), in place (`add_`, `lerp_`, ...) and out of place, and
 /// reductions per leaf or over the whole tree (`sum(t)`, `norm(g, total)`, `clip_grad_norm_`),
-/// and over batch dims as Python tensordict's (`sum(t, 0)`, `std(t, {0, 1})`, `max(t, 0)`).
+/// and over batch dims as Python tensordict's (`sum(t, 0)`, `std(t, {0, 1})`, `max(t, 0)`);
+/// comparisons and logic giving bool trees (`eq`, `==`, `&`, `isnan`, `allclose`, `assert_close`).
 ///
 /// Each operation is one `at::_foreach_*` call per (device, dtype) group of leaves, not a loop
 /// of one kernel per leaf; on the CPU, float and double leaves that are contiguous and need no
@@ -21,3 +22,4 @@
 #include "operators.hpp"
 #include "reduce.hpp"
 #include "batch_reduce.hpp"
+#include "compare.hpp"

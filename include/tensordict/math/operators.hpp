@@ -24,6 +24,7 @@
 
 #include "detail/drivers.hpp"
 #include "reduce.hpp"
+#include "compare.hpp"
 #include "arith.hpp"
 #include "inplace.hpp"
 
@@ -127,6 +128,36 @@ T& operator/=(T& a, const T& b) {
 template <tree T>
 T& operator/=(T& a, const at::Scalar& s) {
   return tensordict::div_(a, s);
+}
+/// Comparisons leaf by leaf, giving a tree of bool leaves (as Python's `td == other`): with a
+/// tree of the same structure, a scalar (either side) or a tensor of the batch shape.
+#define TENSORDICT_COMPARE_OP(op, name, flipped)                                                   \
+  template <tree T> [[nodiscard]] T operator op(const T& a, const T& b) { return tensordict::name(a, b); } \
+  template <tree T> [[nodiscard]] T operator op(const T& a, const at::Scalar& s) { return tensordict::name(a, s); } \
+  template <tree T> [[nodiscard]] T operator op(const at::Scalar& s, const T& a) { return tensordict::flipped(a, s); } \
+  template <tree T> [[nodiscard]] T operator op(const T& a, const at::Tensor& y) { return tensordict::name(a, y); }
+TENSORDICT_COMPARE_OP(==, eq, eq)
+TENSORDICT_COMPARE_OP(!=, ne, ne)
+TENSORDICT_COMPARE_OP(<, lt, gt)
+TENSORDICT_COMPARE_OP(<=, le, ge)
+TENSORDICT_COMPARE_OP(>, gt, lt)
+TENSORDICT_COMPARE_OP(>=, ge, le)
+#undef TENSORDICT_COMPARE_OP
+/// Bitwise and, or, xor leaf by leaf (logical on bool leaves: `td["done"] | td["truncated"]`
+/// as trees), with a tree, a scalar (either side) or a tensor of the batch shape; `~` is
+/// `bitwise_not`.
+#define TENSORDICT_BITWISE_OP(op, name)                                                           \
+  template <tree T> [[nodiscard]] T operator op(const T& a, const T& b) { return tensordict::name(a, b); } \
+  template <tree T> [[nodiscard]] T operator op(const T& a, const at::Scalar& s) { return tensordict::name(a, s); } \
+  template <tree T> [[nodiscard]] T operator op(const at::Scalar& s, const T& a) { return tensordict::name(a, s); } \
+  template <tree T> [[nodiscard]] T operator op(const T& a, const at::Tensor& y) { return tensordict::name(a, y); }
+TENSORDICT_BITWISE_OP(&, bitwise_and)
+TENSORDICT_BITWISE_OP(|, bitwise_or)
+TENSORDICT_BITWISE_OP(^, bitwise_xor)
+#undef TENSORDICT_BITWISE_OP
+template <tree T>
+[[nodiscard]] T operator~(const T& a) {
+  return tensordict::bitwise_not(a);
 }
 }  // namespace operators
 

@@ -32,10 +32,13 @@ namespace tensordict {
 /// `sum(t, total)`, `norm(grads, total)` (the global L2 norm). Python tensordict's
 /// `reduce=True`.
 struct total_t {
-  explicit constexpr total_t() = default;
+  // Made only from a key of its own, so that `{}` (an omitted dim, `sum(t, {})`) never reads as
+  // this tag.
+  struct key {};
+  explicit constexpr total_t(key) noexcept {}
 };
 /// See `total_t`.
-inline constexpr total_t total{};
+inline constexpr total_t total{total_t::key{}};
 
 // ---------------------------------------------------------------------------------------------
 // Reductions.

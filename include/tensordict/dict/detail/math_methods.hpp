@@ -6,12 +6,27 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include <ATen/core/Tensor.h>
 
 #include "../../math.hpp"
 
 namespace tensordict::detail {
+
+namespace adl {
+// Calls to functions declared after TensorDict (batch/): the unqualified names are found by
+// argument-dependent lookup where a method is used, not where it is defined (inside the class,
+// the method's own name would hide them).
+template <class... A>
+decltype(auto) call_where(A&&... a) { return where(std::forward<A>(a)...); }
+template <class... A>
+decltype(auto) call_masked_fill(A&&... a) { return masked_fill(std::forward<A>(a)...); }
+template <class... A>
+decltype(auto) call_masked_fill_(A&&... a) { return masked_fill_(std::forward<A>(a)...); }
+template <class... A>
+decltype(auto) call_masked_select(A&&... a) { return masked_select(std::forward<A>(a)...); }
+}  // namespace adl
 
 // D is TensorDict (complete where a method is used).
 template <class D>
@@ -115,6 +130,46 @@ class TensorDictMath {
   template <class = void> [[nodiscard]] bool all() const { return tensordict::all(self()); }
   template <class = void> [[nodiscard]] D any(const Dims& dim) const { return tensordict::any(self(), dim); }
   template <class = void> [[nodiscard]] D all(const Dims& dim) const { return tensordict::all(self(), dim); }
+
+  // Logic and tests of each element (math/compare.hpp): TensorDicts of bool leaves (bitwise
+  // keeps integer dtypes). Comparisons are the operators (`td == 0`, `a < b`) and `td::eq`, ...
+#define TENSORDICT_DICT_LOGIC(name) \
+  template <class = void> [[nodiscard]] D name(const D& o) const { return tensordict::name(self(), o); } \
+  template <class = void> [[nodiscard]] D name(const at::Tensor& o) const { return tensordict::name(self(), o); }
+  TENSORDICT_DICT_LOGIC(logical_and)
+  TENSORDICT_DICT_LOGIC(logical_or)
+  TENSORDICT_DICT_LOGIC(logical_xor)
+  TENSORDICT_DICT_LOGIC(bitwise_and)
+  TENSORDICT_DICT_LOGIC(bitwise_or)
+  TENSORDICT_DICT_LOGIC(bitwise_xor)
+#undef TENSORDICT_DICT_LOGIC
+#define TENSORDICT_DICT_PREDICATE(name) \
+  template <class = void> [[nodiscard]] D name() const { return tensordict::name(self()); }
+  TENSORDICT_DICT_PREDICATE(logical_not)
+  TENSORDICT_DICT_PREDICATE(bitwise_not)
+  TENSORDICT_DICT_PREDICATE(isfinite)
+  TENSORDICT_DICT_PREDICATE(isnan)
+  TENSORDICT_DICT_PREDICATE(isinf)
+  TENSORDICT_DICT_PREDICATE(isneginf)
+  TENSORDICT_DICT_PREDICATE(isposinf)
+  TENSORDICT_DICT_PREDICATE(isreal)
+#undef TENSORDICT_DICT_PREDICATE
+
+  // Masks (batch/combine.hpp, found when called: batch/ comes after the class): `self` where
+  // `cond` is true and `other` elsewhere; filled where `mask` is true (in place: `_`); the batch
+  // elements where `mask` is true, as one batch dim.
+  template <class = void>
+  [[nodiscard]] D where(const at::Tensor& cond, const D& other) const { return detail::adl::call_where(cond, self(), other); }
+  template <class = void>
+  [[nodiscard]] D where(const at::Tensor& cond, const Scalar& other) const { return detail::adl::call_where(cond, self(), other); }
+  template <class = void>
+  D& where(const at::Tensor& cond, const D& other, D& out) const { return detail::adl::call_where(cond, self(), other, out); }
+  template <class = void>
+  [[nodiscard]] D masked_fill(const at::Tensor& mask, const Scalar& value) const { return detail::adl::call_masked_fill(self(), mask, value); }
+  template <class = void>
+  D& masked_fill_(const at::Tensor& mask, const Scalar& value) { return detail::adl::call_masked_fill_(self(), mask, value); }
+  template <class = void>
+  [[nodiscard]] D masked_select(const at::Tensor& mask) const { return detail::adl::call_masked_select(self(), mask); }
 
   template <class = void>
   [[nodiscard]] D norm(double p = 2) const { return tensordict::norm(self(), p); }

@@ -23,10 +23,11 @@ namespace tensordict {
 /// Tag asking a reduction to reduce each leaf's feature dims (every dim past its level's batch
 /// dims), keeping the batch dims: Python tensordict's `dim="feature"`.
 struct feature_t {
-  explicit constexpr feature_t() = default;
+  struct key {};
+  explicit constexpr feature_t(key) noexcept {}
 };
 /// See `feature_t`.
-inline constexpr feature_t feature{};
+inline constexpr feature_t feature{feature_t::key{}};
 
 /// The dims a reduction reduces, as Python tensordict's `dim` argument: omitted (`{}` or
 /// `std::nullopt`: every element of each leaf), one batch dim (`0`, `-1`: negative counts from

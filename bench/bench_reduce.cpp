@@ -1,0 +1,109 @@
+// Reductions over batch dims on a tree of 64 leaves (8 levels of 8, batch size [32, 16], each
+// leaf [32, 16, 4] float32), one thread: the library's TensorDict method against the loop a
+// user writes by hand with libtorch (each leaf reduced into a vector of results, no tree built).
+// Rounds alternate between the two so that noise falls on both; prints one JSON object of
+// microseconds per call (medians), for docs/benchmarks.md beside
+// bench/compare_python_reduce.py's figures for Python tensordict.
+//
+//   bench_reduce [ROUNDS]
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+
+#include "timing.hpp"
+
+namespace td = tensordict;
+
+namespace {
+
+constexpr int64_t B = 32, T = 16;
+
+td::TensorDict make_tree(std::vector<torch::Tensor>& leaves) {
+  torch::manual_seed(0);
+  td::TensorDict root{td::BatchSize({B, T})};
+  for (int level = 0; level < 8; ++level) {
+    td::TensorDict sub{td::BatchSize({B, T})};
+    for (int i = 0; i < 8; ++i) {
+      torch::Tensor x = torch::randn({B, T, 4});
+      leaves.push_back(x);
+      sub.set("leaf_" + std::to_string(i), x);
+    }
+    root.set("level_" + std::to_string(level), sub);
+  }
+  return root;
+}
+
+// Microseconds per call of f, median of `rounds` rounds of `calls` calls each.
+struct Case {
+  std::string name;
+  std::function<void()> lib, hand;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::stoi(argv[1]) : 15;
+  at::set_num_threads(1);
+  std::vector<torch::Tensor> xs;
+  const td::TensorDict d = make_tree(xs);
+  std::vector<torch::Tensor> out;
+  out.reserve(2 * xs.size());
+  auto hand = [&](auto f) {
+    return [&, f] {
+      out.clear();
+      for (const auto& x : xs) out.push_back(f(x));
+    };
+  };
+  const int64_t d0[] = {0};
+  const int64_t d1[] = {1};
+  std::vector<Case> cases{
+      {"sum_dim0", [&] { (void)d.sum(0); }, hand([&](const torch::Tensor& x) { return at::sum(x, d0); })},
+      {"mean_dim1_keepdim", [&] { (void)d.mean(1, true); }, hand([&](const torch::Tensor& x) { return at::mean(x, d1, true); })},
+      {"std_dim0", [&] { (void)d.std(0); }, hand([&](const torch::Tensor& x) { return at::std(x, d0); })},
+      {"max_dim1", [&] { (void)d.max(1); },
+       [&] {
+         out.clear();
+         for (const auto& x : xs) {
+           auto r = at::max(x, 1);
+           out.push_back(std::get<0>(r));
+           out.push_back(std::get<1>(r));
+         }
+       }},
+      {"sum_feature", [&] { (void)d.sum(td::feature); }, hand([&](const torch::Tensor& x) { return at::sum(x, {-1}); })},
+      {"logsumexp", [&] { (void)d.logsumexp(); }, hand([&](const torch::Tensor& x) { return at::logsumexp(x, {0, 1}); })},
+      {"sum_total", [&] { (void)d.sum(td::total); }, [&] {
+         out.clear();
+         for (const auto& x : xs) out.push_back(x.sum());
+         (void)at::stack(out).sum();
+       }},
+      {"any", [&] { (void)d.any(); }, [&] {
+         bool any = false;
+         for (const auto& x : xs) {
+           if (x.any().item<bool>()) { any = true; break; }
+         }
+         (void)any;
+       }},
+  };
+  constexpr int calls = 20;
+  std::printf("{\n");
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    std::vector<double> lib, hnd;
+    for (int w = 0; w < 3; ++w) {
+      cases[c].lib();
+      cases[c].hand();
+    }
+    for (int r = 0; r < rounds; ++r) {
+      lib.push_back(bench::time_ms([&] { for (int i = 0; i < calls; ++i) cases[c].lib(); }) * 1e3 / calls);
+      hnd.push_back(bench::time_ms([&] { for (int i = 0; i < calls; ++i) cases[c].hand(); }) * 1e3 / calls);
+    }
+    const double l = bench::median(lib), h = bench::median(hnd);
+    std::printf(" \"%s\": {\"lib_us\": %.1f, \"hand_us\": %.1f, \"ratio\": %.3f}%s\n", cases[c].name.c_str(), l, h,
+                l / h, c + 1 < cases.size() ? "," : "");
+  }
+  std::printf("}\n");
+}
