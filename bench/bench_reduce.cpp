@@ -1,4 +1,4 @@
-// Reductions over batch dims on a tree of 64 leaves (8 levels of 8, batch size [32, 16], each
+// Reductions over batch dims, comparisons and masks on a tree of 64 leaves (8 levels of 8, batch size [32, 16], each
 // leaf [32, 16, 4] float32), one thread: the library's TensorDict method against the loop a
 // user writes by hand with libtorch (each leaf reduced into a vector of results, no tree built).
 // Rounds alternate between the two so that noise falls on both; prints one JSON object of
@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   std::vector<torch::Tensor> xs;
   const td::TensorDict d = make_tree(xs);
+  std::vector<torch::Tensor> ys;
+  const td::TensorDict e = make_tree(ys);  // the same values: comparisons find them equal
+  const torch::Tensor mask = torch::rand({B, T}) > 0.5;
+  const torch::Tensor mask3 = mask.unsqueeze(-1);
   std::vector<torch::Tensor> out;
   out.reserve(2 * xs.size());
   auto hand = [&](auto f) {
@@ -61,10 +65,12 @@ int main(int argc, char** argv) {
   };
   const int64_t d0[] = {0};
   const int64_t d1[] = {1};
+  const int64_t d01[] = {0, 1};
+  const int64_t last[] = {-1};
   std::vector<Case> cases{
       {"sum_dim0", [&] { (void)d.sum(0); }, hand([&](const torch::Tensor& x) { return at::sum(x, d0); })},
       {"mean_dim1_keepdim", [&] { (void)d.mean(1, true); }, hand([&](const torch::Tensor& x) { return at::mean(x, d1, true); })},
-      {"std_dim0", [&] { (void)d.std(0); }, hand([&](const torch::Tensor& x) { return at::std(x, d0); })},
+      {"std_dim0", [&] { (void)d.std(0); }, hand([&](const torch::Tensor& x) { return at::std(x, c10::IntArrayRef(d0), /*unbiased=*/true, false); })},
       {"max_dim1", [&] { (void)d.max(1); },
        [&] {
          out.clear();
@@ -74,8 +80,8 @@ int main(int argc, char** argv) {
            out.push_back(std::get<1>(r));
          }
        }},
-      {"sum_feature", [&] { (void)d.sum(td::feature); }, hand([&](const torch::Tensor& x) { return at::sum(x, {-1}); })},
-      {"logsumexp", [&] { (void)d.logsumexp(); }, hand([&](const torch::Tensor& x) { return at::logsumexp(x, {0, 1}); })},
+      {"sum_feature", [&] { (void)d.sum(td::feature); }, hand([&](const torch::Tensor& x) { return at::sum(x, last); })},
+      {"logsumexp", [&] { (void)d.logsumexp(); }, hand([&](const torch::Tensor& x) { return at::logsumexp(x, d01); })},
       {"sum_total", [&] { (void)d.sum(td::total); }, [&] {
          out.clear();
          for (const auto& x : xs) out.push_back(x.sum());
@@ -88,6 +94,17 @@ int main(int argc, char** argv) {
          }
          (void)any;
        }},
+      {"eq_tree", [&] { (void)(d == e); }, [&] {
+         out.clear();
+         for (std::size_t i = 0; i < xs.size(); ++i) out.push_back(xs[i] == ys[i]);
+       }},
+      {"gt_scalar", [&] { (void)(d > 0); }, hand([&](const torch::Tensor& x) { return x > 0; })},
+      {"isfinite", [&] { (void)d.isfinite(); }, hand([&](const torch::Tensor& x) { return x.isfinite(); })},
+      {"where_tree", [&] { (void)d.where(mask, e); }, [&] {
+         out.clear();
+         for (std::size_t i = 0; i < xs.size(); ++i) out.push_back(at::where(mask3, xs[i], ys[i]));
+       }},
+      {"masked_select", [&] { (void)d.masked_select(mask); }, hand([&](const torch::Tensor& x) { return x.index({mask}); })},
   };
   constexpr int calls = 20;
   std::printf("{\n");

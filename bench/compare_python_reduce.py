@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Python tensordict 0.15.3's reductions over batch dims on the tree bench_reduce uses (64
+"""Python tensordict 0.15.3's reductions over batch dims, comparisons and masks on the tree bench_reduce uses (64
 leaves in 8 levels of 8, batch size [32, 16], each leaf [32, 16, 4] float32), one thread. Prints
 one JSON object of microseconds per call (median of ROUNDS rounds of 20 calls).
 Usage: python3 bench/compare_python_reduce.py [ROUNDS]"""
@@ -20,6 +20,10 @@ torch.manual_seed(0)
 B, T = 32, 16
 td = TensorDict({f"level_{l}": TensorDict({f"leaf_{i}": torch.randn(B, T, 4) for i in range(8)},
                                           batch_size=[B, T]) for l in range(8)}, batch_size=[B, T])
+torch.manual_seed(0)
+other = TensorDict({f"level_{l}": TensorDict({f"leaf_{i}": torch.randn(B, T, 4) for i in range(8)},
+                                             batch_size=[B, T]) for l in range(8)}, batch_size=[B, T])
+mask = torch.rand(B, T) > 0.5
 cases = {
     "sum_dim0": lambda: td.sum(dim=0),
     "mean_dim1_keepdim": lambda: td.mean(dim=1, keepdim=True),
@@ -29,6 +33,11 @@ cases = {
     "logsumexp": lambda: td.logsumexp(),
     "sum_total": lambda: td.sum(reduce=True),
     "any": lambda: td.any(),
+    "eq_tree": lambda: td == other,
+    "gt_scalar": lambda: td > 0,
+    "isfinite": lambda: td.isfinite(),
+    "where_tree": lambda: td.where(mask, other),
+    "masked_select": lambda: td.masked_select(mask),
 }
 out = {}
 calls = 20

@@ -102,9 +102,8 @@ template <tree T>
 template <tree T>
 [[nodiscard]] T where(const at::Tensor& cond, const T& a, const T& b) {
   detail::check_mask("where", cond, batch_size(a));
-  auto f = [&](const at::Tensor& x, const at::Tensor& y) {
-    return at::where(detail::batch_mask(cond, x), x, y);
-  };
+  detail::MaskByRank m{cond, {}};
+  auto f = [&](const at::Tensor& x, const at::Tensor& y) { return at::where(m(x), x, y); };
   T out = detail::apply_impl<T, detail::unsettled_apply>("where", a, f, b);
   check(out, "where");
   return out;
@@ -114,9 +113,8 @@ template <tree T>
 [[nodiscard]] T masked_fill(const T& t, const at::Tensor& mask, const at::Scalar& value) {
   const BatchSize bs = batch_size(t);
   detail::check_mask("masked_fill", mask, bs);
-  return detail::rebatch("masked_fill", t, [&](const at::Tensor& x) {
-    return x.masked_fill(detail::batch_mask(mask, x), value);
-  }, bs);
+  detail::MaskByRank m{mask, {}};
+  return detail::rebatch("masked_fill", t, [&](const at::Tensor& x) { return x.masked_fill(m(x), value); }, bs);
 }
 
 /// `a` where `cond` is true and `other` elsewhere, `other` a scalar (Python's
@@ -124,10 +122,9 @@ template <tree T>
 template <tree T>
 [[nodiscard]] T where(const at::Tensor& cond, const T& a, const at::Scalar& other) {
   detail::check_mask("where", cond, batch_size(a));
-  return detail::rebatch("where", a, [&](const at::Tensor& x) {
-    // The scalar takes part in type promotion, as torch.where's (a bool leaf and -3 give int64).
-    return at::where(detail::batch_mask(cond, x), x, other);
-  }, batch_size(a));
+  detail::MaskByRank m{cond, {}};
+  // The scalar takes part in type promotion, as torch.where's (a bool leaf and -3 give int64).
+  return detail::rebatch("where", a, [&](const at::Tensor& x) { return at::where(m(x), x, other); }, batch_size(a));
 }
 /// Leaf by leaf, `a` where the leaf of the tree condition `cond` (same structure, bool leaves
 /// that broadcast against the leaves) is true and `b` elsewhere.
@@ -153,7 +150,8 @@ T& where_(T& a, const at::Tensor& cond, const T& b) {
 template <tree T>
 T& masked_fill_(T& t, const at::Tensor& mask, const at::Scalar& value) {
   detail::check_mask("masked_fill_", mask, batch_size(t));
-  for_each(t, [&](at::Tensor& x) { x.masked_fill_(detail::batch_mask(mask, x), value); });
+  detail::MaskByRank m{mask, {}};
+  for_each(t, [&](at::Tensor& x) { x.masked_fill_(m(x), value); });
   return t;
 }
 /// The batch elements where `mask` is true, as one new batch dim (`td[mask]`, Python's

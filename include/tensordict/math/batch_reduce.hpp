@@ -385,23 +385,32 @@ template <tree T>
 // ---------------------------------------------------------------------------------------------
 // Truth.
 
+namespace detail {
+// Whether some leaf's `any()` is true (All: some leaf's `all()` is false), stopping at the first
+// such leaf's kernel.
+template <bool All, class T>
+bool truth(const char* op, const T& t) {
+  bool found = false;
+  visit_leaves(
+      [&](const auto& loc, const auto& a) {
+        const at::Tensor& x = leaf_get(a);
+        if (found || !x.defined()) return;
+        at_leaf<T>(op, loc, [&] { found = All ? !x.all().template item<bool>() : x.any().template item<bool>(); });
+      },
+      t);
+  return found;
+}
+}  // namespace detail
+
 /// Whether any (`any`) or every (`all`) element of every leaf is non-zero: one bool, as
 /// Python's `td.any()` (`false` and `true` for a tree without leaves).
 template <tree T>
 [[nodiscard]] bool any(const T& t) {
-  const auto lists = detail::present_leaves("any", t);
-  for (const at::Tensor& x : lists[0]) {
-    if (x.any().template item<bool>()) return true;
-  }
-  return false;
+  return detail::truth<false>("any", t);
 }
 template <tree T>
 [[nodiscard]] bool all(const T& t) {
-  const auto lists = detail::present_leaves("all", t);
-  for (const at::Tensor& x : lists[0]) {
-    if (!x.all().template item<bool>()) return false;
-  }
-  return true;
+  return !detail::truth<true>("all", t);
 }
 /// `any`/`all` along one batch dim: a tree of bool leaves without that dim (Python's
 /// `td.any(dim)`); `{}` gives each leaf's own answer as a 0-dim tensor.

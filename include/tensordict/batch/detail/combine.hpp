@@ -183,6 +183,18 @@ inline at::Tensor batch_mask(const at::Tensor& mask, const at::Tensor& x) {
   while (static_cast<int64_t>(s.size()) < x.dim()) s.push_back(1);
   return mask.reshape(s);
 }
+// batch_mask for each leaf rank, made once per rank: a tree's leaves mostly share a few ranks,
+// and a view per leaf costs as much as a small leaf's kernel.
+struct MaskByRank {
+  const at::Tensor& mask;
+  std::vector<at::Tensor> views;
+  const at::Tensor& operator()(const at::Tensor& x) {
+    const auto n = static_cast<std::size_t>(x.dim());
+    if (views.size() <= n) views.resize(n + 1);
+    if (!views[n].defined()) views[n] = batch_mask(mask, x);
+    return views[n];
+  }
+};
 // The mask covers the leading batch dims; a dim of 1 broadcasts, as Python's expand_as_right.
 template <class = void>
 inline void check_mask(const char* op, const at::Tensor& mask, const BatchSize& bs) {
