@@ -1,4 +1,4 @@
-// Reductions over batch dims, comparisons and masks on a tree of 64 leaves (8 levels of 8, batch size [32, 16], each
+// Reductions over batch dims, comparisons, masks and elementwise math on a tree of 64 leaves (8 levels of 8, batch size [32, 16], each
 // leaf [32, 16, 4] float32), one thread: the library's TensorDict method against the loop a
 // user writes by hand with libtorch (each leaf reduced into a vector of results, no tree built).
 // Rounds alternate between the two so that noise falls on both; prints one JSON object of
@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
   const td::TensorDict e = make_tree(ys);  // the same values: comparisons find them equal
   const torch::Tensor mask = torch::rand({B, T}) > 0.5;
   const torch::Tensor mask3 = mask.unsqueeze(-1);
+  std::vector<torch::Tensor> zs;
+  td::TensorDict f = make_tree(zs);  // written in place
   std::vector<torch::Tensor> out;
   out.reserve(2 * xs.size());
   auto hand = [&](auto f) {
@@ -103,6 +105,10 @@ int main(int argc, char** argv) {
       {"where_tree", [&] { (void)d.where(mask, e); }, [&] {
          out.clear();
          for (std::size_t i = 0; i < xs.size(); ++i) out.push_back(at::where(mask3, xs[i], ys[i]));
+       }},
+      {"sigmoid", [&] { (void)d.sigmoid(); }, hand([&](const torch::Tensor& x) { return x.sigmoid(); })},
+      {"floor_", [&] { (void)f.floor_(); }, [&] {
+         for (auto& x : zs) x.floor_();
        }},
       {"masked_select", [&] { (void)d.masked_select(mask); }, hand([&](const torch::Tensor& x) { return x.index({mask}); })},
   };

@@ -158,3 +158,11 @@ TEST_CASE("TensorDict: comparisons, logic and masks, as Python's") {
   CHECK(torch::equal(clipped["reward"], torch::tensor({1.0, 0.0, 0.5, 0.0})));
   CHECK((step == step).all());
 }
+
+TEST_CASE("TensorDict: elementwise math, out of place and in place") {
+  TensorDict logits({{"pi", torch::randn({8, 4})}, {"v", torch::randn({8})}}, td::BatchSize({8}));
+  TensorDict probs = logits.sigmoid();                // td.sigmoid()
+  TensorDict bins = logits.clone().floor_().clamp_min_(-1);  // td.floor_().clamp_min_(-1)
+  CHECK(torch::allclose(probs["v"], torch::sigmoid(logits["v"])));
+  CHECK(torch::equal(bins["pi"], logits["pi"].floor().clamp_min(-1)));
+}

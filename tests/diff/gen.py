@@ -271,7 +271,7 @@ def make_case(rng, cid):
           ["stack", "cat", "unbind", "split", "split_sizes", "chunk"] * 1 + \
           ["where", "masked_fill", "to", "select", "exclude", "split_keys", "update", "replace",
            "flatten_keys", "unflatten_keys", "apply", "lazy_stack"] + ["reduce"] * 8 + \
-          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"]
+          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4
     name = rng.choice(ops)
     use_struct = name in STRUCT_OPS and rng.random() < 0.35
     batch = rand_batch(rng)
@@ -508,6 +508,23 @@ def make_case(rng, cid):
             op["cond"] = enc_tensor(rand_values(rng, shape, "bool"))
             op["value"] = rng.choice([0, 1, -3])
             run = lambda: td.where(dec_tensor(op["cond"]), op["value"])
+        elif name == "unary":
+            fn = rng.choice(UNARY + ["clamp_min", "clamp_max"])
+            inplace = rng.random() < 0.4
+            op["fn"] = fn + ("_" if inplace else "")
+            for k in nested_keys(td, leaves_only=True):  # mostly floating leaves
+                x = td.get(k)
+                if not x.is_floating_point() and rng.random() < 0.7:
+                    td.set(k, x.to(rng.choice([torch.float32, torch.float64])))
+            if fn in ("asin", "acos"):
+                td = td.apply(lambda x: x / 8 if x.is_floating_point() else x)
+            case["input"] = enc_td(td)
+            args = [rng.choice([-1, 0, 2])] if fn.startswith("clamp") else []
+            op["args"] = args
+
+            def run():
+                target = td.clone() if inplace else td
+                return getattr(target, op["fn"])(*args)
         elif name == "reduce":
             run = make_reduce(rng, td, batch, op)
             case["input"] = enc_td(td)  # make_reduce may have rewritten the values
@@ -517,6 +534,10 @@ def make_case(rng, cid):
     case["op"] = op
     return case, run
 
+
+UNARY = ["abs", "neg", "sqrt", "exp", "log", "reciprocal", "sign", "sin", "cos", "tan", "asin",
+         "acos", "atan", "sinh", "cosh", "tanh", "sigmoid", "expm1", "log1p", "log2", "log10",
+         "erf", "erfc", "lgamma", "floor", "ceil", "round", "trunc", "frac"]
 
 BINARY = {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__", "gt": "__gt__",
           "ge": "__ge__", "and": "__and__", "or": "__or__", "xor": "__xor__"}
@@ -615,7 +636,7 @@ def make_reduce(rng, td, batch, op):
 STRUCT_OPS = {"index", "set_at", "reshape", "view", "flatten", "unflatten", "squeeze",
               "squeeze_dim", "unsqueeze", "permute", "transpose", "expand", "stack", "cat",
               "unbind", "split", "split_sizes", "chunk", "where", "masked_fill", "reduce", "compare",
-              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar"}
+              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar", "unary"}
 
 
 def build_like(rng, td):

@@ -367,6 +367,29 @@ T run_predicate(const std::string& fn, const T& t) {
   throw std::runtime_error("unknown predicate " + fn);
 }
 
+// gen.py's "unary": an elementwise function, out of place or in place (on a copy).
+template <class T>
+T run_unary(const json& op, const T& t) {
+  const auto fn = op.at("fn").get<std::string>();
+  const auto& args = op.at("args");
+  T out = td::clone(t);
+#define UNARY_FN(name)                                  \
+  if (fn == #name) return td::name(t);                  \
+  if (fn == #name "_") return td::name##_(out);
+  UNARY_FN(abs) UNARY_FN(neg) UNARY_FN(sqrt) UNARY_FN(exp) UNARY_FN(log) UNARY_FN(reciprocal)
+  UNARY_FN(sign) UNARY_FN(sin) UNARY_FN(cos) UNARY_FN(tan) UNARY_FN(asin) UNARY_FN(acos)
+  UNARY_FN(atan) UNARY_FN(sinh) UNARY_FN(cosh) UNARY_FN(tanh) UNARY_FN(sigmoid) UNARY_FN(expm1)
+  UNARY_FN(log1p) UNARY_FN(log2) UNARY_FN(log10) UNARY_FN(erf) UNARY_FN(erfc) UNARY_FN(lgamma)
+  UNARY_FN(floor) UNARY_FN(ceil) UNARY_FN(round) UNARY_FN(trunc) UNARY_FN(frac)
+#undef UNARY_FN
+  const at::Scalar s = args.empty() ? at::Scalar(0) : dec_scalar(args.at(0));
+  if (fn == "clamp_min") return td::clamp_min(t, s);
+  if (fn == "clamp_max") return td::clamp_max(t, s);
+  if (fn == "clamp_min_") return td::clamp_min_(out, s);
+  if (fn == "clamp_max_") return td::clamp_max_(out, s);
+  throw std::runtime_error("unknown elementwise function " + fn);
+}
+
 // The operations of gen.py that apply to structs and TensorDicts alike.
 template <class T>
 std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
@@ -379,6 +402,7 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
   if (name == "reduce") return run_reduce(op, t);
   if (name == "compare" || name == "logic") return as_td(run_binary(op, t));
   if (name == "predicate") return as_td(run_predicate(op.at("fn").get<std::string>(), t));
+  if (name == "unary") return as_td(run_unary(op, t));
   if (name == "masked_select") return as_td(td::masked_select(t, dec_tensor(op.at("mask"))));
   if (name == "masked_fill_") {
     T out = td::clone(t);
@@ -511,7 +535,7 @@ int main(int argc, char** argv) {
   for (const json& c : all.at("cases")) {
     ++n;
     const json& op = c.at("op");
-    g_close = op.at("name").get<std::string>() == "reduce";
+    g_close = op.at("name").get<std::string>() == "reduce" || op.at("name").get<std::string>() == "unary";
     std::vector<TensorDict> inputs;
     if (c.contains("inputs")) {
       for (const auto& t : c.at("inputs")) inputs.push_back(dec_td(t));

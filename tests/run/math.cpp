@@ -375,3 +375,59 @@ TEST_CASE("clip_grad_norm_ equals torch::nn::utils::clip_grad_norm_") {
   CHECK_THROWS_WITH_AS(td::clip_grad_norm_(g, 1.0, {.error_if_nonfinite = true}),
                        doctest::Contains("non-finite"), td::Error);
 }
+
+TEST_CASE("elementwise functions: each as libtorch's on every leaf, out of place and in place") {
+  using Fn = std::function<Net(const Net&)>;
+  using Fn_ = std::function<Net&(Net&)>;
+  using Leaf = std::function<torch::Tensor(const torch::Tensor&)>;
+  struct Row {
+    const char* name;
+    Fn out;
+    Fn_ in;
+    Leaf leaf;
+  };
+#define ROW(f) Row{#f, [](const Net& n) { return td::f(n); }, [](Net& n) -> Net& { return td::f##_(n); }, [](const torch::Tensor& x) { return x.f(); }}
+  const std::vector<Row> rows{ROW(sin), ROW(cos), ROW(tan), ROW(asin), ROW(acos), ROW(atan), ROW(sinh), ROW(cosh),
+                              ROW(tanh), ROW(sigmoid), ROW(expm1), ROW(log1p), ROW(log2), ROW(log10), ROW(erf),
+                              ROW(erfc), ROW(lgamma), ROW(floor), ROW(ceil), ROW(round), ROW(trunc), ROW(frac)};
+#undef ROW
+  for (c10::ScalarType dt : {torch::kFloat, torch::kDouble, torch::kHalf}) {
+    // Values in (-1, 1), where every function here is defined.
+    const Net a = td::apply(make_net(31, torch::kDouble), [&](const torch::Tensor& x) { return (x.tanh() * 0.9).to(dt); });
+    for (const Row& r : rows) {
+      CAPTURE(r.name);
+      CAPTURE(dt);
+      // float16: what libtorch 1.x has no CPU kernel for is computed in float32 and rounded.
+      // torch 2.x has float16 kernels of its own, which may round the last bit otherwise.
+      auto check = [&](const Net& got) {
+        if (dt != torch::kHalf) return check_leafwise(got, r.leaf, a);
+        td::for_each(got, [&](const torch::Tensor& g, const torch::Tensor& x) {
+          CHECK((g.scalar_type() == torch::kHalf));
+          CHECK(torch::allclose(g.to(torch::kFloat), r.leaf(x.to(torch::kFloat)), 2e-3, 2e-3, true));
+        }, a);
+      };
+      check(r.out(a));
+      Net b = td::clone(a);
+      const torch::Tensor storage = b.blocks[1].w;
+      Net& same = r.in(b);
+      CHECK(&same == &b);
+      CHECK(b.blocks[1].w.data_ptr() == storage.data_ptr());
+      check(b);
+    }
+  }
+  // clamp_min / clamp_max, and the TensorDict methods.
+  const Net a = make_net(32, torch::kFloat);
+  check_leafwise(td::clamp_min(a, 0.1), [](const torch::Tensor& x) { return x.clamp_min(0.1); }, a);
+  Net c = td::clone(a);
+  td::clamp_max_(c, -0.2);
+  check_leafwise(c, [](const torch::Tensor& x) { return x.clamp_max(-0.2); }, a);
+  td::TensorDict d{{"x", torch::randn({3, 2})}, {"n", td::TensorDict{{"y", torch::randn({4})}}}};
+  CHECK(torch::allclose(d.sigmoid().get({"n", "y"}), d.get({"n", "y"}).sigmoid()));
+  td::TensorDict e = d.clone();
+  e.floor_().clamp_min_(-1);
+  CHECK(torch::equal(e.get("x"), d.get("x").floor().clamp_min(-1)));
+  // An integer leaf cannot hold sin in place: an error naming the operation, nothing written.
+  td::TensorDict i{{"f", torch::ones({2})}, {"k", torch::ones({2}, torch::kLong)}};
+  CHECK_THROWS_AS(i.sin_(), td::Error);
+  CHECK(torch::equal(i.get("f"), torch::ones({2})));
+}

@@ -187,7 +187,46 @@ TENSORDICT_UNARY(rsqrt, TENSORDICT_EACH(x.rsqrt()), x.rsqrt())
 /// The sign (-1, 0, 1) of every element.
 TENSORDICT_UNARY(sign, TENSORDICT_EACH(x.sign()), x.sign())
 #endif
+/// The elementwise functions of Python tensordict (and torch), each one foreach call:
+/// trigonometric and hyperbolic (`sin`, `cos`, `tan`, `asin`, `acos`, `atan`, `sinh`, `cosh`,
+/// `tanh`), `sigmoid`, `expm1`, `log1p`, `log2`, `log10`, `erf`, `erfc`, `lgamma`, and the
+/// rounding ones (`floor`, `ceil`, `round`, `trunc`, `frac`).
+#define TENSORDICT_FOREACH_UNARY(name) \
+  TENSORDICT_UNARY(name, [](auto xs) { return at::_foreach_##name(xs); }, x.name())
+TENSORDICT_FOREACH_UNARY(sin)
+TENSORDICT_FOREACH_UNARY(cos)
+TENSORDICT_FOREACH_UNARY(tan)
+TENSORDICT_FOREACH_UNARY(asin)
+TENSORDICT_FOREACH_UNARY(acos)
+TENSORDICT_FOREACH_UNARY(atan)
+TENSORDICT_FOREACH_UNARY(sinh)
+TENSORDICT_FOREACH_UNARY(cosh)
+TENSORDICT_FOREACH_UNARY(tanh)
+TENSORDICT_FOREACH_UNARY(sigmoid)
+TENSORDICT_FOREACH_UNARY(expm1)
+TENSORDICT_FOREACH_UNARY(log1p)
+TENSORDICT_FOREACH_UNARY(log2)
+TENSORDICT_FOREACH_UNARY(log10)
+TENSORDICT_FOREACH_UNARY(erf)
+TENSORDICT_FOREACH_UNARY(erfc)
+TENSORDICT_FOREACH_UNARY(lgamma)
+TENSORDICT_FOREACH_UNARY(floor)
+TENSORDICT_FOREACH_UNARY(ceil)
+TENSORDICT_FOREACH_UNARY(round)
+TENSORDICT_FOREACH_UNARY(trunc)
+TENSORDICT_FOREACH_UNARY(frac)
+#undef TENSORDICT_FOREACH_UNARY
 #undef TENSORDICT_UNARY
+
+/// Every leaf clamped from below (`clamp_min`) or above (`clamp_max`), as torch's.
+template <tree T>
+[[nodiscard]] T clamp_min(const T& a, const at::Scalar& min) {
+  return clamp(a, min, std::nullopt);
+}
+template <tree T>
+[[nodiscard]] T clamp_max(const T& a, const at::Scalar& max) {
+  return clamp(a, std::nullopt, max);
+}
 
 }  // namespace tensordict
 

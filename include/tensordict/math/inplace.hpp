@@ -146,30 +146,75 @@ T& copy_(T& a, const T& src) {
   T& name(T& a) {                                                                 \
     return detail::update_op(#name, a, fe_expr, nullptr);                         \
   }
+// The same for a function whose values are floating-point: every leaf is checked to hold them
+// before any is written.
+#define TENSORDICT_FLOAT_UNARY_(name, fe_expr)                                    \
+  template <tree T>                                                               \
+  T& name(T& a) {                                                                 \
+    detail::require_floating(#name, a);                                           \
+    return detail::update_op(#name, a, fe_expr, nullptr);                         \
+  }
 /// `a = -a` on every leaf.
 TENSORDICT_UNARY_(neg_, [](auto xs) { at::_foreach_neg_(xs); })
 /// Square root in place.
-TENSORDICT_UNARY_(sqrt_, [](auto xs) { at::_foreach_sqrt_(xs); })
+TENSORDICT_FLOAT_UNARY_(sqrt_, [](auto xs) { at::_foreach_sqrt_(xs); })
 /// Absolute value in place.
 TENSORDICT_UNARY_(abs_, [](auto xs) { at::_foreach_abs_(xs); })
 /// `exp` in place.
-TENSORDICT_UNARY_(exp_, [](auto xs) { at::_foreach_exp_(xs); })
+TENSORDICT_FLOAT_UNARY_(exp_, [](auto xs) { at::_foreach_exp_(xs); })
 /// Natural logarithm in place.
-TENSORDICT_UNARY_(log_, [](auto xs) { at::_foreach_log_(xs); })
+TENSORDICT_FLOAT_UNARY_(log_, [](auto xs) { at::_foreach_log_(xs); })
 /// `1 / a` in place.
-TENSORDICT_UNARY_(reciprocal_, [](auto xs) { at::_foreach_reciprocal_(xs); })
+TENSORDICT_FLOAT_UNARY_(reciprocal_, [](auto xs) { at::_foreach_reciprocal_(xs); })
 #if TENSORDICT_MODERN_FOREACH
 /// `1 / sqrt(a)` in place.
-TENSORDICT_UNARY_(rsqrt_, [](auto xs) { at::_foreach_rsqrt_(xs); })
+TENSORDICT_FLOAT_UNARY_(rsqrt_, [](auto xs) { at::_foreach_rsqrt_(xs); })
 /// The sign of every element, in place.
 TENSORDICT_UNARY_(sign_, [](auto xs) { at::_foreach_sign_(xs); })
 #else
 /// `1 / sqrt(a)` in place.
-TENSORDICT_UNARY_(rsqrt_, TENSORDICT_EACH_(x.rsqrt_()))
+TENSORDICT_FLOAT_UNARY_(rsqrt_, TENSORDICT_EACH_(x.rsqrt_()))
 /// The sign of every element, in place.
 TENSORDICT_UNARY_(sign_, TENSORDICT_EACH_(x.sign_()))
 #endif
+/// The elementwise functions of arith.hpp in place (`sin_`, `sigmoid_`, `floor_`, ...), each
+/// one foreach call.
+#define TENSORDICT_FOREACH_UNARY_(name) TENSORDICT_FLOAT_UNARY_(name##_, [](auto xs) { at::_foreach_##name##_(xs); })
+TENSORDICT_FOREACH_UNARY_(sin)
+TENSORDICT_FOREACH_UNARY_(cos)
+TENSORDICT_FOREACH_UNARY_(tan)
+TENSORDICT_FOREACH_UNARY_(asin)
+TENSORDICT_FOREACH_UNARY_(acos)
+TENSORDICT_FOREACH_UNARY_(atan)
+TENSORDICT_FOREACH_UNARY_(sinh)
+TENSORDICT_FOREACH_UNARY_(cosh)
+TENSORDICT_FOREACH_UNARY_(tanh)
+TENSORDICT_FOREACH_UNARY_(sigmoid)
+TENSORDICT_FOREACH_UNARY_(expm1)
+TENSORDICT_FOREACH_UNARY_(log1p)
+TENSORDICT_FOREACH_UNARY_(log2)
+TENSORDICT_FOREACH_UNARY_(log10)
+TENSORDICT_FOREACH_UNARY_(erf)
+TENSORDICT_FOREACH_UNARY_(erfc)
+TENSORDICT_FOREACH_UNARY_(lgamma)
+TENSORDICT_UNARY_(floor_, [](auto xs) { at::_foreach_floor_(xs); })
+TENSORDICT_UNARY_(ceil_, [](auto xs) { at::_foreach_ceil_(xs); })
+TENSORDICT_UNARY_(round_, [](auto xs) { at::_foreach_round_(xs); })
+TENSORDICT_UNARY_(trunc_, [](auto xs) { at::_foreach_trunc_(xs); })
+TENSORDICT_FOREACH_UNARY_(frac)
+#undef TENSORDICT_FOREACH_UNARY_
+#undef TENSORDICT_FLOAT_UNARY_
 #undef TENSORDICT_UNARY_
+
+/// Every leaf clamped from below (`clamp_min_`) or above (`clamp_max_`), in place.
+template <tree T>
+T& clamp_min_(T& a, const at::Scalar& min) {
+  return clamp_(a, min, std::nullopt);
+}
+template <tree T>
+T& clamp_max_(T& a, const at::Scalar& max) {
+  return clamp_(a, std::nullopt, max);
+}
 
 }  // namespace tensordict
 

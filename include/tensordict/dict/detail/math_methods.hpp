@@ -72,6 +72,28 @@ class TensorDictMath {
   TENSORDICT_DICT_UNARY(log)
   TENSORDICT_DICT_UNARY(sign)
   TENSORDICT_DICT_UNARY(reciprocal)
+  TENSORDICT_DICT_UNARY(sin)
+  TENSORDICT_DICT_UNARY(cos)
+  TENSORDICT_DICT_UNARY(tan)
+  TENSORDICT_DICT_UNARY(asin)
+  TENSORDICT_DICT_UNARY(acos)
+  TENSORDICT_DICT_UNARY(atan)
+  TENSORDICT_DICT_UNARY(sinh)
+  TENSORDICT_DICT_UNARY(cosh)
+  TENSORDICT_DICT_UNARY(tanh)
+  TENSORDICT_DICT_UNARY(sigmoid)
+  TENSORDICT_DICT_UNARY(expm1)
+  TENSORDICT_DICT_UNARY(log1p)
+  TENSORDICT_DICT_UNARY(log2)
+  TENSORDICT_DICT_UNARY(log10)
+  TENSORDICT_DICT_UNARY(erf)
+  TENSORDICT_DICT_UNARY(erfc)
+  TENSORDICT_DICT_UNARY(lgamma)
+  TENSORDICT_DICT_UNARY(floor)
+  TENSORDICT_DICT_UNARY(ceil)
+  TENSORDICT_DICT_UNARY(round)
+  TENSORDICT_DICT_UNARY(trunc)
+  TENSORDICT_DICT_UNARY(frac)
   // Reductions per tensor (a TensorDict of 0-dim tensors, batch size `[]`), or over the whole
   // tree with `total`: `d.sum(td::total)`, `grads.norm(td::total)`.
 #define TENSORDICT_DICT_REDUCE(name) \
@@ -200,6 +222,15 @@ class TensorDictMath {
   D& pow_(const Scalar& exponent) { return tensordict::pow_(self(), exponent); }
   template <class = void>
   D& clamp_(const OptScalar& min, const OptScalar& max = std::nullopt) { return tensordict::clamp_(self(), min, max); }
+  /// Every tensor clamped from below / above, out of place and in place.
+  template <class = void>
+  [[nodiscard]] D clamp_min(const Scalar& min) const { return tensordict::clamp_min(self(), min); }
+  template <class = void>
+  [[nodiscard]] D clamp_max(const Scalar& max) const { return tensordict::clamp_max(self(), max); }
+  template <class = void>
+  D& clamp_min_(const Scalar& min) { return tensordict::clamp_min_(self(), min); }
+  template <class = void>
+  D& clamp_max_(const Scalar& max) { return tensordict::clamp_max_(self(), max); }
   /// Every tensor set to zero.
   template <class = void>
   D& zero_() { return tensordict::zero_(self()); }

@@ -162,6 +162,22 @@ void check_scalar_update(const char* op, const T& t, const tensor_vec& xs, const
   }
 }
 
+// Every present leaf of t holds floating-point (or complex) values, or an error naming the
+// first that does not: an in-place function with such values (sin_, sqrt_, ...) writes nothing
+// unless it can write every leaf.
+template <class T>
+void require_floating(const char* op, const T& t) {
+  const auto lists = present_leaves(op, t);
+  for (std::size_t i = 0; i < lists[0].size(); ++i) {
+    const c10::ScalarType st = lists[0][i].scalar_type();
+    if (!c10::isFloatingType(st) && !c10::isComplexType(st)) {
+      throw_update(op, present_key(t, i),
+                   "its values are floating-point, which this leaf's dtype " + std::string(c10::toString(st)) +
+                       " cannot hold");
+    }
+  }
+}
+
 template <class T, class... Os>
 T& update_erased(const char* op, T& t, lists_ref<void, 1 + sizeof...(Os)> fe,
                  fn_ref<bool(const std::array<tensor_vec, 1 + sizeof...(Os)>&)> fused,

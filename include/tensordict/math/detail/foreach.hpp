@@ -134,10 +134,39 @@ leaf_groups group_leaves(const tensor_vec& xs) {
 // original order. One group (the common case) is one call, without copying the lists.
 template <std::size_t N, class Fe>
 auto grouped(const std::array<tensor_vec, N>& lists, Fe&& fe) {
-  auto call = [&](const std::array<tensor_vec, N>& ls) {
+  auto direct = [&](const std::array<tensor_vec, N>& ls) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return fe(at::TensorList(ls[I])...);
     }(std::make_index_sequence<N>{});
+  };
+  using R0 = decltype(direct(lists));
+  // A float16 or bfloat16 group on the CPU that libtorch has no kernel for (libtorch 1.x:
+  // exp, sin, sqrt, round, ...) is computed in float32 and rounded back, as torch 2.x computes
+  // those; the kernel check fails before anything is written, so an in-place group is retried
+  // whole.
+  auto call = [&](const std::array<tensor_vec, N>& ls) -> R0 {
+    try {
+      return direct(ls);
+    } catch (const c10::Error&) {
+      const at::Tensor& x0 = ls[0][0];
+      if (!x0.is_cpu() || (x0.scalar_type() != at::kHalf && x0.scalar_type() != at::kBFloat16)) throw;
+      std::array<tensor_vec, N> wide;
+      for (std::size_t k = 0; k < N; ++k) {
+        for (const auto& x : ls[k]) {
+          wide[k].push_back(x.scalar_type() == x0.scalar_type() ? x.to(at::kFloat) : x);
+        }
+      }
+      if constexpr (std::is_void_v<R0>) {
+        direct(wide);
+        for (std::size_t j = 0; j < ls[0].size(); ++j) ls[0][j].copy_(wide[0][j]);
+      } else {
+        tensor_vec r = direct(wide);
+        for (auto& y : r) {
+          if (y.scalar_type() == at::kFloat) y = y.to(x0.scalar_type());
+        }
+        return r;
+      }
+    }
   };
   using R = decltype(call(lists));
   const leaf_groups g = group_leaves(lists[0]);
