@@ -271,7 +271,7 @@ def make_case(rng, cid):
           ["stack", "cat", "unbind", "split", "split_sizes", "chunk"] * 1 + \
           ["where", "masked_fill", "to", "select", "exclude", "split_keys", "update", "replace",
            "flatten_keys", "unflatten_keys", "apply", "lazy_stack"] + ["reduce"] * 8 + \
-          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4
+          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4 + ["create"] * 2
     name = rng.choice(ops)
     use_struct = name in STRUCT_OPS and rng.random() < 0.35
     batch = rand_batch(rng)
@@ -525,6 +525,20 @@ def make_case(rng, cid):
             def run():
                 target = td.clone() if inplace else td
                 return getattr(target, op["fn"])(*args)
+        elif name == "create":
+            fn = rng.choice(["zeros_like", "ones_like", "full_like", "new_zeros", "new_ones",
+                             "new_full", "param_count", "bytes"])
+            op["fn"] = fn
+            op["size"] = [rng.choice([0, 1, 2, 3]) for _ in range(rng.randint(0, 3))]
+            op["value"] = rng.choice([0, 1, -3, 2.5])
+            run = {"zeros_like": lambda: torch.zeros_like(td),
+                   "ones_like": lambda: torch.ones_like(td),
+                   "full_like": lambda: torch.full_like(td, op["value"]),
+                   "new_zeros": lambda: td.new_zeros(*op["size"]),
+                   "new_ones": lambda: td.new_ones(*op["size"]),
+                   "new_full": lambda: td.new_full(op["size"], op["value"]),
+                   "param_count": lambda: td.param_count(),
+                   "bytes": lambda: td.bytes()}[fn]
         elif name == "reduce":
             run = make_reduce(rng, td, batch, op)
             case["input"] = enc_td(td)  # make_reduce may have rewritten the values
@@ -636,7 +650,7 @@ def make_reduce(rng, td, batch, op):
 STRUCT_OPS = {"index", "set_at", "reshape", "view", "flatten", "unflatten", "squeeze",
               "squeeze_dim", "unsqueeze", "permute", "transpose", "expand", "stack", "cat",
               "unbind", "split", "split_sizes", "chunk", "where", "masked_fill", "reduce", "compare",
-              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar", "unary"}
+              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar", "unary", "create"}
 
 
 def build_like(rng, td):
@@ -652,6 +666,8 @@ def build_like(rng, td):
 def outcome(result):
     if isinstance(result, bool):
         return {"ok": True, "bool": result}
+    if isinstance(result, int):
+        return {"ok": True, "int": result}
     if isinstance(result, torch.Tensor):
         return {"ok": True, "tensors": [enc_tensor(result)]}
     if isinstance(result, tuple) and result and isinstance(result[0], torch.Tensor):

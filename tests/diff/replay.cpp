@@ -110,7 +110,7 @@ struct LazyInfo {
   std::optional<TensorDict> dense;
 };
 using Result = std::variant<TensorDict, std::vector<TensorDict>, LazyInfo,
-                            std::vector<torch::Tensor>, bool>;
+                            std::vector<torch::Tensor>, bool, int64_t>;
 
 // Whether values are compared within a tolerance (reductions: sums in another order, means,
 // spreads) rather than exactly.
@@ -177,6 +177,11 @@ std::string diff_tensor(const torch::Tensor& x, const json& t, const std::string
 }
 
 std::string diff_result(const Result& r, const json& want) {
+  if (want.contains("int")) {
+    if (!std::holds_alternative<int64_t>(r)) return "C++ gave no integer";
+    const auto w = want.at("int").get<int64_t>();
+    return std::get<int64_t>(r) == w ? "" : "C++ gave " + std::to_string(std::get<int64_t>(r)) + ", Python " + std::to_string(w);
+  }
   if (want.contains("bool")) {
     if (!std::holds_alternative<bool>(r)) return "C++ gave no bool";
     return std::get<bool>(r) == want.at("bool").get<bool>() ? "" : "C++ gave the other bool";
@@ -403,6 +408,19 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
   if (name == "compare" || name == "logic") return as_td(run_binary(op, t));
   if (name == "predicate") return as_td(run_predicate(op.at("fn").get<std::string>(), t));
   if (name == "unary") return as_td(run_unary(op, t));
+  if (name == "create") {
+    const auto fn = op.at("fn").get<std::string>();
+    const auto size = vec("size");
+    const at::Scalar v = dec_scalar(op.at("value"));
+    if (fn == "zeros_like") return as_td(td::zeros_like(t));
+    if (fn == "ones_like") return as_td(td::ones_like(t));
+    if (fn == "full_like") return as_td(td::full_like(t, v));
+    if (fn == "new_zeros") return as_td(td::new_zeros(t, size));
+    if (fn == "new_ones") return as_td(td::new_ones(t, size));
+    if (fn == "new_full") return as_td(td::new_full(t, size, v));
+    if (fn == "param_count") return td::param_count(t);
+    if (fn == "bytes") return td::bytes(t);
+  }
   if (name == "masked_select") return as_td(td::masked_select(t, dec_tensor(op.at("mask"))));
   if (name == "masked_fill_") {
     T out = td::clone(t);

@@ -181,3 +181,49 @@ TEST_CASE("masks: where, masked_fill(_), masked_select, on TensorDicts and struc
   CHECK(td::all(eq));
   CHECK(td::any(td::isnan(st)) == false);
 }
+
+TEST_CASE("new trees like one, sizes and gradients: zeros_like, new_zeros, param_count, zero_grad, grad") {
+  const td::TensorDict a = make(7, torch::kFloat);
+  const td::TensorDict z = td::zeros_like(a);
+  CHECK(z.batch_size() == a.batch_size());
+  CHECK(torch::equal(z.get({"n", "z"}), torch::zeros({3, 2, 2, 5})));
+  CHECK(torch::equal(td::full_like(a, 3).get("y"), torch::full({3, 2}, 3.0)));
+  CHECK(td::ones_like(a).get("x").sum().item<double>() == 24);
+  const td::TensorDict r = td::randn_like(a);
+  CHECK(r.get("x").sizes() == a.get("x").sizes());
+  CHECK_FALSE(torch::equal(r.get("x"), a.get("x")));
+  // new_*: another batch size; each leaf keeps its own dims, each nested level its extra ones.
+  const td::TensorDict n = a.new_full({4}, 7, torch::kLong);
+  CHECK(n.batch_size() == td::BatchSize({4}));
+  CHECK(n.get("x").sizes() == torch::IntArrayRef({4, 4}));
+  CHECK(n.get<td::TensorDict>("n").batch_size() == td::BatchSize({4, 2}));
+  CHECK(torch::equal(n.get({"n", "z"}), torch::full({4, 2, 5}, 7, torch::kLong)));
+  CHECK_THROWS_WITH_AS((void)a.new_zeros({-1}), doctest::Contains("negative"), td::Error);
+  // Sizes: a tensor at two keys counts twice unless asked otherwise.
+  td::TensorDict s{{"w", torch::zeros({3, 4})}, {"b", torch::zeros({4}, torch::kDouble)}};
+  s.set("tied", s.get("w"));
+  CHECK(s.param_count() == 28);
+  CHECK(s.param_count(false) == 16);
+  CHECK(td::bytes(s) == 12 * 4 * 2 + 4 * 8);
+  CHECK(s.bytes(false) == 12 * 4 + 4 * 8);
+  // Gradients on a struct and on a TensorDict.
+  Step st{torch::tensor({true, false}), torch::tensor({false, true}), torch::tensor({1.0, 2.0}), td::BatchSize({2})};
+  td::requires_grad_(st);
+  CHECK(st.reward.requires_grad());
+  CHECK_FALSE(st.done.requires_grad());
+  (st.reward * 3).sum().backward();
+  CHECK(torch::equal(td::grads(st).reward, torch::full({2}, 3.0, torch::kDouble)));
+  td::zero_grad(st, false);
+  CHECK(torch::equal(st.reward.grad(), torch::zeros({2}, torch::kDouble)));
+  td::zero_grad(st);
+  CHECK_FALSE(st.reward.grad().defined());
+  td::TensorDict p = a.clone();
+  p.requires_grad_();
+  (p.get("x") * 2).sum().backward();
+  const td::TensorDict g = p.grad();
+  CHECK(g.keys() == std::vector<td::NestedKey>{td::NestedKey("x")});
+  CHECK(torch::equal(g.get("x"), torch::full({3, 2, 4}, 2.0)));
+  CHECK_FALSE(p.data().get("x").requires_grad());
+  p.zero_grad();
+  CHECK(p.grad().is_empty());
+}

@@ -6,7 +6,9 @@
 /// (`sqrt`, `lerp`, `addcdiv`, ...), in place (`add_`, `lerp_`, ...) and out of place, and
 /// reductions per leaf or over the whole tree (`sum(t)`, `norm(g, total)`, `clip_grad_norm_`),
 /// and over batch dims as Python tensordict's (`sum(t, 0)`, `std(t, {0, 1})`, `max(t, 0)`);
-/// comparisons and logic giving bool trees (`eq`, `==`, `&`, `isnan`, `allclose`, `assert_close`).
+/// comparisons and logic giving bool trees (`eq`, `==`, `&`, `isnan`, `allclose`, `assert_close`);
+/// trees made like one (`zeros_like`, `new_zeros`), their sizes and gradients (`param_count`,
+/// `zero_grad`).
 ///
 /// Each operation is one `at::_foreach_*` call per (device, dtype) group of leaves, not a loop
 /// of one kernel per leaf; on the CPU, float and double leaves that are contiguous and need no
@@ -23,3 +25,4 @@
 #include "reduce.hpp"
 #include "batch_reduce.hpp"
 #include "compare.hpp"
+#include "create.hpp"

@@ -26,6 +26,8 @@ template <class... A>
 decltype(auto) call_masked_fill_(A&&... a) { return masked_fill_(std::forward<A>(a)...); }
 template <class... A>
 decltype(auto) call_masked_select(A&&... a) { return masked_select(std::forward<A>(a)...); }
+template <class... A>
+decltype(auto) call_requires_grad_(A&&... a) { return requires_grad_(std::forward<A>(a)...); }
 }  // namespace adl
 
 // D is TensorDict (complete where a method is used).
@@ -231,6 +233,36 @@ class TensorDictMath {
   D& clamp_min_(const Scalar& min) { return tensordict::clamp_min_(self(), min); }
   template <class = void>
   D& clamp_max_(const Scalar& max) { return tensordict::clamp_max_(self(), max); }
+  /// A TensorDict of these keys and batch size `size`, each tensor zeros / ones / uninitialised /
+  /// `value` of shape `size` and its own dims, of its dtype (or `dtype`): `td.new_zeros(...)`.
+  template <class = void>
+  [[nodiscard]] D new_zeros(c10::IntArrayRef size, OptDtype dtype = std::nullopt) const { return tensordict::new_zeros(self(), size, dtype); }
+  template <class = void>
+  [[nodiscard]] D new_ones(c10::IntArrayRef size, OptDtype dtype = std::nullopt) const { return tensordict::new_ones(self(), size, dtype); }
+  template <class = void>
+  [[nodiscard]] D new_empty(c10::IntArrayRef size, OptDtype dtype = std::nullopt) const { return tensordict::new_empty(self(), size, dtype); }
+  template <class = void>
+  [[nodiscard]] D new_full(c10::IntArrayRef size, const Scalar& value, OptDtype dtype = std::nullopt) const { return tensordict::new_full(self(), size, value, dtype); }
+  /// The elements / bytes of every tensor together (Python's `param_count()`, `bytes()`).
+  template <class = void>
+  [[nodiscard]] int64_t param_count(bool count_duplicates = true) const { return tensordict::param_count(self(), count_duplicates); }
+  template <class = void>
+  [[nodiscard]] int64_t bytes(bool count_duplicates = true) const { return tensordict::bytes(self(), count_duplicates); }
+  /// Gradients: reset (or zeroed) in place, recorded from now on (floating-point tensors; Python
+  /// raises for the others), and read as a TensorDict of the tensors that have one (Python's
+  /// `zero_grad`, `requires_grad_`, `grad`); `data()`, the tensors without their autograd
+  /// history (Python's `data`).
+  template <class = void>
+  D& zero_grad(bool set_to_none = true) { return tensordict::zero_grad(self(), set_to_none); }
+  template <class = void>
+  D& requires_grad_(bool requires_grad = true) { return detail::adl::call_requires_grad_(self(), requires_grad); }
+  template <class = void>
+  [[nodiscard]] D grad() const { return tensordict::grads(self()); }
+  template <class = void>
+  [[nodiscard]] D data() const {
+    auto f = [](const at::Tensor& x) { return x.data(); };
+    return detail::apply_impl<D, detail::plain_apply>("data", self(), f);
+  }
   /// Every tensor set to zero.
   template <class = void>
   D& zero_() { return tensordict::zero_(self()); }
