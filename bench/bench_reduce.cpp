@@ -1,4 +1,4 @@
-// Reductions over batch dims, comparisons, masks and elementwise math on a tree of 64 leaves (8 levels of 8, batch size [32, 16], each
+// Reductions over batch dims, comparisons, masks, elementwise math and batch rearranging on a tree of 64 leaves (8 levels of 8, batch size [32, 16], each
 // leaf [32, 16, 4] float32), one thread: the library's TensorDict method against the loop a
 // user writes by hand with libtorch (each leaf reduced into a vector of results, no tree built).
 // Rounds alternate between the two so that noise falls on both; prints one JSON object of
@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
       {"floor_", [&] { (void)f.floor_(); }, [&] {
          for (auto& x : zs) x.floor_();
        }},
+      {"roll", [&] { (void)d.roll(1, 1); }, hand([&](const torch::Tensor& x) { return x.roll(1, 1); })},
+      {"repeat_interleave", [&] { (void)d.repeat_interleave(2, 0); }, hand([&](const torch::Tensor& x) { return x.repeat_interleave(2, 0); })},
       {"masked_select", [&] { (void)d.masked_select(mask); }, hand([&](const torch::Tensor& x) { return x.index({mask}); })},
   };
   constexpr int calls = 20;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Python tensordict 0.15.3's reductions over batch dims, comparisons, masks and elementwise math on the tree bench_reduce uses (64
+"""Python tensordict 0.15.3's reductions over batch dims, comparisons, masks, elementwise math and batch rearranging on the tree bench_reduce uses (64
 leaves in 8 levels of 8, batch size [32, 16], each leaf [32, 16, 4] float32), one thread. Prints
 one JSON object of microseconds per call (median of ROUNDS rounds of 20 calls).
 Usage: python3 bench/compare_python_reduce.py [ROUNDS]"""
@@ -37,6 +37,8 @@ cases = {
     "gt_scalar": lambda: td > 0,
     "isfinite": lambda: td.isfinite(),
     "where_tree": lambda: td.where(mask, other),
+    "roll": lambda: td.roll(1, 1),
+    "repeat_interleave": lambda: td.repeat_interleave(2, dim=0),
     "masked_select": lambda: td.masked_select(mask),
     "sigmoid": lambda: td.sigmoid(),
     "floor_": lambda: other.floor_(),

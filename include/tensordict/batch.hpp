@@ -11,3 +11,4 @@
 #include "batch/combine.hpp"
 #include "batch/memory.hpp"
 #include "batch/lazy_stack.hpp"
+#include "batch/rearrange.hpp"

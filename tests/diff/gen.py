@@ -271,7 +271,7 @@ def make_case(rng, cid):
           ["stack", "cat", "unbind", "split", "split_sizes", "chunk"] * 1 + \
           ["where", "masked_fill", "to", "select", "exclude", "split_keys", "update", "replace",
            "flatten_keys", "unflatten_keys", "apply", "lazy_stack"] + ["reduce"] * 8 + \
-          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4 + ["create"] * 2
+          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4 + ["create"] * 2 + ["rearrange"] * 4
     name = rng.choice(ops)
     use_struct = name in STRUCT_OPS and rng.random() < 0.35
     batch = rand_batch(rng)
@@ -525,6 +525,46 @@ def make_case(rng, cid):
             def run():
                 target = td.clone() if inplace else td
                 return getattr(target, op["fn"])(*args)
+        elif name == "rearrange":
+            fn = rng.choice(["roll", "flip", "narrow", "repeat", "repeat_interleave", "tile",
+                             "gather", "expand_as", "fliplr", "flipud"])
+            op["fn"] = fn
+            if fn == "roll":
+                k = rng.randint(1, max(1, nd))
+                op["dims"] = [rand_dim(rng, nd) for _ in range(k)]
+                op["shifts"] = [rng.randint(-3, 3) for _ in range(k)]
+                run = lambda: td.roll(tuple(op["shifts"]), tuple(op["dims"]))
+            elif fn == "flip":
+                op["dims"] = [rand_dim(rng, nd) for _ in range(rng.randint(1, max(1, nd)))]
+                run = lambda: td.flip(op["dims"])
+            elif fn == "narrow":
+                op["dim"] = rand_dim(rng, nd)
+                op["start"], op["length"] = rng.randint(-2, 3), rng.randint(0, 3)
+                run = lambda: td.narrow(op["dim"], op["start"], op["length"])
+            elif fn in ("repeat", "tile"):
+                k = nd + rng.choice([0, 0, 0, 1, -1])
+                op["repeats"] = [rng.choice([0, 1, 2, 3]) for _ in range(max(0, k))]
+                run = (lambda: td.repeat(*op["repeats"])) if fn == "repeat" else \
+                    (lambda: td.tile(tuple(op["repeats"])))
+            elif fn == "repeat_interleave":
+                op["dim"] = rand_dim(rng, nd)
+                op["repeats"] = rng.choice([0, 1, 2, 3])
+                run = lambda: td.repeat_interleave(op["repeats"], dim=op["dim"])
+            elif fn == "gather":
+                op["dim"] = rand_dim(rng, nd)
+                d = op["dim"] % nd if nd and -nd <= op["dim"] < nd else 0
+                shape = [rng.randint(0, s) if i != d else rng.randint(0, 4) for i, s in enumerate(batch)]
+                hi = batch[d] if nd and batch[d] else 1
+                op["index"] = enc_tensor(torch.tensor([rng.randrange(hi) for _ in range(math.prod(shape))],
+                                                      dtype=torch.int64).reshape(shape))
+                run = lambda: torch.gather(td, op["dim"], dec_tensor(op["index"]))
+            elif fn == "expand_as":
+                shape = [rng.choice([1, 2]) for _ in range(rng.randint(0, 1))] + \
+                        [s if s != 1 or rng.random() < 0.5 else rng.choice([2, 3]) for s in batch]
+                op["shape"] = shape
+                run = lambda: td.expand_as(torch.zeros(op["shape"]))
+            else:
+                run = getattr(td, fn)
         elif name == "create":
             fn = rng.choice(["zeros_like", "ones_like", "full_like", "new_zeros", "new_ones",
                              "new_full", "param_count", "bytes"])
@@ -650,7 +690,7 @@ def make_reduce(rng, td, batch, op):
 STRUCT_OPS = {"index", "set_at", "reshape", "view", "flatten", "unflatten", "squeeze",
               "squeeze_dim", "unsqueeze", "permute", "transpose", "expand", "stack", "cat",
               "unbind", "split", "split_sizes", "chunk", "where", "masked_fill", "reduce", "compare",
-              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar", "unary", "create"}
+              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar", "unary", "create", "rearrange"}
 
 
 def build_like(rng, td):

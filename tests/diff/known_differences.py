@@ -109,6 +109,11 @@ def _half_nonfinite(obj):
 
 
 KNOWN = [
+    {"name": "repeat_interleave_past_batch_dims", "kind": "cpp_stricter",
+     "why": "repeat_interleave along a dim outside the batch dims (dim 0 of a tree without batch "
+            "dims) repeats the leaves' own dims in Python; C++ raises IndexError naming the dim.",
+     "match": lambda c: _op(c) == "rearrange" and c["op"]["fn"] == "repeat_interleave" and _ok(c)
+     and not -len(_batch(c)) <= c["op"]["dim"] < len(_batch(c))},
     {"name": "and_tensor_broadcasts_from_the_right", "kind": "python_bug",
      "why": "td & tensor broadcasts the tensor against each leaf from the right (torch's rule for "
             "two tensors), where |, ^, ==, <, bitwise_and and logical_and (and its own docs) align "

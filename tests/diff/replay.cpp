@@ -408,6 +408,19 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
   if (name == "compare" || name == "logic") return as_td(run_binary(op, t));
   if (name == "predicate") return as_td(run_predicate(op.at("fn").get<std::string>(), t));
   if (name == "unary") return as_td(run_unary(op, t));
+  if (name == "rearrange") {
+    const auto fn = op.at("fn").get<std::string>();
+    if (fn == "roll") return as_td(td::roll(t, c10::IntArrayRef(vec("shifts")), c10::IntArrayRef(vec("dims"))));
+    if (fn == "flip") return as_td(td::flip(t, c10::IntArrayRef(vec("dims"))));
+    if (fn == "narrow") return as_td(td::narrow(t, i64("dim"), i64("start"), i64("length")));
+    if (fn == "repeat") return as_td(td::repeat(t, vec("repeats")));
+    if (fn == "tile") return as_td(td::tile(t, vec("repeats")));
+    if (fn == "repeat_interleave") return as_td(td::repeat_interleave(t, i64("repeats"), i64("dim")));
+    if (fn == "gather") return as_td(td::gather(t, i64("dim"), dec_tensor(op.at("index"))));
+    if (fn == "expand_as") return as_td(td::expand_as(t, torch::zeros(vec("shape"))));
+    if (fn == "fliplr") return as_td(td::fliplr(t));
+    if (fn == "flipud") return as_td(td::flipud(t));
+  }
   if (name == "create") {
     const auto fn = op.at("fn").get<std::string>();
     const auto size = vec("size");

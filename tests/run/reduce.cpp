@@ -299,3 +299,55 @@ TEST_CASE("reductions over batch dims: float16 and bfloat16 leaves, where libtor
   CHECK(torch::equal(c.indices.get("b"), torch::tensor({0, 1, 1, 1})));
   CHECK(td::logsumexp(d).get("h").item<double>() == doctest::Approx(std::log(std::exp(1.5) + std::exp(-2.0) + std::exp(3.0) + std::exp(0.5))).epsilon(0.01));
 }
+
+TEST_CASE("moving, choosing and repeating batch elements: roll, flip, narrow, index_select, gather, repeat, tile") {
+  const td::TensorDict d = make_dict({3, 4}, 11);
+  auto same = [](const td::BatchSize& b) { return b; };
+  check_leaves(d, d.roll(1, 0), [](const torch::Tensor& x) { return x.roll(1, 0); }, same);
+  check_leaves(d, td::roll(d, {2, -1}, {-1, 0}), [](const torch::Tensor& x) { return x.roll({2, -1}, {1, 0}); }, same);
+  check_leaves(d, d.flip({0, 1}), [](const torch::Tensor& x) { return x.flip({0, 1}); }, same);
+  check_leaves(d, td::fliplr(d), [](const torch::Tensor& x) { return x.flip({1}); }, same);
+  // A nested level keeps its extra batch dims past the changed ones.
+  auto with = [](std::vector<int64_t> top) {
+    return [top](const td::BatchSize& b) {
+      std::vector<int64_t> out = top;
+      for (std::size_t i = 2; i < b.size(); ++i) out.push_back(b[i]);
+      return td::BatchSize(out);
+    };
+  };
+  check_leaves(d, d.narrow(1, 1, 2), [](const torch::Tensor& x) { return x.narrow(1, 1, 2); }, with({3, 2}));
+  const torch::Tensor idx = torch::tensor({3, 0, 0});
+  check_leaves(d, d.index_select(-1, idx), [&](const torch::Tensor& x) { return x.index_select(1, idx); }, with({3, 3}));
+  check_leaves(d, d.repeat({2, 1}), [](const torch::Tensor& x) {
+    std::vector<int64_t> r{2, 1};
+    r.resize(static_cast<std::size_t>(x.dim()), 1);
+    return x.repeat(r);
+  }, with({6, 4}));
+  check_leaves(d, td::tile(d, {2}), [](const torch::Tensor& x) {
+    std::vector<int64_t> r{1, 2};
+    r.resize(static_cast<std::size_t>(x.dim()), 1);
+    return x.repeat(r);
+  }, with({3, 8}));
+  check_leaves(d, d.repeat_interleave(2, 0), [](const torch::Tensor& x) { return x.repeat_interleave(2, 0); }, with({6, 4}));
+  // gather: the index of the batch's rank, spread over each leaf's own dims.
+  const torch::Tensor g = torch::randint(0, 4, {3, 5});
+  check_leaves(d, d.gather(1, g), [&](const torch::Tensor& x) {
+    std::vector<int64_t> v{3, 5}, s{3, 5};
+    v.resize(static_cast<std::size_t>(x.dim()), 1);
+    for (int64_t i = 2; i < x.dim(); ++i) s.push_back(x.size(i));
+    return x.gather(1, g.reshape(v).expand(s));
+  }, with({3, 5}));
+  CHECK(d.expand_as(torch::zeros({2, 3, 4})).batch_size() == td::BatchSize({2, 3, 4}));
+  // Errors name the operation and what is wrong.
+  CHECK_THROWS_WITH_AS((void)d.roll(1, 2), doctest::Contains("roll: dim 2 is outside the batch dims"), td::IndexError);
+  CHECK_THROWS_WITH_AS((void)d.narrow(0, 2, 2), doctest::Contains("do not fit batch dim 0 of size 3"), td::IndexError);
+  CHECK_THROWS_WITH_AS((void)d.index_select(0, torch::tensor({3})), doctest::Contains("out of range"), td::IndexError);
+  CHECK_THROWS_WITH_AS((void)d.repeat({2}), doctest::Contains("give one per batch dim"), td::Error);
+  CHECK_THROWS_WITH_AS((void)d.gather(0, torch::zeros({3}, torch::kLong)), doctest::Contains("2 dims"), td::Error);
+  CHECK_THROWS_WITH_AS((void)d.flip({0, -2}), doctest::Contains("appears more than once"), td::Error);
+  // On a struct.
+  Net net{{torch::randn({5, 3}), torch::randn({5}), "first"}, {}, std::nullopt, {}, td::BatchSize({5})};
+  const Net r = td::roll(net, 2, 0);
+  CHECK(torch::equal(r.first.w, net.first.w.roll(2, 0)));
+  CHECK(td::narrow(net, 0, 1, 3).batch_size == td::BatchSize({3}));
+}

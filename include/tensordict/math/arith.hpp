@@ -136,11 +136,41 @@ template <tree T>
 #endif
       [&](const at::Tensor& x) { return x.pow(exponent); }, nullptr);
 }
+namespace detail {
+// A bound of clamp that an integer leaf cannot hold is an error naming the leaf, as torch 2.x
+// raises (libtorch 1.x wraps it around).
+template <class T>
+void check_clamp_bounds(const char* op, const T& t, const std::optional<at::Scalar>& min,
+                        const std::optional<at::Scalar>& max) {
+  const auto lists = present_leaves(op, t);
+  for (std::size_t i = 0; i < lists[0].size(); ++i) {
+    const c10::ScalarType st = lists[0][i].scalar_type();
+    if (!c10::isIntegralType(st, /*includeBool=*/false)) continue;
+    double lo = 0, hi = 0;
+    switch (st) {
+      case at::kByte: lo = 0; hi = 255; break;
+      case at::kChar: lo = -128; hi = 127; break;
+      case at::kShort: lo = -32768; hi = 32767; break;
+      case at::kInt: lo = -2147483648.0; hi = 2147483647.0; break;
+      default: continue;
+    }
+    for (const auto* b : {&min, &max}) {
+      if (*b && ((*b)->toDouble() < lo || (*b)->toDouble() > hi)) {
+        throw_update(op, present_key(t, i),
+                     std::string("the clamp ") + (b == &min ? "min" : "max") + " value " + std::to_string((*b)->toDouble()) +
+                         " is outside the range of this leaf's dtype " + c10::toString(st));
+      }
+    }
+  }
+}
+}  // namespace detail
+
 /// Every leaf clamped to `[min, max]` (either may be omitted: `clamp(t, 0, std::nullopt)`).
 template <tree T>
 [[nodiscard]] T clamp(const T& a, const std::optional<at::Scalar>& min,
                       const std::optional<at::Scalar>& max) {
   if (!min && !max) throw Error("clamp: at least one of min and max must be given");
+  detail::check_clamp_bounds("clamp", a, min, max);
   return detail::map_op(
       "clamp", a,
 #if TENSORDICT_MODERN_FOREACH

@@ -45,7 +45,7 @@ inline at::OptionalIntArrayRef opt_dims(c10::IntArrayRef d) {
 template <bool Var>
 at::Tensor std_var(const at::Tensor& x, c10::IntArrayRef d, int64_t correction, bool keepdim) {
 #if TORCH_VERSION_MAJOR >= 2
-  const c10::optional<at::Scalar> c(at::Scalar(correction));
+  const c10::optional<at::Scalar> c{at::Scalar(correction)};
 #else
   const c10::optional<int64_t> c(correction);
 #endif

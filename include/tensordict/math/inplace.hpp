@@ -94,6 +94,7 @@ T& pow_(T& a, const at::Scalar& exponent) {
 template <tree T>
 T& clamp_(T& a, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
   if (!min && !max) throw Error("clamp_: at least one of min and max must be given");
+  detail::check_clamp_bounds("clamp_", std::as_const(a), min, max);
 #if TENSORDICT_MODERN_FOREACH
   return detail::update_op("clamp_", a, [&](auto xs) {
     if (min) at::_foreach_clamp_min_(xs, *min);

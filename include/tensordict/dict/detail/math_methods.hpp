@@ -5,6 +5,7 @@
 /// autograd). A base of `TensorDict`, so that the class itself holds only what is its own.
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <utility>
 
@@ -28,6 +29,21 @@ template <class... A>
 decltype(auto) call_masked_select(A&&... a) { return masked_select(std::forward<A>(a)...); }
 template <class... A>
 decltype(auto) call_requires_grad_(A&&... a) { return requires_grad_(std::forward<A>(a)...); }
+#define TENSORDICT_ADL_CALL(name) \
+  template <class... A>           \
+  decltype(auto) call_##name(A&&... a) { return name(std::forward<A>(a)...); }
+TENSORDICT_ADL_CALL(roll)
+TENSORDICT_ADL_CALL(flip)
+TENSORDICT_ADL_CALL(fliplr)
+TENSORDICT_ADL_CALL(flipud)
+TENSORDICT_ADL_CALL(narrow)
+TENSORDICT_ADL_CALL(index_select)
+TENSORDICT_ADL_CALL(gather)
+TENSORDICT_ADL_CALL(repeat)
+TENSORDICT_ADL_CALL(repeat_interleave)
+TENSORDICT_ADL_CALL(tile)
+TENSORDICT_ADL_CALL(expand_as)
+#undef TENSORDICT_ADL_CALL
 }  // namespace adl
 
 // D is TensorDict (complete where a method is used).
@@ -194,6 +210,36 @@ class TensorDictMath {
   D& masked_fill_(const at::Tensor& mask, const Scalar& value) { return detail::adl::call_masked_fill_(self(), mask, value); }
   template <class = void>
   [[nodiscard]] D masked_select(const at::Tensor& mask) const { return detail::adl::call_masked_select(self(), mask); }
+
+  // Moving, choosing and repeating batch elements (batch/rearrange.hpp): `td.roll(1, 0)`,
+  // `td.flip({0})`, `td.narrow(0, 1, 2)`, `td.gather(1, index)`, `td.repeat({2, 1})`,
+  // `td.repeat_interleave(2, 0)`, `td.tile({2})`, `td.expand_as(x)`.
+  template <class = void>
+  [[nodiscard]] D roll(int64_t shift, int64_t dim) const { return detail::adl::call_roll(self(), shift, dim); }
+  template <class = void>
+  [[nodiscard]] D roll(c10::IntArrayRef shifts, c10::IntArrayRef dims) const { return detail::adl::call_roll(self(), shifts, dims); }
+  template <class = void>
+  [[nodiscard]] D flip(c10::IntArrayRef dims) const { return detail::adl::call_flip(self(), dims); }
+  template <class = void>
+  [[nodiscard]] D fliplr() const { return detail::adl::call_fliplr(self()); }
+  template <class = void>
+  [[nodiscard]] D flipud() const { return detail::adl::call_flipud(self()); }
+  template <class = void>
+  [[nodiscard]] D narrow(int64_t dim, int64_t start, int64_t length) const { return detail::adl::call_narrow(self(), dim, start, length); }
+  template <class = void>
+  [[nodiscard]] D index_select(int64_t dim, const at::Tensor& index) const { return detail::adl::call_index_select(self(), dim, index); }
+  template <class = void>
+  [[nodiscard]] D gather(int64_t dim, const at::Tensor& index) const { return detail::adl::call_gather(self(), dim, index); }
+  template <class = void>
+  [[nodiscard]] D repeat(c10::IntArrayRef repeats) const { return detail::adl::call_repeat(self(), repeats); }
+  template <class = void>
+  [[nodiscard]] D repeat_interleave(int64_t repeats, int64_t dim) const { return detail::adl::call_repeat_interleave(self(), repeats, dim); }
+  template <class = void>
+  [[nodiscard]] D tile(c10::IntArrayRef dims) const { return detail::adl::call_tile(self(), dims); }
+  template <class = void>
+  [[nodiscard]] D expand_as(const at::Tensor& other) const { return detail::adl::call_expand_as(self(), other); }
+  template <class = void>
+  [[nodiscard]] D expand_as(const D& other) const { return detail::adl::call_expand_as(self(), other); }
 
   template <class = void>
   [[nodiscard]] D norm(double p = 2) const { return tensordict::norm(self(), p); }
