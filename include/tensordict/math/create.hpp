@@ -95,12 +95,11 @@ template <tree T>
   return detail::new_batch("new_full", t, size, dtype, [&](c10::IntArrayRef s, const at::TensorOptions& o) { return at::full(s, value, o); });
 }
 
-/// The number of elements (`param_count`) or of bytes (`bytes`) of every leaf together, as
-/// Python's with `count_duplicates=True` (a tensor at two keys counts twice); with `false`, each
-/// storage is counted once.
-template <tree T>
-[[nodiscard]] int64_t param_count(const T& t, bool count_duplicates = true) {
-  const auto lists = detail::present_leaves("param_count", t);
+namespace detail {
+// The sum of `size(leaf)` over the present leaves, each tensor once unless `count_duplicates`.
+template <class T, class Size>
+int64_t leaf_total(const char* op, const T& t, bool count_duplicates, Size&& size) {
+  const auto lists = present_leaves(op, t);
   int64_t n = 0;
   std::vector<const void*> seen;
   for (const auto& x : lists[0]) {
@@ -109,24 +108,24 @@ template <tree T>
       if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
       seen.push_back(p);
     }
-    n += x.numel();
+    n += size(x);
   }
   return n;
 }
+}  // namespace detail
+
+/// The number of elements (`param_count`) or of bytes (`bytes`) of every leaf together, as
+/// Python's with `count_duplicates=True` (a tensor at two keys counts twice); with `false`, each
+/// tensor is counted once.
+template <tree T>
+[[nodiscard]] int64_t param_count(const T& t, bool count_duplicates = true) {
+  return detail::leaf_total("param_count", t, count_duplicates, [](const at::Tensor& x) { return x.numel(); });
+}
 template <tree T>
 [[nodiscard]] int64_t bytes(const T& t, bool count_duplicates = true) {
-  const auto lists = detail::present_leaves("bytes", t);
-  int64_t n = 0;
-  std::vector<const void*> seen;
-  for (const auto& x : lists[0]) {
-    if (!count_duplicates) {
-      const void* p = x.unsafeGetTensorImpl();
-      if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
-      seen.push_back(p);
-    }
-    n += x.numel() * static_cast<int64_t>(x.element_size());
-  }
-  return n;
+  return detail::leaf_total("bytes", t, count_duplicates, [](const at::Tensor& x) {
+    return x.numel() * static_cast<int64_t>(x.element_size());
+  });
 }
 
 /// Every leaf's gradient reset (`set_to_none`, the default, as Python's) or set to zero in
