@@ -166,3 +166,23 @@ TEST_CASE("TensorDict: elementwise math, out of place and in place") {
   CHECK(torch::allclose(probs["v"], torch::sigmoid(logits["v"])));
   CHECK(torch::equal(bins["pi"], logits["pi"].floor().clamp_min(-1)));
 }
+
+TEST_CASE("TensorDict: padding episodes of different lengths, and back") {
+  // Two episodes of 3 and 5 steps: batch sizes [3] and [5].
+  TensorDict short_ep({{"obs", torch::rand({3, 4})}, {"reward", torch::rand({3})}}, td::BatchSize({3}));
+  TensorDict long_ep({{"obs", torch::rand({5, 4})}, {"reward", torch::rand({5})}}, td::BatchSize({5}));
+  // pad_sequence([a, b], return_mask=True): batch size [2, 5], masks under "masks"
+  TensorDict batch = td::pad_sequence({short_ep, long_ep}, {.return_mask = true});
+  torch::Tensor valid = batch.get({"masks", "reward"});                     // [2, 5] bools
+  td::LazyStack<TensorDict> episodes = td::unpad_sequence(batch);           // unpad_sequence(batch)
+  TensorDict warmup = short_ep.pad({2, 0});                                 // pad(td, [2, 0]): two steps before
+  std::vector<TensorDict> thirds = long_ep.tensor_split(3);                 // td.tensor_split(3)
+  TensorDict into = td::zeros_like(td::stack({short_ep, short_ep}));
+  td::stack({short_ep, short_ep}, 0, into);                                 // torch.stack(tds, 0, out=into)
+  CHECK(batch.batch_size() == td::BatchSize({2, 5}));
+  CHECK(torch::equal(valid.sum(1), torch::tensor({3, 5})));
+  CHECK(td::equal(episodes[0], short_ep));
+  CHECK(warmup.batch_size() == td::BatchSize({5}));
+  CHECK(thirds[0].batch_size() == td::BatchSize({2}));
+  CHECK(td::equal(into, td::stack({short_ep, short_ep})));
+}

@@ -12,3 +12,4 @@
 #include "batch/memory.hpp"
 #include "batch/lazy_stack.hpp"
 #include "batch/rearrange.hpp"
+#include "batch/pad.hpp"

@@ -63,11 +63,15 @@ inline void flatten_json(const Json& j, std::size_t dims, std::vector<Json>& out
   }
   for (const auto& x : j) flatten_json(x, dims - 1, out);
 }
-// The values at `pos` (row-major over `sizes`), as arrays nested once per dim.
+// The values at `pos` (row-major over `sizes`), as arrays nested once per dim; a negative
+// position is a missing value (null: what padding leaves).
 template <class = void>
 inline Json nest_json(const std::vector<Json>& flat, const std::vector<int64_t>& pos, c10::IntArrayRef sizes,
                       std::size_t d, std::size_t& next) {
-  if (d == sizes.size()) return flat.at(static_cast<std::size_t>(pos.at(next++)));
+  if (d == sizes.size()) {
+    const int64_t p = pos.at(next++);
+    return p < 0 ? Json(nullptr) : flat.at(static_cast<std::size_t>(p));
+  }
   Json arr = Json::array();
   for (int64_t i = 0; i < sizes[d]; ++i) arr.push_back(nest_json(flat, pos, sizes, d + 1, next));
   return arr;

@@ -27,7 +27,7 @@ import warnings
 warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
-from tensordict import TensorDict, lazy_stack  # noqa: E402
+from tensordict import TensorDict, lazy_stack, pad, pad_sequence  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from known_differences import known_difference  # noqa: E402
@@ -271,7 +271,7 @@ def make_case(rng, cid):
           ["stack", "cat", "unbind", "split", "split_sizes", "chunk"] * 1 + \
           ["where", "masked_fill", "to", "select", "exclude", "split_keys", "update", "replace",
            "flatten_keys", "unflatten_keys", "apply", "lazy_stack"] + ["reduce"] * 8 + \
-          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4 + ["create"] * 2 + ["rearrange"] * 4
+          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4 + ["create"] * 2 + ["rearrange"] * 4 + ["pad_sequence"] * 3
     name = rng.choice(ops)
     use_struct = name in STRUCT_OPS and rng.random() < 0.35
     batch = rand_batch(rng)
@@ -280,10 +280,20 @@ def make_case(rng, cid):
     op = {"name": name}
     nd = len(batch)
 
-    if name in ("stack", "cat", "lazy_stack"):
+    if name in ("stack", "cat", "lazy_stack", "pad_sequence"):
         shared = STRUCT_SCHEMA if use_struct else rand_schema(rng)
         k = rng.randint(1, 3)
         batches = [list(batch) for _ in range(k)]
+        if name == "pad_sequence":
+            d = rng.randrange(nd) if nd else 0
+            if nd and rng.random() < 0.8:
+                for b in batches:
+                    b[d] = rng.choice([0, 1, 2, 3, 4])
+            op["pad_dim"] = d if nd and rng.random() < 0.7 else rng.choice([-1, -2, nd, nd + 1])
+            # a tensorclass refuses return_mask, as a struct does: struct cases have none
+            op["return_mask"] = False if use_struct else rng.choice([False, False, True, "m", ["m", "n"]])
+            op["padding_side"] = rng.choice(["right", "left"])
+            op["padding_value"] = rng.choice([0, 1, -2])
         if name == "cat" and nd and rng.random() < 0.7:
             d = rng.randrange(nd)
             for b in batches:
@@ -302,7 +312,14 @@ def make_case(rng, cid):
             trees[-1] = trees[-1].exclude(nested_keys(trees[-1], leaves_only=True)[0])  # keys differ
         case["inputs"] = [enc_td(t) for t in trees]
         op["dim"] = rand_dim(rng, nd, insert=name != "cat")
-        run = {"stack": lambda: torch.stack(trees, op["dim"]),
+        rm = op.get("return_mask")
+        # Python's pad_sequence orders keys as a set does (by hash): compared in the first
+        # tree's order, which is the library's
+        run = {"pad_sequence": lambda: order_like(pad_sequence(
+                   trees, pad_dim=op["pad_dim"], padding_value=op["padding_value"],
+                   return_mask=tuple(rm) if isinstance(rm, list) else rm,
+                   padding_side=op["padding_side"]), trees[0]),
+               "stack": lambda: torch.stack(trees, op["dim"]),
                "cat": lambda: torch.cat(trees, op["dim"]),
                "lazy_stack": lambda: lazy_stack(trees, op["dim"])}[name]
     else:
@@ -527,7 +544,7 @@ def make_case(rng, cid):
                 return getattr(target, op["fn"])(*args)
         elif name == "rearrange":
             fn = rng.choice(["roll", "flip", "narrow", "repeat", "repeat_interleave", "tile",
-                             "gather", "expand_as", "fliplr", "flipud"])
+                             "gather", "expand_as", "fliplr", "flipud", "pad", "pad"])
             op["fn"] = fn
             if fn == "roll":
                 k = rng.randint(1, max(1, nd))
@@ -563,6 +580,11 @@ def make_case(rng, cid):
                         [s if s != 1 or rng.random() < 0.5 else rng.choice([2, 3]) for s in batch]
                 op["shape"] = shape
                 run = lambda: td.expand_as(torch.zeros(op["shape"]))
+            elif fn == "pad":
+                k = 2 * rng.randint(0, nd) + (1 if rng.random() < 0.05 else 0) + (2 if rng.random() < 0.05 else 0)
+                op["pad_size"] = [rng.choice([0, 0, 1, 2, 3, -1]) for _ in range(k)]
+                op["value"] = rng.choice([0, 1, -3])
+                run = lambda: pad(td, op["pad_size"], op["value"])
             else:
                 run = getattr(td, fn)
         elif name == "create":
@@ -689,8 +711,21 @@ def make_reduce(rng, td, batch, op):
 # Operations replay.cpp also runs on the structs (through from_tensordict / to_tensordict).
 STRUCT_OPS = {"index", "set_at", "reshape", "view", "flatten", "unflatten", "squeeze",
               "squeeze_dim", "unsqueeze", "permute", "transpose", "expand", "stack", "cat",
-              "unbind", "split", "split_sizes", "chunk", "where", "masked_fill", "reduce", "compare",
+              "unbind", "split", "split_sizes", "chunk", "pad_sequence", "where", "masked_fill", "reduce", "compare",
               "logic", "predicate", "masked_select", "masked_fill_", "where_scalar", "unary", "create", "rearrange"}
+
+
+def order_like(td, ref):
+    """`td` with its keys in `ref`'s order at every level (keys `ref` lacks last, in their order)."""
+    out = TensorDict({}, batch_size=td.batch_size)
+    keys = [k for k in ref.keys() if k in td.keys()] + [k for k in td.keys() if k not in ref.keys()]
+    for k in keys:
+        v = td.get(k)
+        if isinstance(v, TensorDict):
+            r = ref.get(k) if k in ref.keys() and isinstance(ref.get(k), TensorDict) else ref
+            v = order_like(v, r)
+        out.set(k, v)
+    return out
 
 
 def build_like(rng, td):

@@ -35,6 +35,42 @@ def _flatten_past(start, end, ndim):
     return start < 0 or end >= ndim
 
 
+def _leaf_keys(enc, prefix=()):
+    out = set()
+    for k, v in enc["entries"]:
+        out |= _leaf_keys(v["td"], prefix + (k,)) if "td" in v else {prefix + (k,)}
+    return out
+
+
+def _keys_differ(case):
+    first = _leaf_keys(case["inputs"][0])
+    return any(_leaf_keys(t) != first for t in case["inputs"][1:])
+
+
+def _leaf_shapes(enc, prefix=()):
+    out = {}
+    for k, v in enc["entries"]:
+        if "td" in v:
+            out.update(_leaf_shapes(v["td"], prefix + (k,)))
+        elif "tensor" in v:
+            out[prefix + (k,)] = v["tensor"]["shape"]
+    return out
+
+
+def _shapes_differ_outside(case):
+    d = case["op"]["pad_dim"]
+    first = _leaf_shapes(case["inputs"][0])
+    for t in case["inputs"][1:]:
+        for k, s in _leaf_shapes(t).items():
+            f = first.get(k)
+            if f is None or len(f) != len(s):
+                continue
+            p = d if d >= 0 else len(s) + d
+            if any(a != b for i, (a, b) in enumerate(zip(f, s)) if i != p):
+                return True
+    return False
+
+
 def _overlapping_keys(case):
     keys = [tuple(k) for k in case["op"].get("keys", [])]
     return any(a != b and b[:len(a)] == a for a in keys for b in keys)
@@ -224,6 +260,17 @@ KNOWN = [
             "those elements exists.",
      "match": lambda c: _op(c) == "lazy_stack" and _ok(c) and c["expect"].get("dense")
      and _lazy_differ(c)},
+    {"name": "pad_sequence_keys_differ", "kind": "cpp_stricter",
+     "why": "pad_sequence of trees whose leaf keys differ: Python pads the keys that every tree "
+            "has and drops the others without a word; C++ refuses, naming the keys of both "
+            "trees, as stack does (a dropped observation is data lost).",
+     "match": lambda c: _op(c) == "pad_sequence" and _ok(c) and _keys_differ(c)},
+    {"name": "pad_sequence_broadcasts_size_one", "kind": "python_bug",
+     "why": "pad_sequence of leaves that differ outside pad_dim where one has size 1 there: "
+            "Python copies it across the other's size (torch's pad_sequence broadcasts), "
+            "though its docs say the shapes must agree outside pad_dim; C++ refuses, naming "
+            "the key and both shapes.",
+     "match": lambda c: _op(c) == "pad_sequence" and _ok(c) and _shapes_differ_outside(c)},
 ]
 
 

@@ -403,6 +403,20 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
   auto vec = [&](const char* k) { return op.at(k).get<std::vector<int64_t>>(); };
   if (name == "stack") return as_td(td::stack(in, i64("dim")));
   if (name == "cat") return as_td(td::cat(in, i64("dim")));
+  if (name == "pad_sequence") {
+    td::PadSequenceOptions o{.pad_dim = i64("pad_dim"), .padding_value = dec_scalar(op.at("padding_value"))};
+    const json& rm = op.at("return_mask");
+    if (rm.is_boolean()) {
+      o.return_mask = rm.get<bool>();
+    } else if (rm.is_string()) {
+      o.return_mask = rm.get<std::string>();
+    } else {
+      o.return_mask = td::NestedKey(rm.get<std::vector<std::string>>());
+    }
+    const auto side = op.at("padding_side").get<std::string>();
+    o.padding_side = side;
+    return as_td(td::pad_sequence(in, o));
+  }
   const T& t = in.at(0);
   if (name == "reduce") return run_reduce(op, t);
   if (name == "compare" || name == "logic") return as_td(run_binary(op, t));
@@ -420,6 +434,7 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
     if (fn == "expand_as") return as_td(td::expand_as(t, torch::zeros(vec("shape"))));
     if (fn == "fliplr") return as_td(td::fliplr(t));
     if (fn == "flipud") return as_td(td::flipud(t));
+    if (fn == "pad") return as_td(td::pad(t, vec("pad_size"), i64("value")));
   }
   if (name == "create") {
     const auto fn = op.at("fn").get<std::string>();

@@ -426,6 +426,24 @@ TEST_CASE("elementwise functions: each as libtorch's on every leaf, out of place
   td::TensorDict e = d.clone();
   e.floor_().clamp_min_(-1);
   CHECK(torch::equal(e.get("x"), d.get("x").floor().clamp_min(-1)));
+  // Clamp bounds outside an integer leaf's range, as torch 2.x reads them: a min below or a max
+  // above clamps nothing on that side (never wrapped around), the others are errors naming the leaf.
+  td::TensorDict ints{{"u8", torch::tensor({0, 3, 200}, torch::kByte)}, {"i8", torch::tensor({-100, 0, 5}, torch::kChar)},
+                      {"f", torch::tensor({-2.0, 0.5, 300.0})}};
+  const td::TensorDict lo = ints.clamp_min(-1);
+  CHECK(torch::equal(lo.get("u8"), ints.get("u8")));
+  CHECK(torch::equal(lo.get("f"), torch::tensor({-1.0, 0.5, 300.0})));
+  CHECK(torch::equal(td::clamp(ints, -200, 300).get("i8"), ints.get("i8")));
+  CHECK(torch::equal(td::clamp(ints, -1, 4).get("u8"), torch::tensor({0, 3, 4}, torch::kByte)));
+  td::TensorDict in_place = ints.clone();
+  in_place.clamp_(-1, 250);
+  CHECK(torch::equal(in_place.get("u8"), ints.get("u8")));
+  CHECK(torch::equal(in_place.get("f"), torch::tensor({-1.0, 0.5, 250.0})));
+  CHECK_THROWS_WITH_AS((void)ints.clamp_min(300), doctest::Contains("u8"), td::Error);
+  CHECK_THROWS_WITH_AS((void)ints.clamp_max(-1), doctest::Contains("u8"), td::Error);
+  td::TensorDict untouched = ints.clone();
+  CHECK_THROWS_AS(untouched.clamp_max_(-200), td::Error);
+  CHECK(td::equal(untouched, ints));
   // An integer leaf cannot hold sin in place: an error naming the operation, nothing written.
   td::TensorDict i{{"f", torch::ones({2})}, {"k", torch::ones({2}, torch::kLong)}};
   CHECK_THROWS_AS(i.sin_(), td::Error);

@@ -28,6 +28,106 @@ template <tree T>
   const auto [d, bs] = detail::joined_batch("cat", ts, dim, false);
   return detail::combine<T>("cat", ts, [d = d](at::TensorList xs) { return at::cat(xs, d); }, bs);
 }
+namespace detail {
+// stack/cat into `out`: every leaf is checked (inputs and out's shape) before any is written,
+// so that a bad call leaves `out` as it was.
+template <tree T>
+T& join_into(const char* op, std::span<const T> ts, int64_t dim, T& out, bool new_dim) {
+  const auto [d, bs] = joined_batch(op, ts, dim, new_dim);
+  const BatchSize ob = batch_size(out);
+  if (ob != bs) {
+    throw BatchSizeError(std::string(op) + ": out has batch size " + bs_str(ob) + ", the result's is " + bs_str(bs));
+  }
+  for (std::size_t i = 1; i < ts.size(); ++i) {
+    try {
+      check_shapes(op, ts[0], ts[i]);
+    } catch (const SpecMismatchError& e) {
+      throw SpecMismatchError(std::string(e.what()) + " (tree #1 is element 0, tree #2 is element " + std::to_string(i) + ")");
+    }
+  }
+  try {
+    check_shapes(op, ts[0], out);
+  } catch (const SpecMismatchError& e) {
+    throw SpecMismatchError(std::string(e.what()) + " (tree #1 is element 0, tree #2 is out)");
+  }
+  const std::size_t n = ts.size();
+  std::vector<std::vector<at::Tensor>> xs;
+  std::vector<std::string> keys;
+  visit_leaves([&](const auto& loc, const auto& a) {
+    xs.emplace_back(n);
+    xs.back()[0] = leaf_get(a);
+    keys.emplace_back(loc.path().dotted);
+  }, ts[0]);
+  for (std::size_t i = 1; i < n; ++i) {
+    visit_leaves([&](const auto& loc, const auto&, const auto& b) { xs[loc()][i] = leaf_get(b); }, ts[0], ts[i]);
+  }
+  std::vector<at::Tensor> outs(xs.size());
+  visit_leaves([&](const auto& loc, const auto&, const auto& b) { outs[loc()] = leaf_get(b); }, ts[0], out);
+  for (std::size_t j = 0; j < xs.size(); ++j) {
+    const at::Tensor& x0 = xs[j][0];
+    std::vector<int64_t> want;
+    for (std::size_t i = 0; i < n; ++i) {
+      const at::Tensor& x = xs[j][i];
+      bool same = x.defined() == x0.defined() && (!x.defined() || x.dim() == x0.dim());
+      for (int64_t k = 0; same && x.defined() && k < x.dim(); ++k) same = (!new_dim && k == d) || x.size(k) == x0.size(k);
+      if (!same) {
+        throw SpecMismatchError(std::string(op) + ": leaf '" + keys[j] + "' has shape " +
+                                (x0.defined() ? shape_str(x0.sizes()) : std::string("(absent)")) + " in element 0 and " +
+                                (x.defined() ? shape_str(x.sizes()) : std::string("(absent)")) + " in element " + std::to_string(i));
+      }
+    }
+    if (!x0.defined()) {
+      if (outs[j].defined()) throw SpecMismatchError(std::string(op) + ": leaf '" + keys[j] + "' is absent in the trees and present in out");
+      continue;
+    }
+    want = x0.sizes().vec();
+    if (new_dim) {
+      want.insert(want.begin() + d, static_cast<int64_t>(n));
+    } else {
+      want[static_cast<std::size_t>(d)] = 0;
+      for (const auto& x : xs[j]) want[static_cast<std::size_t>(d)] += x.size(d);
+    }
+    if (!outs[j].defined() || outs[j].sizes() != c10::IntArrayRef(want)) {
+      throw SpecMismatchError(std::string(op) + ": out's leaf '" + keys[j] + "' has shape " +
+                              (outs[j].defined() ? shape_str(outs[j].sizes()) : std::string("(absent)")) + ", the result's is " +
+                              shape_str(want));
+    }
+  }
+  if (at::GradMode::is_enabled()) {
+    for (std::size_t j = 0; j < xs.size(); ++j) {
+      const bool grad = (outs[j].defined() && outs[j].requires_grad()) ||
+                        std::any_of(xs[j].begin(), xs[j].end(), [](const at::Tensor& x) { return x.defined() && x.requires_grad(); });
+      if (grad) {
+        throw Error(std::string(op) + " into out: leaf '" + keys[j] +
+                    "' requires grad, and writing into out does not support autograd (as torch's out=); "
+                    "call it under torch::NoGradGuard, or without out");
+      }
+    }
+  }
+  for (std::size_t j = 0; j < xs.size(); ++j) {
+    if (!outs[j].defined()) continue;
+    at::Tensor o = outs[j];
+    if (new_dim) {
+      at::stack_out(o, xs[j], d);
+    } else {
+      at::cat_out(o, xs[j], d);
+    }
+  }
+  return out;
+}
+}  // namespace detail
+
+/// `stack` written into `out`, in place (Python's `torch.stack(trees, dim, out=out)`): `out`
+/// has the result's batch size, keys and leaf shapes, and keeps its tensors (views of them see
+/// the values). Every leaf is checked first: on an error, nothing is written.
+template <tree T>
+T& stack(std::span<const T> ts, int64_t dim, T& out) { return detail::join_into("stack", ts, dim, out, true); }
+/// `cat` written into `out`, in place, as `stack`'s `out` form.
+template <tree T>
+T& cat(std::span<const T> ts, int64_t dim, T& out) { return detail::join_into("cat", ts, dim, out, false); }
+template <tree T> T& stack(const std::vector<T>& ts, int64_t dim, T& out) { return stack(detail::trees(ts), dim, out); }
+template <tree T> T& cat(const std::vector<T>& ts, int64_t dim, T& out) { return cat(detail::trees(ts), dim, out); }
+
 /// `stack` and `cat` of a vector or a braced list of trees.
 template <tree T> [[nodiscard]] T stack(const std::vector<T>& ts, int64_t dim = 0) { return stack(detail::trees(ts), dim); }
 template <tree T> [[nodiscard]] T stack(std::initializer_list<T> ts, int64_t dim = 0) { return stack(detail::trees(ts), dim); }
@@ -95,6 +195,63 @@ template <tree T>
   // A size-0 dim gives `chunks` empty trees, as torch's chunk does.
   if (n == 0) return split(t, c10::IntArrayRef(std::vector<int64_t>(static_cast<std::size_t>(chunks), 0)), d);
   return split(t, std::max<int64_t>(1, (n + chunks - 1) / chunks), d);
+}
+namespace detail {
+template <tree T>
+std::vector<T> tensor_split_at(const T& t, const std::vector<int64_t>& bounds, int64_t d, const BatchSize& bs) {
+  const int64_t n = bs[static_cast<std::size_t>(d)];
+  std::vector<T> out;
+  for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+    // Python's slice rules: a negative bound counts from the end, then both are clamped.
+    auto norm = [n](int64_t b) { return std::clamp<int64_t>(b < 0 ? b + n : b, 0, n); };
+    const int64_t s = norm(bounds[i]), e = norm(bounds[i + 1]);
+    const int64_t len = std::max<int64_t>(0, e - s);
+    std::vector<int64_t> to(bs.begin(), bs.end());
+    to[static_cast<std::size_t>(d)] = len;
+    out.push_back(rebatch("tensor_split", t, [&](const at::Tensor& x) { return x.narrow(d, s, len); },
+                          BatchSize(c10::IntArrayRef(to))));
+  }
+  return out;
+}
+}  // namespace detail
+/// `sections` parts along batch dim `dim`, the first `size % sections` one longer
+/// (`torch.tensor_split(td, sections, dim)`; parts may be empty).
+template <tree T>
+[[nodiscard]] std::vector<T> tensor_split(const T& t, int64_t sections, int64_t dim = 0) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("tensor_split", dim, bs.size(), bs);
+  if (sections <= 0) throw Error("tensor_split: sections must be positive, got " + std::to_string(sections));
+  const int64_t n = bs[static_cast<std::size_t>(d)];
+  std::vector<int64_t> bounds{0};
+  for (int64_t i = 0; i < sections; ++i) bounds.push_back(bounds.back() + n / sections + (i < n % sections ? 1 : 0));
+  return detail::tensor_split_at(t, bounds, d, bs);
+}
+/// The parts between `indices` along batch dim `dim` (`[:i0]`, `[i0:i1]`, ..., `[ik:]`, as
+/// Python slices: negative from the end, clamped, empty when decreasing).
+template <tree T>
+[[nodiscard]] std::vector<T> tensor_split(const T& t, c10::IntArrayRef indices, int64_t dim = 0) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("tensor_split", dim, bs.size(), bs);
+  std::vector<int64_t> bounds{0};
+  bounds.insert(bounds.end(), indices.begin(), indices.end());
+  bounds.push_back(bs[static_cast<std::size_t>(d)]);
+  return detail::tensor_split_at(t, bounds, d, bs);
+}
+template <tree T>
+[[nodiscard]] std::vector<T> tensor_split(const T& t, std::initializer_list<int64_t> indices, int64_t dim = 0) {
+  return tensor_split(t, c10::IntArrayRef(indices), dim);
+}
+/// `tensor_split` by a tensor: a 0-d integer tensor is a number of sections, a 1-d one indices.
+template <tree T>
+[[nodiscard]] std::vector<T> tensor_split(const T& t, const at::Tensor& indices_or_sections, int64_t dim = 0) {
+  const at::Tensor& x = indices_or_sections;
+  if (x.dim() > 1 || !c10::isIntegralType(x.scalar_type(), false)) {
+    throw Error("tensor_split: indices_or_sections is a 0-d or 1-d integer tensor, got " +
+                std::string(c10::toString(x.scalar_type())) + " of shape " + detail::shape_str(x.sizes()));
+  }
+  if (x.dim() == 0) return tensor_split(t, x.item<int64_t>(), dim);
+  const at::Tensor c = x.to(at::kCPU, at::kLong).contiguous();
+  return tensor_split(t, c10::IntArrayRef(c.data_ptr<int64_t>(), static_cast<std::size_t>(c.numel())), dim);
 }
 
 /// Leaf by leaf, `a` where `cond` is true and `b` elsewhere; `cond` has the batch shape (or a

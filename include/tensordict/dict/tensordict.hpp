@@ -46,9 +46,21 @@ namespace tensordict {
 
 /// Which keys `keys()`, `values()` and `items()` list: `{.include_nested = true,
 /// .leaves_only = true}` lists every leaf as a nested key, depth first (JAX's tree_leaves order).
+/// `.sort = true` orders them by their names joined with "." (Python's `sort=True`);
+/// `.is_leaf` decides which entries are leaves, not walked into (by default, all but nested
+/// TensorDicts), as Python's `is_leaf`.
 struct KeysOptions {
   bool include_nested = false;
   bool leaves_only = false;
+  bool sort = false;
+  std::function<bool(const Entry&)> is_leaf = {};
+};
+
+/// Python's `rename(**rename_map)`: batch dim names to change, old → new (null removes the
+/// name): `td.rename(tensordict::NamesMap{{"time", "t"}})`.
+struct NamesMap {
+  NamesMap(std::initializer_list<std::pair<std::string, std::optional<std::string>>> m) : map(m.begin(), m.end()) {}
+  std::vector<std::pair<std::string, std::optional<std::string>>> map;
 };
 
 /// The runtime tree: key → tensor | TensorDict | non-tensor data, in insertion order, with a
@@ -166,6 +178,30 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// names). There must be one per batch dim, and no name twice.
   template <class = void>
   TensorDict& set_names(std::vector<std::optional<std::string>> names);
+  /// Names the unnamed batch dims and checks the named ones (Python's and torch's
+  /// `refine_names`): a name given for a named dim must be its name; `"..."` once stands for
+  /// the dims it spans, kept as they are. In place.
+  template <class = void>
+  TensorDict& refine_names(std::vector<std::optional<std::string>> names);
+  /// A copy (sharing the tensors) whose batch dims have `names` (`"..."` keeps the dims it
+  /// spans), or whose names are changed by `map` (old name → new name; null removes it), as
+  /// Python's `rename(*names)` and `rename(**rename_map)`; `rename_` in place.
+  template <class = void>
+  [[nodiscard]] TensorDict rename(std::vector<std::optional<std::string>> names) const {
+    TensorDict out = *this;
+    out.rename_(std::move(names));
+    return out;
+  }
+  template <class = void>
+  [[nodiscard]] TensorDict rename(const NamesMap& map) const {
+    TensorDict out = *this;
+    out.rename_(map);
+    return out;
+  }
+  template <class = void>
+  TensorDict& rename_(std::vector<std::optional<std::string>> names);
+  template <class = void>
+  TensorDict& rename_(const NamesMap& map);
   /// The device of every tensor, if the tree has one.
   const std::optional<c10::Device>& device() const noexcept { return device_; }
   /// Number of top-level entries.
@@ -266,16 +302,14 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   template <class = void>
   std::vector<NestedKey> keys(KeysOptions o = {}) const {
     std::vector<NestedKey> out;
-    for_each_entry(o, NestedKey(std::vector<std::string>{}),
-         [&](const NestedKey& k, const Entry&) { out.push_back(k); });
+    for (auto& [k, e] : items(std::move(o))) out.push_back(std::move(k));
     return out;
   }
   /// The entries listed by `keys(o)`, in the same order.
   template <class = void>
   std::vector<std::reference_wrapper<const Entry>> values(KeysOptions o = {}) const {
     std::vector<std::reference_wrapper<const Entry>> out;
-    for_each_entry(o, NestedKey(std::vector<std::string>{}),
-         [&](const NestedKey&, const Entry& e) { out.emplace_back(e); });
+    for (auto& [k, e] : items(std::move(o))) out.push_back(e);
     return out;
   }
   /// `(key, entry)` for every key of `keys(o)`.
@@ -285,6 +319,17 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
     std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> out;
     for_each_entry(o, NestedKey(std::vector<std::string>{}),
          [&](const NestedKey& k, const Entry& e) { out.emplace_back(k, e); });
+    if (o.sort) {
+      std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first.join() < b.first.join(); });
+    }
+    return out;
+  }
+  /// The top-level names, sorted (Python's `td.sorted_keys`).
+  template <class = void>
+  std::vector<std::string> sorted_keys() const {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : nodes()) out.push_back(k);
+    std::sort(out.begin(), out.end());
     return out;
   }
   /// `(nested key, tensor)` for every tensor leaf, depth first (`tree_flatten_with_path`).
@@ -324,6 +369,64 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
     set(key, std::move(value));
     return entry(key);
   }
+  /// A tree of `keys`, each a 0-d tensor of `value` (int64 for an integer, bool for a bool,
+  /// the default dtype for a float), batch size [] (Python's `TensorDict.fromkeys`).
+  template <class = void>
+  static TensorDict fromkeys(const std::vector<NestedKey>& keys, const at::Scalar& value = 0);
+  /// `fromkeys` with one tensor shared by every key.
+  template <class = void>
+  static TensorDict fromkeys(const std::vector<NestedKey>& keys, const at::Tensor& value);
+  /// A tree of this batch size, device and names without entries; with `recurse`, its nested
+  /// levels too, each empty (Python's `td.empty(recurse)`).
+  template <class = void>
+  [[nodiscard]] TensorDict empty(bool recurse = false) const;
+  /// Sets the batch size to the longest prefix of shape every tensor and nested level shares,
+  /// at most `batch_dims` dims, each nested level's first (Python's `auto_batch_size_`).
+  /// Non-tensor entries take no part.
+  template <class = void>
+  TensorDict& auto_batch_size_(std::optional<int64_t> batch_dims = std::nullopt);
+  /// The last entry added, removed and returned with its name (Python's `popitem`).
+  template <class = void>
+  std::pair<std::string, Entry> popitem();
+  /// `rename_key` under Python's name: without `safe`, an entry at `new_key` is replaced.
+  template <class = void>
+  TensorDict& rename_key_(const Key& old_key, const Key& new_key, bool safe = false) {
+    if (!safe && contains(new_key) && NestedKey(old_key) != NestedKey(new_key)) erase(new_key);
+    return rename_key(old_key, new_key);
+  }
+  /// `erase` under Python's name.
+  TensorDict& del_(const Key& key) { return erase(key); }
+  /// The shape of the tensor at `key` (Python's `get_item_shape`).
+  template <class = void>
+  std::vector<int64_t> get_item_shape(const Key& key) const { return get(key).sizes().vec(); }
+  /// The tree without its non-tensor entries, at every level (Python's
+  /// `filter_non_tensor_data`).
+  template <class = void>
+  [[nodiscard]] TensorDict filter_non_tensor_data() const;
+  /// Removes the nested levels that hold nothing (once their own empty levels are gone), in
+  /// place (Python's `filter_empty_`).
+  template <class = void>
+  TensorDict& filter_empty_();
+  /// `value` written into the tensor at `key` at `index`, in place (Python's `set_at_(key,
+  /// value, index)`: `td[key][index] = value`); the tensor keeps its storage.
+  template <class = void>
+  TensorDict& set_at_(const Key& key, const at::Tensor& value, at::ArrayRef<at::indexing::TensorIndex> index);
+  /// The tensor at `key` at `index` (Python's `get_at(key, index)`).
+  template <class = void>
+  at::Tensor get_at(const Key& key, at::ArrayRef<at::indexing::TensorIndex> index) const {
+    return get(key).index(index);
+  }
+  /// `other`'s tensors copied into this tree's tensors of the same keys, in place (Python's
+  /// `update_`): every key of `other` (or of `keys_to_update`, when given) must be here, with a
+  /// shape that `copy_` broadcasts from. Every key is checked first: on an error, nothing is
+  /// written.
+  template <class = void>
+  TensorDict& update_(const TensorDict& other, const std::vector<NestedKey>& keys_to_update = {});
+  /// `update_` at `index` of each tensor (Python's `update_at_(other, index)`): `td[key][index]
+  /// = other[key]` for each key.
+  template <class = void>
+  TensorDict& update_at_(const TensorDict& other, at::ArrayRef<at::indexing::TensorIndex> index,
+                         const std::vector<NestedKey>& keys_to_update = {});
   /// Removes the entry at `key` (Python's `del td[key]`).
   template <class = void>
   TensorDict& erase(const Key& key) {

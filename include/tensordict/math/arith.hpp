@@ -137,31 +137,50 @@ template <tree T>
       [&](const at::Tensor& x) { return x.pow(exponent); }, nullptr);
 }
 namespace detail {
-// A bound of clamp that an integer leaf cannot hold is an error naming the leaf, as torch 2.x
-// raises (libtorch 1.x wraps it around).
+// The range of an integer dtype whose bounds a Scalar can pass (bool and int64 have none here).
+template <class = void>
+inline bool int_range(c10::ScalarType st, double& lo, double& hi) {
+  switch (st) {
+    case at::kByte: lo = 0; hi = 255; return true;
+    case at::kChar: lo = -128; hi = 127; return true;
+    case at::kShort: lo = -32768; hi = 32767; return true;
+    case at::kInt: lo = -2147483648.0; hi = 2147483647.0; return true;
+    default: return false;
+  }
+}
+// The bounds of clamp for one leaf, as torch 2.x reads them: on an integer leaf, a min below its
+// dtype's range or a max above it clamps nothing on that side, and is dropped (libtorch 1.x
+// would wrap it around: -1 as 255 for uint8).
+template <class = void>
+inline std::pair<std::optional<at::Scalar>, std::optional<at::Scalar>> leaf_clamp_bounds(
+    const at::Tensor& x, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
+  double lo = 0, hi = 0;
+  if (!int_range(x.scalar_type(), lo, hi)) return {min, max};
+  return {min && min->toDouble() < lo ? std::nullopt : min, max && max->toDouble() > hi ? std::nullopt : max};
+}
+// torch 2.x's rule for the bounds of clamp on integer leaves: a min above the dtype's range or a
+// max below it is an error naming the leaf. Returns whether a leaf has a bound to drop (see
+// leaf_clamp_bounds), so that the caller clamps leaf by leaf.
 template <class T>
-void check_clamp_bounds(const char* op, const T& t, const std::optional<at::Scalar>& min,
+bool check_clamp_bounds(const char* op, const T& t, const std::optional<at::Scalar>& min,
                         const std::optional<at::Scalar>& max) {
   const auto lists = present_leaves(op, t);
+  bool drop = false;
   for (std::size_t i = 0; i < lists[0].size(); ++i) {
     const c10::ScalarType st = lists[0][i].scalar_type();
-    if (!c10::isIntegralType(st, /*includeBool=*/false)) continue;
     double lo = 0, hi = 0;
-    switch (st) {
-      case at::kByte: lo = 0; hi = 255; break;
-      case at::kChar: lo = -128; hi = 127; break;
-      case at::kShort: lo = -32768; hi = 32767; break;
-      case at::kInt: lo = -2147483648.0; hi = 2147483647.0; break;
-      default: continue;
+    if (!int_range(st, lo, hi)) continue;
+    if (min && min->toDouble() > hi) {
+      throw_update(op, present_key(t, i), "the clamp min value " + std::to_string(min->toDouble()) +
+                                              " is above the range of this leaf's dtype " + c10::toString(st));
     }
-    for (const auto* b : {&min, &max}) {
-      if (*b && ((*b)->toDouble() < lo || (*b)->toDouble() > hi)) {
-        throw_update(op, present_key(t, i),
-                     std::string("the clamp ") + (b == &min ? "min" : "max") + " value " + std::to_string((*b)->toDouble()) +
-                         " is outside the range of this leaf's dtype " + c10::toString(st));
-      }
+    if (max && max->toDouble() < lo) {
+      throw_update(op, present_key(t, i), "the clamp max value " + std::to_string(max->toDouble()) +
+                                              " is below the range of this leaf's dtype " + c10::toString(st));
     }
+    drop = drop || (min && min->toDouble() < lo) || (max && max->toDouble() > hi);
   }
+  return drop;
 }
 }  // namespace detail
 
@@ -170,7 +189,12 @@ template <tree T>
 [[nodiscard]] T clamp(const T& a, const std::optional<at::Scalar>& min,
                       const std::optional<at::Scalar>& max) {
   if (!min && !max) throw Error("clamp: at least one of min and max must be given");
-  detail::check_clamp_bounds("clamp", a, min, max);
+  if (detail::check_clamp_bounds("clamp", a, min, max)) {
+    return tensordict::apply(a, [&](const at::Tensor& x) {
+      const auto [lo, hi] = detail::leaf_clamp_bounds(x, min, max);
+      return lo || hi ? x.clamp(detail::opt(lo), detail::opt(hi)) : x.clone();
+    });
+  }
   return detail::map_op(
       "clamp", a,
 #if TENSORDICT_MODERN_FOREACH

@@ -94,7 +94,13 @@ T& pow_(T& a, const at::Scalar& exponent) {
 template <tree T>
 T& clamp_(T& a, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
   if (!min && !max) throw Error("clamp_: at least one of min and max must be given");
-  detail::check_clamp_bounds("clamp_", std::as_const(a), min, max);
+  if (detail::check_clamp_bounds("clamp_", std::as_const(a), min, max)) {
+    return tensordict::apply_(a, [&](const at::Tensor& x) {
+      const auto [lo, hi] = detail::leaf_clamp_bounds(x, min, max);
+      if (lo || hi) x.clamp_(detail::opt(lo), detail::opt(hi));
+      return x;
+    });
+  }
 #if TENSORDICT_MODERN_FOREACH
   return detail::update_op("clamp_", a, [&](auto xs) {
     if (min) at::_foreach_clamp_min_(xs, *min);

@@ -106,12 +106,13 @@ void combine_static(const char* op, const Loc& loc, V& out, const std::vector<co
   }
 }
 
-// Combines the trees leaf by leaf: `f(TensorList)` gets the leaves at one key, one per tree,
-// and the result has batch size `to` (nested levels keep their extra dims). The trees must
-// have the same shape (keys matched as sets: the first tree's order is the result's) and the
-// same static fields (see combine_static).
-template <tree T, class F>
-T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
+// Combines the trees leaf by leaf: `f(TensorList)` (or `f(loc, TensorList)`, to know the leaf)
+// gets the leaves at one key, one per tree, and the result has batch size `to` (nested levels
+// keep their extra dims). The trees must have the same shape (keys matched as sets: the first
+// tree's order is the result's) and the same static fields (see combine_static), whose element
+// positions `fpos` combines (a negative position is a missing value: null).
+template <tree T, class F, class P>
+T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to, P&& fpos) {
   const std::size_t n = ts.size();
   for (std::size_t i = 1; i < n; ++i) {
     try {
@@ -153,7 +154,13 @@ T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
   auto leaf = [&](const auto& loc, const auto& a, auto& o) {
     if (!leaf_get(a).defined()) return;
     const at::TensorList xs(all.data() + loc() * n, n);
-    leaf_set(o, at_leaf<T>(op, loc, [&] { return f(xs); }));
+    leaf_set(o, at_leaf<T>(op, loc, [&] {
+      if constexpr (std::is_invocable_v<F&, decltype(loc), at::TensorList>) {
+        return f(loc, xs);
+      } else {
+        return f(xs);
+      }
+    }));
   };
   visit_leaves(leaf, ts[0], out);
   std::size_t s = 0;
@@ -166,11 +173,15 @@ T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
     if constexpr (entry_like<V>) {
       for (std::size_t i = 0; i < n; ++i) level[i] = splice(*loc.batch(), from, batch_size(ts[i]));
     }
-    combine_static<T>(op, loc, o, vs, f, level);
+    combine_static<T>(op, loc, o, vs, fpos, level);
   };
   visit_nonleaf(stat, [&](const BatchSize&, BatchSize& b) { b = splice(b, from, to); }, ts[0], out);
   check(out, op);
   return out;
+}
+template <tree T, class F>
+T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to) {
+  return combine<T>(op, ts, f, to, f);
 }
 
 }  // namespace detail

@@ -26,18 +26,34 @@ namespace detail {
 // leading dims are the batch dims) and the element positions of each non-tensor stack; the
 // result has batch size `to`, nested batch sizes keep their extra dims. The result is
 // validated.
-template <tree T, class F>
-T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
+// `fpos` maps the element positions of non-tensor stacks (a negative position becomes null);
+// with `spread`, one non-tensor value at a batched level is first made a stack of its copies
+// (an operation that adds elements, as padding, gives it a stack).
+template <tree T, class F, class P>
+T rebatch(const char* op, const T& t, F&& f, const BatchSize& to, P&& fpos, bool spread) {
   const BatchSize from = batch_size(t);
   T out = apply_impl<T, unsettled_apply>(op, t, f);
   auto stacks = [&](const auto& loc, const auto& a, auto& o) {
     if constexpr (entry_like<std::remove_cvref_t<decltype(a)>>) {
-      if (a.is_non_tensor_stack()) o = rebatch_stack(op, loc, a.non_tensor_stack(), *loc.batch(), f);
+      if (a.is_non_tensor_stack()) {
+        o = rebatch_stack(op, loc, a.non_tensor_stack(), *loc.batch(), fpos);
+      } else if (spread && a.is_non_tensor() && !a.non_tensor().metadata && !loc.batch()->empty()) {
+        const BatchSize& bs = *loc.batch();
+        std::size_t next = 0;
+        const NonTensorStack copies{nest_json({a.non_tensor().value},
+                                              std::vector<int64_t>(static_cast<std::size_t>(c10::multiply_integers(bs.dims())), 0),
+                                              bs.dims(), 0, next)};
+        o = rebatch_stack(op, loc, copies, bs, fpos);
+      }
     }
   };
   visit_nonleaf(stacks, [&](const BatchSize&, BatchSize& b) { b = splice(b, from, to); }, t, out);
   check(out, op);
   return out;
+}
+template <tree T, class F>
+T rebatch(const char* op, const T& t, F&& f, const BatchSize& to) {
+  return rebatch(op, t, f, to, f, false);
 }
 
 // A tensor of T's batch shape that costs nothing: an expanded scalar, on which libtorch

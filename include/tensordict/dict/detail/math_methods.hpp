@@ -43,6 +43,11 @@ TENSORDICT_ADL_CALL(repeat)
 TENSORDICT_ADL_CALL(repeat_interleave)
 TENSORDICT_ADL_CALL(tile)
 TENSORDICT_ADL_CALL(expand_as)
+TENSORDICT_ADL_CALL(pad)
+TENSORDICT_ADL_CALL(split)
+TENSORDICT_ADL_CALL(chunk)
+TENSORDICT_ADL_CALL(unbind)
+TENSORDICT_ADL_CALL(tensor_split)
 #undef TENSORDICT_ADL_CALL
 }  // namespace adl
 
@@ -240,6 +245,17 @@ class TensorDictMath {
   [[nodiscard]] D expand_as(const at::Tensor& other) const { return detail::adl::call_expand_as(self(), other); }
   template <class = void>
   [[nodiscard]] D expand_as(const D& other) const { return detail::adl::call_expand_as(self(), other); }
+  /// Padded along the batch dims (`td.pad({0, 2}, value)`, batch/pad.hpp's `pad`).
+  [[nodiscard]] D pad(c10::IntArrayRef pad_size, const Scalar& value = 0) const { return detail::adl::call_pad(self(), pad_size, value); }
+  /// Parts along a batch dim (batch/combine.hpp): `td.split(2)`, `td.split({1, 3}, 0)`,
+  /// `td.chunk(3)`, `td.unbind(0)`, `td.tensor_split(3)`, `td.tensor_split({2, -2})`.
+  [[nodiscard]] std::vector<D> split(int64_t split_size, int64_t dim = 0) const { return detail::adl::call_split(self(), split_size, dim); }
+  [[nodiscard]] std::vector<D> split(c10::IntArrayRef sizes, int64_t dim = 0) const { return detail::adl::call_split(self(), sizes, dim); }
+  [[nodiscard]] std::vector<D> chunk(int64_t chunks, int64_t dim = 0) const { return detail::adl::call_chunk(self(), chunks, dim); }
+  [[nodiscard]] std::vector<D> unbind(int64_t dim = 0) const { return detail::adl::call_unbind(self(), dim); }
+  [[nodiscard]] std::vector<D> tensor_split(int64_t sections, int64_t dim = 0) const { return detail::adl::call_tensor_split(self(), sections, dim); }
+  [[nodiscard]] std::vector<D> tensor_split(c10::IntArrayRef indices, int64_t dim = 0) const { return detail::adl::call_tensor_split(self(), indices, dim); }
+  [[nodiscard]] std::vector<D> tensor_split(const at::Tensor& indices_or_sections, int64_t dim = 0) const { return detail::adl::call_tensor_split(self(), indices_or_sections, dim); }
 
   template <class = void>
   [[nodiscard]] D norm(double p = 2) const { return tensordict::norm(self(), p); }

@@ -5,6 +5,7 @@
 /// so; the cold ones stay `noinline`).
 
 #include <sstream>
+#include <ATen/ExpandUtils.h>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,75 @@ inline TensorDict& TensorDict::set_names(std::vector<std::optional<std::string>>
   }
   names_ = std::move(names);
   return *this;
+}
+
+namespace detail {
+// `names` with its one "..." replaced by the `current` names of the dims it spans.
+template <class = void>
+inline std::vector<std::optional<std::string>> expand_ellipsis(const char* op, std::vector<std::optional<std::string>> names,
+                                                               const std::vector<std::optional<std::string>>& current) {
+  const auto dots = std::count(names.begin(), names.end(), std::optional<std::string>("..."));
+  if (dots > 1) throw Error(std::string(op) + ": \"...\" may appear once");
+  if (dots == 1) {
+    if (names.size() - 1 > current.size()) {
+      throw BatchSizeError(std::string(op) + ": " + std::to_string(names.size() - 1) + " names besides \"...\" for " +
+                           std::to_string(current.size()) + " batch dims");
+    }
+    const auto at = static_cast<std::size_t>(std::find(names.begin(), names.end(), std::optional<std::string>("...")) - names.begin());
+    const std::size_t span = current.size() - (names.size() - 1);
+    std::vector<std::optional<std::string>> out(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(at));
+    out.insert(out.end(), current.begin() + static_cast<std::ptrdiff_t>(at), current.begin() + static_cast<std::ptrdiff_t>(at + span));
+    out.insert(out.end(), names.begin() + static_cast<std::ptrdiff_t>(at + 1), names.end());
+    return out;
+  }
+  return names;
+}
+}  // namespace detail
+
+template <class>
+inline TensorDict& TensorDict::refine_names(std::vector<std::optional<std::string>> names) {
+  std::vector<std::optional<std::string>> current = names_;
+  current.resize(batch_size_.size());
+  names = detail::expand_ellipsis("refine_names", std::move(names), current);
+  if (names.size() != batch_size_.size()) {
+    throw BatchSizeError("refine_names: " + std::to_string(names.size()) + " names for a batch size of " +
+                         std::to_string(batch_size_.size()) + " dims");
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!names[i]) {
+      names[i] = current[i];
+    } else if (current[i] && *current[i] != *names[i]) {
+      throw Error("refine_names: batch dim " + std::to_string(i) + " is named '" + *current[i] + "', not '" + *names[i] + "'");
+    }
+  }
+  if (std::none_of(names.begin(), names.end(), [](const auto& n) { return n.has_value(); })) names.clear();
+  return set_names(std::move(names));
+}
+
+template <class>
+inline TensorDict& TensorDict::rename_(std::vector<std::optional<std::string>> names) {
+  std::vector<std::optional<std::string>> current = names_;
+  current.resize(batch_size_.size());
+  names = detail::expand_ellipsis("rename", std::move(names), current);
+  if (std::none_of(names.begin(), names.end(), [](const auto& n) { return n.has_value(); })) names.clear();
+  return set_names(std::move(names));
+}
+
+template <class>
+inline TensorDict& TensorDict::rename_(const NamesMap& map) {
+  std::vector<std::optional<std::string>> names = names_;
+  names.resize(batch_size_.size());
+  for (const auto& [from, to] : map.map) {
+    auto it = std::find(names.begin(), names.end(), std::optional<std::string>(from));
+    if (it == names.end()) {
+      std::string have;
+      for (const auto& n : names_) have += (have.empty() ? "" : ", ") + (n ? "'" + *n + "'" : std::string("None"));
+      throw KeyError("rename: no batch dim is named '" + from + "' (the names: [" + have + "])");
+    }
+    *it = to;
+  }
+  if (std::none_of(names.begin(), names.end(), [](const auto& n) { return n.has_value(); })) names.clear();
+  return set_names(std::move(names));
 }
 
 template <class V>
@@ -426,9 +496,10 @@ template <class F>
 inline void TensorDict::for_each_entry(KeysOptions o, const NestedKey& prefix, F&& f) const {
   for (const auto& [k, v] : nodes()) {
     NestedKey key = prefix / k;
-    if (v.is_tensordict()) {
+    const bool leaf = o.is_leaf ? o.is_leaf(v) : !v.is_tensordict();
+    if (!leaf) {
       if (!o.leaves_only) f(key, v);
-      if (o.include_nested) v.tensordict().for_each_entry(o, key, f);
+      if (o.include_nested && v.is_tensordict()) v.tensordict().for_each_entry(o, key, f);
     } else {
       f(key, v);
     }
@@ -504,6 +575,215 @@ inline detail::KeyTable& TensorDict::own_keys() {
     keys_ = std::make_shared<detail::KeyTable>(*keys_);
   }
   return *keys_;
+}
+
+// ---- Python's key and creation methods ---------------------------------------------------
+
+template <class>
+inline TensorDict TensorDict::fromkeys(const std::vector<NestedKey>& keys, const at::Scalar& value) {
+  const at::ScalarType dt = value.isBoolean() ? at::kBool
+                            : value.isIntegral(false) ? at::kLong
+                            : value.isComplex() ? c10::toComplexType(c10::typeMetaToScalarType(at::get_default_dtype()))
+                                                : c10::typeMetaToScalarType(at::get_default_dtype());
+  return fromkeys(keys, at::scalar_tensor(value, at::TensorOptions().dtype(dt)));
+}
+
+template <class>
+inline TensorDict TensorDict::fromkeys(const std::vector<NestedKey>& keys, const at::Tensor& value) {
+  TensorDict out;
+  for (const auto& k : keys) out.set(k, value);
+  return out;
+}
+
+template <class>
+inline TensorDict TensorDict::empty(bool recurse) const {
+  TensorDict out(batch_size_, device_);
+  out.names_ = names_;
+  if (recurse) {
+    for (const auto& [k, v] : nodes()) {
+      if (v.is_tensordict()) out.set_here(NestedKey(k), k, Entry(v.tensordict().empty(true)));
+    }
+  }
+  return out;
+}
+
+template <class>
+inline TensorDict& TensorDict::auto_batch_size_(std::optional<int64_t> batch_dims) {
+  if (batch_dims && *batch_dims < 0) throw Error("auto_batch_size_: batch_dims must be >= 0, got " + std::to_string(*batch_dims));
+  // Each nested level first, then the longest prefix the tensors and nested batch sizes share;
+  // an empty nested level (not the first) takes no part: its batch size is free.
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<bool> free;
+  for (auto&& [k, v] : nodes()) {
+    if (v.is_tensordict()) {
+      TensorDict& sub = v.tensordict();
+      sub.auto_batch_size_(batch_dims);
+      shapes.push_back(sub.batch_size_.dims().vec());
+      free.push_back(sub.is_empty());
+    } else if (v.is_tensor() && v.tensor().defined()) {
+      shapes.push_back(v.tensor().sizes().vec());
+      free.push_back(false);
+    }
+  }
+  std::vector<int64_t> b;
+  if (shapes.empty()) {
+    b = batch_size_.dims().vec();
+    if (batch_dims && static_cast<int64_t>(b.size()) > *batch_dims) b.resize(static_cast<std::size_t>(*batch_dims));
+  } else {
+    for (std::size_t d = 0; d < shapes[0].size(); ++d) {
+      bool all = true;
+      for (std::size_t i = 1; all && i < shapes.size(); ++i) {
+        all = free[i] || (shapes[i].size() > d && shapes[i][d] == shapes[0][d]);
+      }
+      if (!all || (batch_dims && static_cast<int64_t>(b.size()) >= *batch_dims)) break;
+      b.push_back(shapes[0][d]);
+    }
+  }
+  const BatchSize nb{c10::IntArrayRef(b)};
+  // Empty nested levels follow the new batch size where theirs no longer fits.
+  auto reset = [&nb](auto& self, TensorDict& t) -> void {
+    t.batch_size_ = nb;
+    t.names_.clear();
+    for (auto&& [k, v] : t.nodes()) {
+      if (v.is_tensordict()) self(self, v.tensordict());
+    }
+  };
+  for (auto&& [k, v] : nodes()) {
+    if (v.is_tensordict() && v.tensordict().is_empty() && !detail::starts_with(v.tensordict().batch_size_.dims(), nb)) {
+      reset(reset, v.tensordict());
+    }
+  }
+  if (!(nb == batch_size_)) names_.clear();
+  batch_size_ = nb;
+  return *this;
+}
+
+template <class>
+inline std::pair<std::string, Entry> TensorDict::popitem() {
+  if (values_.empty()) throw KeyError("popitem: the TensorDict is empty");
+  const std::size_t i = values_.size() - 1;
+  std::string name = name_at(i);
+  check_unlocked("popitem", Key(name));
+  Entry e = std::move(values_[i]);
+  remove_at(i);
+  return {std::move(name), std::move(e)};
+}
+
+template <class>
+inline TensorDict TensorDict::filter_non_tensor_data() const {
+  TensorDict out(batch_size_, device_);
+  out.names_ = names_;
+  for (const auto& [k, v] : nodes()) {
+    if (v.is_tensordict()) {
+      out.set_here(NestedKey(k), k, Entry(v.tensordict().filter_non_tensor_data()));
+    } else if (v.is_tensor()) {
+      out.set_here(NestedKey(k), k, v);
+    }
+  }
+  return out;
+}
+
+template <class>
+inline TensorDict& TensorDict::filter_empty_() {
+  for (std::size_t i = values_.size(); i-- > 0;) {
+    if (!values_[i].is_tensordict()) continue;
+    TensorDict& sub = values_[i].tensordict();
+    sub.filter_empty_();
+    if (sub.size() == 0) {
+      check_unlocked("filter_empty_", Key(name_at(i)));
+      remove_at(i);
+    }
+  }
+  return *this;
+}
+
+template <class>
+inline TensorDict& TensorDict::set_at_(const Key& key, const at::Tensor& value, at::ArrayRef<at::indexing::TensorIndex> index) {
+  at::Tensor& t = get(key);
+  try {
+    t.index_put_(index, value);
+  } catch (const std::exception& e) {
+    throw IndexError("set_at_ " + detail::key_str(key) + ": a value of shape " + detail::shape_str(value.sizes()) +
+                     " cannot be written at that index of the entry of shape " + detail::shape_str(t.sizes()) + ": " +
+                     detail::what_of(e));
+  }
+  return *this;
+}
+
+namespace detail {
+// The tensors of `other` that update_ / update_at_ write: every tensor leaf, or those under the
+// keys to update (a key naming a nested level takes its leaves).
+template <class = void>
+inline std::vector<std::pair<NestedKey, const Entry*>> update_sources(const char* op, const TensorDict& other,
+                                                                      const std::vector<NestedKey>& keys) {
+  std::vector<std::pair<NestedKey, const Entry*>> out;
+  for (const auto& [k, e] : other.items({.include_nested = true, .leaves_only = true})) {
+    if (!keys.empty()) {
+      const bool chosen = std::any_of(keys.begin(), keys.end(), [&](const NestedKey& u) {
+        return u.size() <= k.size() && std::equal(u.parts().begin(), u.parts().end(), k.parts().begin());
+      });
+      if (!chosen) continue;
+    }
+    out.emplace_back(k, &e.get());
+  }
+  for (const auto& u : keys) {
+    if (!other.contains(u)) throw KeyError(std::string(op) + ": keys_to_update names " + key_str(u) + ", which the source does not have");
+  }
+  return out;
+}
+}  // namespace detail
+
+template <class>
+inline TensorDict& TensorDict::update_(const TensorDict& other, const std::vector<NestedKey>& keys_to_update) {
+  const auto src = detail::update_sources("update_", other, keys_to_update);
+  std::vector<at::Tensor> dst;
+  for (const auto& [k, e] : src) {
+    if (!contains(k)) throw KeyError("update_: key " + detail::key_str(k) + " is not in the TensorDict; update_ writes into entries that exist (update adds them)");
+    const Entry& here = entry(k);
+    if (e->is_tensor() != here.is_tensor()) {
+      throw KeyError("update_: key " + detail::key_str(k) + " holds " + here.kind() + " here and " + e->kind() + " in the source");
+    }
+    if (!e->is_tensor()) continue;
+    const at::Tensor& x = here.tensor();
+    if (!at::is_expandable_to(e->tensor().sizes(), x.sizes())) {
+      throw BatchSizeError("update_: key " + detail::key_str(k) + ": the source's shape " + detail::shape_str(e->tensor().sizes()) +
+                           " does not broadcast to the entry's shape " + detail::shape_str(x.sizes()));
+    }
+  }
+  for (const auto& [k, e] : src) {
+    if (e->is_tensor()) {
+      entry(k).tensor().copy_(e->tensor());
+    } else {
+      entry(k) = *e;
+    }
+  }
+  return *this;
+}
+
+template <class>
+inline TensorDict& TensorDict::update_at_(const TensorDict& other, at::ArrayRef<at::indexing::TensorIndex> index,
+                                          const std::vector<NestedKey>& keys_to_update) {
+  const auto src = detail::update_sources("update_at_", other, keys_to_update);
+  for (const auto& [k, e] : src) {
+    if (!contains(k)) throw KeyError("update_at_: key " + detail::key_str(k) + " is not in the TensorDict");
+    if (!e->is_tensor() || !entry(k).is_tensor()) {
+      throw KeyError("update_at_: key " + detail::key_str(k) + " is not a tensor here and in the source; only tensors are written at an index");
+    }
+    const at::Tensor& x = entry(k).tensor();
+    at::Tensor view;
+    try {
+      view = x.index(index);
+    } catch (const std::exception& ex) {
+      throw IndexError("update_at_: key " + detail::key_str(k) + " of shape " + detail::shape_str(x.sizes()) +
+                       ": the index does not apply: " + detail::what_of(ex));
+    }
+    if (!at::is_expandable_to(e->tensor().sizes(), view.sizes())) {
+      throw BatchSizeError("update_at_: key " + detail::key_str(k) + ": the source's shape " + detail::shape_str(e->tensor().sizes()) +
+                           " does not broadcast to the indexed shape " + detail::shape_str(view.sizes()));
+    }
+  }
+  for (const auto& [k, e] : src) entry(k).tensor().index_put_(index, e->tensor());
+  return *this;
 }
 
 }  // namespace tensordict

@@ -1,0 +1,200 @@
+// Python TensorDict's key, creation and naming methods on the C++ TensorDict (fromkeys, empty,
+// auto_batch_size_, popitem, sorted keys and keys(sort, is_leaf), filter_non_tensor_data,
+// filter_empty_, set_at_/get_at, update_/update_at_, rename_key_, refine_names/rename), each
+// checked against what Python tensordict 0.15.3 gives for the same tree, on many shapes and
+// levels; the errors and that a failed call writes nothing.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "types.hpp"
+
+namespace td = tensordict;
+using td::NestedKey;
+using td::TensorDict;
+
+namespace {
+
+std::vector<std::string> joined(const std::vector<NestedKey>& ks) {
+  std::vector<std::string> out;
+  for (const auto& k : ks) out.push_back(k.join());
+  return out;
+}
+
+TensorDict sample() {
+  return TensorDict({{"b", torch::zeros({2})},
+                     {"a", TensorDict({{"c", torch::ones({2})}, {"e", TensorDict(td::BatchSize{2})}}, {2})},
+                     {"z", TensorDict(td::BatchSize{2})},
+                     {"txt", td::NonTensorData{td::Json("hi")}}},
+                    {2});
+}
+
+}  // namespace
+
+TEST_CASE("keys: sort and is_leaf as Python's, sorted_keys") {
+  const TensorDict t = sample();
+  CHECK(t.sorted_keys() == std::vector<std::string>{"a", "b", "txt", "z"});
+  // Python: list(td.keys(True, True, sort=True)) == [('a', 'c'), 'b', 'txt']
+  CHECK(joined(t.keys({.include_nested = true, .leaves_only = true, .sort = true})) ==
+        std::vector<std::string>{"a.c", "b", "txt"});
+  CHECK(joined(t.keys({.include_nested = true, .sort = true})) ==
+        std::vector<std::string>{"a", "a.c", "a.e", "b", "txt", "z"});
+  // is_leaf: nested TensorDicts as leaves are listed and not walked into
+  const auto as_leaves = t.keys({.include_nested = true, .leaves_only = true, .is_leaf = [](const td::Entry&) { return true; }});
+  CHECK(joined(as_leaves) == std::vector<std::string>{"b", "a", "z", "txt"});
+  CHECK(t.values({.sort = true}).size() == 4);
+  CHECK(t.items({.sort = true})[0].second.get().is_tensordict());
+}
+
+TEST_CASE("fromkeys, empty(recurse), popitem, filter_non_tensor_data, filter_empty_") {
+  const TensorDict f = TensorDict::fromkeys({"x", NestedKey{"y", "z"}});
+  CHECK(f.get("x").dtype() == torch::kLong);  // Python: i64[]
+  CHECK(f.get("x").dim() == 0);
+  CHECK(f.get({"y", "z"}).item<int64_t>() == 0);
+  CHECK(TensorDict::fromkeys({"x"}, 0.5).get("x").dtype() == torch::kFloat);
+  CHECK(TensorDict::fromkeys({"x"}, true).get("x").dtype() == torch::kBool);
+  const torch::Tensor shared = torch::arange(3);
+  const TensorDict g = TensorDict::fromkeys({"p", "q"}, shared);
+  CHECK(g.get("q").data_ptr() == shared.data_ptr());
+
+  TensorDict t = sample();
+  t.set_names({"env"});
+  const TensorDict e = t.empty();
+  CHECK(e.size() == 0);
+  CHECK(e.batch_size() == td::BatchSize{2});
+  CHECK((e.names() == t.names()));
+  const TensorDict er = t.empty(true);
+  CHECK(joined(er.keys({.include_nested = true})) == std::vector<std::string>{"a", "a.e", "z"});
+
+  auto [name, entry] = t.popitem();
+  CHECK(name == "txt");
+  CHECK(entry.is_non_tensor());
+  CHECK(t.size() == 3);
+  CHECK_THROWS_WITH_AS((void)TensorDict().popitem(), doctest::Contains("empty"), td::KeyError);
+
+  const TensorDict nt = sample().filter_non_tensor_data();
+  CHECK(!nt.contains("txt"));
+  CHECK(nt.contains({"a", "e"}));
+
+  TensorDict fe = sample();
+  fe.filter_empty_();
+  CHECK(joined(fe.keys({.include_nested = true})) == std::vector<std::string>{"b", "a", "a.c", "txt"});
+  TensorDict locked = sample();
+  locked.lock_();
+  CHECK_THROWS_AS(locked.filter_empty_(), td::Error);
+}
+
+TEST_CASE("auto_batch_size_: the longest shared prefix, nested levels first, as Python's") {
+  struct Case {
+    TensorDict t;
+    std::optional<int64_t> dims;
+    std::vector<int64_t> want, nested;
+  };
+  std::vector<Case> cases;
+  cases.push_back({TensorDict({{"x", torch::zeros({3, 2})}, {"y", torch::zeros({3})}}), std::nullopt, {3}, {}});
+  cases.push_back({TensorDict({{"x", torch::zeros({3, 2})}, {"n", TensorDict({{"y", torch::zeros({3, 2, 5})}})}}),
+                   std::nullopt, {3, 2}, {3, 2, 5}});
+  cases.push_back({TensorDict({{"x", torch::zeros({3, 2})}, {"n", TensorDict({{"y", torch::zeros({3, 2, 5})}})}}), 1, {3}, {3}});
+  cases.push_back({TensorDict({{"x", torch::zeros({4, 2})}, {"n", TensorDict({{"y", torch::zeros({3})}})}}), std::nullopt, {}, {3}});
+  cases.push_back({TensorDict({{"x", torch::zeros({4, 2})}, {"n", TensorDict()}}), std::nullopt, {4, 2}, {4, 2}});
+  cases.push_back({TensorDict({{"x", torch::zeros({4, 2})}}, {4}), 0, {}, {}});
+  for (auto& c : cases) {
+    c.t.auto_batch_size_(c.dims);
+    CHECK(c.t.batch_size().dims().vec() == c.want);
+    if (c.t.contains("n")) CHECK(c.t.get<TensorDict>("n").batch_size().dims().vec() == c.nested);
+  }
+  // random trees: the result is the common prefix of every tensor's shape
+  std::mt19937 g(1);
+  for (int i = 0; i < 20; ++i) {
+    std::vector<int64_t> base;
+    for (std::size_t d = 0, n = g() % 4; d < n; ++d) base.push_back(1 + static_cast<int64_t>(g() % 3));
+    TensorDict t;
+    std::vector<std::vector<int64_t>> shapes;
+    for (int k = 0; k < 3; ++k) {
+      std::vector<int64_t> s(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(g() % (base.size() + 1)));
+      if (g() % 3 == 0) s.push_back(7);
+      shapes.push_back(s);
+      t.set("k" + std::to_string(k), torch::zeros(s));
+    }
+    std::vector<int64_t> want;
+    for (std::size_t d = 0;; ++d) {
+      bool all = true;
+      for (const auto& s : shapes) all = all && s.size() > d && s[d] == shapes[0][d];
+      if (!all) break;
+      want.push_back(shapes[0][d]);
+    }
+    t.auto_batch_size_();
+    CHECK(t.batch_size().dims().vec() == want);
+  }
+  CHECK_THROWS_AS(TensorDict().auto_batch_size_(-1), td::Error);
+}
+
+TEST_CASE("set_at_, get_at, update_, update_at_: in place, checked before writing") {
+  TensorDict t({{"x", torch::zeros({3, 2})}, {"n", TensorDict({{"y", torch::zeros({3})}}, {3})}}, {3});
+  const torch::Tensor storage = t.get("x");
+  t.set_at_("x", torch::ones({2}), {1});
+  CHECK(t.get("x").data_ptr() == storage.data_ptr());
+  CHECK(torch::equal(t.get_at("x", {1}), torch::ones({2})));
+  CHECK(torch::equal(t.get_at("x", {0}), torch::zeros({2})));
+  CHECK_THROWS_WITH_AS(t.set_at_("x", torch::ones({5}), {0}), doctest::Contains("'x'"), td::IndexError);
+  CHECK_THROWS_AS(t.set_at_("missing", torch::ones({2}), {0}), td::KeyError);
+
+  t.update_(TensorDict({{"x", torch::full({2}, 3.)}, {"n", TensorDict({{"y", torch::full({3}, 2.)}}, {3})}}));
+  CHECK(torch::equal(t.get("x"), torch::full({3, 2}, 3.)));
+  CHECK(torch::equal(t.get({"n", "y"}), torch::full({3}, 2.)));
+  CHECK(t.get("x").data_ptr() == storage.data_ptr());
+  // keys_to_update: only those (a nested level's leaves with it)
+  t.update_(TensorDict({{"x", torch::zeros({2})}, {"n", TensorDict({{"y", torch::zeros({3})}}, {3})}}), {NestedKey("n")});
+  CHECK(torch::equal(t.get("x"), torch::full({3, 2}, 3.)));
+  CHECK(torch::equal(t.get({"n", "y"}), torch::zeros({3})));
+  // a missing key or a shape that does not broadcast: an error naming it, nothing written
+  const TensorDict before = t.clone();
+  CHECK_THROWS_WITH_AS(t.update_(TensorDict({{"x", torch::ones({2})}, {"q", torch::ones({2})}})), doctest::Contains("'q'"), td::KeyError);
+  CHECK_THROWS_WITH_AS(t.update_(TensorDict({{"x", torch::ones({4})}})), doctest::Contains("[4]"), td::BatchSizeError);
+  CHECK_THROWS_WITH_AS(t.update_(TensorDict({{"x", torch::ones({2})}}), {NestedKey("w")}), doctest::Contains("'w'"), td::KeyError);
+  CHECK(td::equal(t, before));
+
+  t.update_at_(TensorDict({{"x", torch::full({2}, 5.)}, {"n", TensorDict({{"y", torch::tensor(7.)}})}}), {0});
+  CHECK(torch::equal(t.get("x")[0], torch::full({2}, 5.)));
+  CHECK(torch::equal(t.get("x")[1], torch::full({2}, 3.)));
+  CHECK(t.get({"n", "y"})[0].item<double>() == 7.);
+  const TensorDict before_at = t.clone();
+  CHECK_THROWS_WITH_AS(t.update_at_(TensorDict({{"x", torch::ones({2})}}), {5}), doctest::Contains("'x'"), td::IndexError);
+  CHECK_THROWS_AS(t.update_at_(TensorDict({{"x", torch::ones({2})}, {"n", TensorDict({{"y", torch::ones({4})}})}}), {0}),
+                  td::BatchSizeError);
+  CHECK(td::equal(t, before_at));
+}
+
+TEST_CASE("rename_key_, del_, get_item_shape") {
+  TensorDict t({{"a", torch::zeros({2})}, {"b", torch::ones({2})}});
+  t.rename_key_("a", "b");  // Python's default: the entry at "b" is replaced
+  CHECK(t.size() == 1);
+  CHECK(torch::equal(t.get("b"), torch::zeros({2})));
+  t.set("c", torch::ones({3}));
+  CHECK_THROWS_AS(t.rename_key_("c", "b", true), td::KeyError);
+  CHECK(t.get_item_shape("c") == std::vector<int64_t>{3});
+  t.del_("c");
+  CHECK(!t.contains("c"));
+}
+
+TEST_CASE("refine_names and rename, as torch's and Python's") {
+  TensorDict t({{"x", torch::zeros({2, 3, 4})}}, {2, 3, 4});
+  t.refine_names({"env", "...", "feat"});
+  CHECK((t.names() == std::vector<std::optional<std::string>>{"env", std::nullopt, "feat"}));
+  t.refine_names({std::nullopt, "time", std::nullopt});
+  CHECK((t.names()[1] == "time"));
+  CHECK_THROWS_WITH_AS(t.refine_names({"x", "...", std::nullopt}), doctest::Contains("named 'env'"), td::Error);
+  CHECK_THROWS_AS(t.refine_names({"a", "b"}), td::BatchSizeError);
+  CHECK_THROWS_AS(t.refine_names({"...", "a", "..."}), td::Error);
+  const TensorDict r = t.rename(td::NamesMap{{"env", "e"}, {"feat", std::nullopt}});
+  CHECK((r.names() == std::vector<std::optional<std::string>>{"e", "time", std::nullopt}));
+  CHECK((t.names()[0] == "env"));  // out of place
+  CHECK(r.get("x").data_ptr() == t.get("x").data_ptr());
+  CHECK_THROWS_WITH_AS((void)t.rename(td::NamesMap{{"nope", "x"}}), doctest::Contains("'nope'"), td::KeyError);
+  CHECK(t.rename({std::nullopt, std::nullopt, std::nullopt}).names().empty());
+  t.rename_({"a", "...", "c"});
+  CHECK((t.names() == std::vector<std::optional<std::string>>{"a", "time", "c"}));
+  CHECK_THROWS_AS(t.rename_({"a", "a", "c"}), td::BatchSizeError);  // a name twice
+}
