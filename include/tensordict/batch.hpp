@@ -13,3 +13,4 @@
 #include "batch/lazy_stack.hpp"
 #include "batch/rearrange.hpp"
 #include "batch/pad.hpp"
+#include "batch/axes.hpp"

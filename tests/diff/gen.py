@@ -544,7 +544,8 @@ def make_case(rng, cid):
                 return getattr(target, op["fn"])(*args)
         elif name == "rearrange":
             fn = rng.choice(["roll", "flip", "narrow", "repeat", "repeat_interleave", "tile",
-                             "gather", "expand_as", "fliplr", "flipud", "pad", "pad"])
+                             "gather", "expand_as", "fliplr", "flipud", "pad", "pad",
+                             "rot90", "movedim", "swapdims", "atleast_3d", "softmax", "mod", "rsub"])
             op["fn"] = fn
             if fn == "roll":
                 k = rng.randint(1, max(1, nd))
@@ -580,6 +581,19 @@ def make_case(rng, cid):
                         [s if s != 1 or rng.random() < 0.5 else rng.choice([2, 3]) for s in batch]
                 op["shape"] = shape
                 run = lambda: td.expand_as(torch.zeros(op["shape"]))
+            elif fn == "rot90":
+                op["k"] = rng.randint(-2, 3)
+                op["dims"] = [rand_dim(rng, nd), rand_dim(rng, nd)]
+                run = lambda: td.rot90(op["k"], tuple(op["dims"]))
+            elif fn in ("movedim", "swapdims"):
+                op["dims"] = [rand_dim(rng, nd), rand_dim(rng, nd)]
+                run = lambda: getattr(td, fn)(*op["dims"])
+            elif fn == "softmax":
+                op["dim"] = rand_dim(rng, nd)
+                run = lambda: td.softmax(op["dim"])
+            elif fn in ("mod", "rsub"):
+                op["value"] = rng.choice([2, 3, -2, 1.5])
+                run = lambda: getattr(td, fn)(op["value"])
             elif fn == "pad":
                 k = 2 * rng.randint(0, nd) + (1 if rng.random() < 0.05 else 0) + (2 if rng.random() < 0.05 else 0)
                 op["pad_size"] = [rng.choice([0, 0, 1, 2, 3, -1]) for _ in range(k)]

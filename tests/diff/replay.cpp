@@ -435,6 +435,13 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
     if (fn == "fliplr") return as_td(td::fliplr(t));
     if (fn == "flipud") return as_td(td::flipud(t));
     if (fn == "pad") return as_td(td::pad(t, vec("pad_size"), i64("value")));
+    if (fn == "rot90") return as_td(td::rot90(t, i64("k"), vec("dims")));
+    if (fn == "movedim") return as_td(td::movedim(t, vec("dims")[0], vec("dims")[1]));
+    if (fn == "swapdims") return as_td(td::swapdims(t, vec("dims")[0], vec("dims")[1]));
+    if (fn == "atleast_3d") return as_td(td::atleast_3d(t));
+    if (fn == "softmax") return as_td(td::softmax(t, i64("dim")));
+    if (fn == "mod") return as_td(td::mod(t, dec_scalar(op.at("value"))));
+    if (fn == "rsub") return as_td(td::rsub(t, dec_scalar(op.at("value"))));
   }
   if (name == "create") {
     const auto fn = op.at("fn").get<std::string>();

@@ -198,3 +198,106 @@ TEST_CASE("refine_names and rename, as torch's and Python's") {
   CHECK((t.names() == std::vector<std::optional<std::string>>{"a", "time", "c"}));
   CHECK_THROWS_AS(t.rename_({"a", "a", "c"}), td::BatchSizeError);  // a name twice
 }
+
+TEST_CASE("movedim, swapdims, rot90, atleast_Nd: as torch's on each leaf's batch dims") {
+  for (const std::vector<int64_t>& b : std::vector<std::vector<int64_t>>{{2, 3}, {2, 3, 4}, {1, 0, 2}}) {
+    std::vector<int64_t> xs = b;
+    xs.push_back(2);
+    TensorDict t({{"x", torch::randn(xs)}, {"n", TensorDict({{"y", torch::randint(0, 5, b)}}, td::BatchSize(b))}},
+                 td::BatchSize(b));
+    const auto nb = static_cast<int64_t>(b.size());
+    for (int64_t s = -nb; s < nb; ++s) {
+      for (int64_t d = -nb; d < nb; ++d) {
+        const int64_t ps = s < 0 ? s + nb : s, pd = d < 0 ? d + nb : d;
+        CHECK(torch::equal(t.movedim(s, d).get("x"), t.get("x").movedim(ps, pd)));
+        CHECK(torch::equal(t.moveaxis(s, d).get({"n", "y"}), t.get({"n", "y"}).movedim(ps, pd)));
+        CHECK(torch::equal(t.swapdims(s, d).get("x"), t.get("x").transpose(ps, pd)));
+        if (ps != pd) {
+          for (int64_t k = -2; k <= 3; ++k) {
+            const TensorDict r = t.rot90(k, {s, d});
+            CHECK(torch::equal(r.get("x"), torch::rot90(t.get("x"), k, {ps, pd})));
+            CHECK(r.batch_size().dims().vec() == torch::rot90(t.get({"n", "y"}), k, {ps, pd}).sizes().vec());
+          }
+        }
+      }
+    }
+  }
+  TensorDict one({{"x", torch::zeros({3, 2})}}, {3});
+  CHECK(one.atleast_1d().batch_size() == td::BatchSize{3});
+  CHECK(one.atleast_2d().batch_size() == td::BatchSize{1, 3});
+  CHECK(one.atleast_3d().batch_size() == td::BatchSize{1, 1, 3});
+  CHECK(TensorDict({{"x", torch::zeros({2})}}).atleast_2d().get("x").sizes() == c10::IntArrayRef{1, 1, 2});
+  CHECK_THROWS_WITH_AS((void)one.rot90(), doctest::Contains("2 batch dims"), td::IndexError);
+  CHECK_THROWS_AS((void)one.movedim(0, 1), td::IndexError);
+  CHECK_THROWS_AS((void)td::movedim(one, {0, 0}, {0, 0}), td::Error);  // a dim twice
+}
+
+TEST_CASE("rsub, mod and %, softmax, the losses, dtype casts: leaf by leaf as torch") {
+  TensorDict t({{"x", torch::randn({4, 3})}, {"k", torch::randint(-9, 9, {4}, torch::kLong)},
+                {"n", TensorDict({{"y", torch::randn({4, 2})}}, {4})}},
+               {4});
+  const TensorDict o = td::full_like(t, 3);
+  CHECK(torch::equal(t.rsub(2).get("x"), 2 - t.get("x")));
+  CHECK(torch::allclose(t.rsub(o, 2).get({"n", "y"}), 3 - 2 * t.get({"n", "y"})));
+  CHECK_THROWS_WITH_AS((void)t.rsub(o, 0.5), doctest::Contains("'k'"), td::Error);  // torch: no float alpha for integers
+  CHECK(torch::equal(t.rsub(torch::arange(4)).get("k"), torch::arange(4) - t.get("k")));
+  CHECK(torch::equal((t % 4).get("k"), torch::remainder(t.get("k"), 4)));
+  CHECK(torch::equal(t.mod(o).get("x"), torch::remainder(t.get("x"), 3)));
+  CHECK(torch::equal(td::mod(t, torch::tensor({1, 2, 3, 4})).get("k"), torch::remainder(t.get("k"), torch::tensor({1, 2, 3, 4}))));
+  const TensorDict f = t.select({"x", "n"});
+  CHECK(torch::allclose(f.softmax(0).get("x"), torch::softmax(f.get("x"), 0)));
+  CHECK(torch::allclose(f.softmax(-1, torch::kDouble).get({"n", "y"}), torch::softmax(f.get({"n", "y"}), 0, torch::kDouble)));
+  CHECK_THROWS_AS((void)f.softmax(1), td::IndexError);  // a batch dim only
+  const TensorDict target = f.mul(2).add(1);
+  for (const char* r : {"mean", "sum", "none"}) {
+    const TensorDict l1 = td::l1_loss(f, target, r), mse = td::mse_loss(f, target, r), hub = td::smooth_l1_loss(f, target, r, 0.5);
+    const int64_t red = std::string(r) == "none" ? at::Reduction::None : std::string(r) == "mean" ? at::Reduction::Mean : at::Reduction::Sum;
+    CHECK(torch::equal(l1.get("x"), at::l1_loss(f.get("x"), target.get("x"), red)));
+    CHECK(torch::equal(mse.get({"n", "y"}), at::mse_loss(f.get({"n", "y"}), target.get({"n", "y"}), red)));
+    CHECK(torch::equal(hub.get("x"), at::smooth_l1_loss(f.get("x"), target.get("x"), red, 0.5)));
+    CHECK(l1.batch_size() == (std::string(r) == "none" ? td::BatchSize{4} : td::BatchSize{}));
+    CHECK(mse.get<TensorDict>("n").batch_size() == (std::string(r) == "none" ? td::BatchSize{4} : td::BatchSize{}));
+  }
+  CHECK_THROWS_WITH_AS((void)td::l1_loss(f, target, "avg"), doctest::Contains("invalid reduction"), td::Error);
+  CHECK_THROWS_AS((void)td::l1_loss(f, target.select({"x"}), "mean"), td::Error);
+  CHECK(t.float64().get("x").dtype() == torch::kDouble);
+  CHECK(t.half().get("k").dtype() == torch::kHalf);
+  CHECK(t.int32().get("x").dtype() == torch::kInt);
+  CHECK(t.bfloat16().get({"n", "y"}).dtype() == torch::kBFloat16);
+  CHECK(t.uint8().get("x").dtype() == torch::kByte);
+  CHECK(t.complex64().get("x").dtype() == torch::kComplexFloat);
+}
+
+TEST_CASE("ndim, shape, depth, requires_grad, detach_, clear, create_nested, non-tensor access, copy_at_") {
+  TensorDict t({{"x", torch::zeros({2, 3})}, {"n", TensorDict({{"m", TensorDict({{"y", torch::ones({2})}}, {2})}}, {2})}}, {2});
+  CHECK(t.ndim() == 1);
+  CHECK(t.dim() == 1);
+  CHECK(t.ndimension() == 1);
+  CHECK(t.shape() == td::BatchSize{2});
+  CHECK(t.depth() == 2);
+  CHECK(TensorDict().depth() == 0);
+  CHECK(!t.requires_grad());
+  t.set({"n", "m", "w"}, torch::ones({2}, torch::requires_grad()) * 2);
+  CHECK(t.requires_grad());
+  t.detach_();
+  CHECK(!t.requires_grad());
+  t.create_nested({"n", "fresh"});
+  CHECK(t.get<TensorDict>({"n", "fresh"}).batch_size() == td::BatchSize{2});
+  t.set_non_tensor("note", td::Json("hello"));
+  CHECK(t.get_non_tensor("note") == td::Json("hello"));
+  CHECK(t.get_non_tensor("absent", td::Json(1)) == td::Json(1));
+  CHECK_THROWS_AS((void)t.get_non_tensor("absent"), td::KeyError);
+  CHECK_THROWS_AS((void)t.get_non_tensor("x"), td::KeyError);
+  CHECK(t.non_tensor_items().size() == 1);
+  TensorDict row = td::index(t.clone(), 0);
+  row.set("x", torch::full({3}, 7.));
+  t.copy_at_(row, {1});
+  CHECK(torch::equal(t.get("x")[1], torch::full({3}, 7.)));
+  CHECK(torch::equal(t.get("x")[0], torch::zeros({3})));
+  t.clear();
+  CHECK(t.size() == 0);
+  TensorDict locked({{"x", torch::zeros({1})}});
+  locked.lock_();
+  CHECK_THROWS_AS(locked.clear(), td::Error);
+  CHECK(locked.size() == 1);
+}

@@ -217,6 +217,81 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
     values_.reserve(n);
     return *this;
   }
+  /// Python's names of the batch size: `ndim()`, `ndimension()` and `dim()` are `batch_dims()`,
+  /// `shape()` is `batch_size()`.
+  int64_t ndim() const noexcept { return static_cast<int64_t>(batch_size_.size()); }
+  int64_t ndimension() const noexcept { return ndim(); }
+  int64_t dim() const noexcept { return ndim(); }
+  const BatchSize& shape() const noexcept { return batch_size_; }
+  /// How deep the nested TensorDicts go: 0 without any (Python's `td.depth`).
+  template <class = void>
+  int64_t depth() const {
+    int64_t d = 0;
+    for (const auto& [k, v] : nodes()) {
+      if (v.is_tensordict()) d = std::max(d, 1 + v.tensordict().depth());
+    }
+    return d;
+  }
+  /// Whether a tensor at any depth requires grad (Python's `td.requires_grad`).
+  template <class = void>
+  bool requires_grad() const {
+    for (const auto& [k, v] : nodes()) {
+      if ((v.is_tensor() && v.tensor().defined() && v.tensor().requires_grad()) ||
+          (v.is_tensordict() && v.tensordict().requires_grad())) {
+        return true;
+      }
+    }
+    return false;
+  }
+  /// Every tensor detached from the graph in place (Python's `detach_`).
+  template <class = void>
+  TensorDict& detach_() {
+    for (auto&& [k, v] : nodes()) {
+      if (v.is_tensor() && v.tensor().defined()) {
+        v.tensor().detach_();
+      } else if (v.is_tensordict()) {
+        v.tensordict().detach_();
+      }
+    }
+    return *this;
+  }
+  /// Every entry removed (Python's `clear`).
+  template <class = void>
+  TensorDict& clear() {
+    for (std::size_t i = values_.size(); i-- > 0;) pop(Key(name_at(i)));
+    return *this;
+  }
+  /// An empty TensorDict of this tree's batch size and device set at `key` (Python's
+  /// `create_nested`).
+  template <class = void>
+  TensorDict& create_nested(const Key& key) { return set(key, Entry(TensorDict(batch_size_, device_))); }
+  /// The value of the non-tensor entry at `key` (Python's `get_non_tensor`: a stack's values
+  /// as a JSON array), or `default_value` when there is no entry there.
+  template <class = void>
+  Json get_non_tensor(const Key& key, std::optional<Json> default_value = std::nullopt) const {
+    const Entry* e = find(key);
+    if (!e) {
+      if (default_value) return *default_value;
+      (void)require(key);  // throws, naming the key and the keys there
+    }
+    if (e->is_non_tensor()) return e->non_tensor().value;
+    if (e->is_non_tensor_stack()) return e->non_tensor_stack().values;
+    throw KeyError("get_non_tensor: key " + detail::key_str(key) + " holds " + e->kind() + ", not non-tensor data");
+  }
+  /// `value` set as non-tensor data at `key` (Python's `set_non_tensor`).
+  template <class = void>
+  TensorDict& set_non_tensor(const Key& key, Json value) { return set(key, Entry(NonTensorData{std::move(value)})); }
+  /// `(key, value)` of every non-tensor entry, nested ones with `include_nested` (Python's
+  /// `non_tensor_items`).
+  template <class = void>
+  std::vector<std::pair<NestedKey, Json>> non_tensor_items(bool include_nested = false) const {
+    std::vector<std::pair<NestedKey, Json>> out;
+    for (const auto& [k, e] : items({.include_nested = include_nested, .leaves_only = true})) {
+      if (e.get().is_non_tensor()) out.emplace_back(k, e.get().non_tensor().value);
+      if (e.get().is_non_tensor_stack()) out.emplace_back(k, e.get().non_tensor_stack().values);
+    }
+    return out;
+  }
   /// True when the tree holds no tensor at any depth (Python's `is_empty`).
   template <class = void>
   bool is_empty() const {

@@ -26,3 +26,4 @@
 #include "batch_reduce.hpp"
 #include "compare.hpp"
 #include "create.hpp"
+#include "functional.hpp"

@@ -44,6 +44,13 @@ TENSORDICT_ADL_CALL(repeat_interleave)
 TENSORDICT_ADL_CALL(tile)
 TENSORDICT_ADL_CALL(expand_as)
 TENSORDICT_ADL_CALL(pad)
+TENSORDICT_ADL_CALL(movedim)
+TENSORDICT_ADL_CALL(transpose)
+TENSORDICT_ADL_CALL(rot90)
+TENSORDICT_ADL_CALL(atleast_1d)
+TENSORDICT_ADL_CALL(atleast_2d)
+TENSORDICT_ADL_CALL(atleast_3d)
+TENSORDICT_ADL_CALL(set_at)
 TENSORDICT_ADL_CALL(split)
 TENSORDICT_ADL_CALL(chunk)
 TENSORDICT_ADL_CALL(unbind)
@@ -245,6 +252,48 @@ class TensorDictMath {
   [[nodiscard]] D expand_as(const at::Tensor& other) const { return detail::adl::call_expand_as(self(), other); }
   template <class = void>
   [[nodiscard]] D expand_as(const D& other) const { return detail::adl::call_expand_as(self(), other); }
+  /// Batch dims moved (batch/axes.hpp): `td.movedim(0, 1)` (`moveaxis`), `td.swapdims(0, 1)`
+  /// (`swapaxes`, `transpose`), `td.rot90(k, {0, 1})`, `td.atleast_1d()` (2d, 3d).
+  [[nodiscard]] D movedim(c10::IntArrayRef source, c10::IntArrayRef destination) const { return detail::adl::call_movedim(self(), source, destination); }
+  [[nodiscard]] D movedim(int64_t source, int64_t destination) const { return detail::adl::call_movedim(self(), source, destination); }
+  [[nodiscard]] D moveaxis(c10::IntArrayRef source, c10::IntArrayRef destination) const { return movedim(source, destination); }
+  [[nodiscard]] D moveaxis(int64_t source, int64_t destination) const { return movedim(source, destination); }
+  [[nodiscard]] D swapdims(int64_t dim0, int64_t dim1) const { return detail::adl::call_transpose(self(), dim0, dim1); }
+  [[nodiscard]] D swapaxes(int64_t dim0, int64_t dim1) const { return detail::adl::call_transpose(self(), dim0, dim1); }
+  [[nodiscard]] D rot90(int64_t k = 1, c10::IntArrayRef dims = {0, 1}) const { return detail::adl::call_rot90(self(), k, dims); }
+  [[nodiscard]] D atleast_1d() const { return detail::adl::call_atleast_1d(self()); }
+  [[nodiscard]] D atleast_2d() const { return detail::adl::call_atleast_2d(self()); }
+  [[nodiscard]] D atleast_3d() const { return detail::adl::call_atleast_3d(self()); }
+  /// `other` written at batch index `index`, in place (Python's `td.copy_at_(other, index)`,
+  /// `td[index] = other`).
+  D& copy_at_(const D& other, at::ArrayRef<at::indexing::TensorIndex> index) {
+    detail::adl::call_set_at(self(), index, other);
+    return self();
+  }
+  /// `other - alpha * td` (`td.rsub(other)`), the remainder with the divisor's sign
+  /// (`td.mod(other)`, `td % other`), softmax along a batch dim (`td.softmax(dim, dtype)`).
+  [[nodiscard]] D rsub(const D& other, const Scalar& alpha = 1) const { return tensordict::rsub(self(), other, alpha); }
+  [[nodiscard]] D rsub(const Scalar& other, const Scalar& alpha = 1) const { return tensordict::rsub(self(), other, alpha); }
+  [[nodiscard]] D rsub(const at::Tensor& other, const Scalar& alpha = 1) const { return tensordict::rsub(self(), other, alpha); }
+  [[nodiscard]] D mod(const D& other) const { return tensordict::mod(self(), other); }
+  [[nodiscard]] D mod(const Scalar& other) const { return tensordict::mod(self(), other); }
+  [[nodiscard]] D mod(const at::Tensor& other) const { return tensordict::mod(self(), other); }
+  [[nodiscard]] D softmax(int64_t dim, std::optional<at::ScalarType> dtype = std::nullopt) const { return tensordict::softmax(self(), dim, dtype); }
+  /// Every leaf cast (Python's `td.float32()`, `td.half()`, ...; `float`, `double`, `int` and
+  /// `bool` are C++ keywords: `td.to(torch::kFloat)`).
+  [[nodiscard]] D float16() const { return self().to(at::kHalf); }
+  [[nodiscard]] D half() const { return self().to(at::kHalf); }
+  [[nodiscard]] D bfloat16() const { return self().to(at::kBFloat16); }
+  [[nodiscard]] D float32() const { return self().to(at::kFloat); }
+  [[nodiscard]] D float64() const { return self().to(at::kDouble); }
+  [[nodiscard]] D int8() const { return self().to(at::kChar); }
+  [[nodiscard]] D int16() const { return self().to(at::kShort); }
+  [[nodiscard]] D int32() const { return self().to(at::kInt); }
+  [[nodiscard]] D int64() const { return self().to(at::kLong); }
+  [[nodiscard]] D uint8() const { return self().to(at::kByte); }
+  [[nodiscard]] D complex32() const { return self().to(at::kComplexHalf); }
+  [[nodiscard]] D complex64() const { return self().to(at::kComplexFloat); }
+  [[nodiscard]] D complex128() const { return self().to(at::kComplexDouble); }
   /// Padded along the batch dims (`td.pad({0, 2}, value)`, batch/pad.hpp's `pad`).
   [[nodiscard]] D pad(c10::IntArrayRef pad_size, const Scalar& value = 0) const { return detail::adl::call_pad(self(), pad_size, value); }
   /// Parts along a batch dim (batch/combine.hpp): `td.split(2)`, `td.split({1, 3}, 0)`,
