@@ -330,7 +330,7 @@ template <tree T>
     for (const auto& p : ps) m = std::max(m, p.size(*batch_pad_dim));
     return padded(ps, std::vector<int64_t>(ps.size(), *batch_pad_dim), m, -1);
   };
-  T out = detail::combine<T>(op, ts, leaf, BatchSize(c10::IntArrayRef(to)), positions);
+  T out = detail::combine<T>(op, ts, detail::with_loc{leaf}, BatchSize(c10::IntArrayRef(to)), positions);
   if constexpr (detail::is_tensordict<T>) {
     if (o.return_mask.on) {
       for (const auto& l : leaves) {

@@ -106,7 +106,19 @@ void combine_static(const char* op, const Loc& loc, V& out, const std::vector<co
   }
 }
 
-// Combines the trees leaf by leaf: `f(TensorList)` (or `f(loc, TensorList)`, to know the leaf)
+// A leaf function of `combine` that also reads the leaf's place: `f(loc, TensorList)`.
+template <class F>
+struct with_loc {
+  F f;
+};
+template <class F>
+with_loc(F) -> with_loc<F>;
+template <class F>
+inline constexpr bool is_with_loc = false;
+template <class F>
+inline constexpr bool is_with_loc<with_loc<F>> = true;
+
+// Combines the trees leaf by leaf: `f(TensorList)` (or `with_loc{f}`: `f(loc, TensorList)`)
 // gets the leaves at one key, one per tree, and the result has batch size `to` (nested levels
 // keep their extra dims). The trees must have the same shape (keys matched as sets: the first
 // tree's order is the result's) and the same static fields (see combine_static), whose element
@@ -155,8 +167,8 @@ T combine(const char* op, std::span<const T> ts, F&& f, const BatchSize& to, P&&
     if (!leaf_get(a).defined()) return;
     const at::TensorList xs(all.data() + loc() * n, n);
     leaf_set(o, at_leaf<T>(op, loc, [&] {
-      if constexpr (std::is_invocable_v<F&, decltype(loc), at::TensorList>) {
-        return f(loc, xs);
+      if constexpr (is_with_loc<std::remove_cvref_t<F>>) {
+        return f.f(loc, xs);
       } else {
         return f(xs);
       }
