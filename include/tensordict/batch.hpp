@@ -14,3 +14,4 @@
 #include "batch/rearrange.hpp"
 #include "batch/pad.hpp"
 #include "batch/axes.hpp"
+#include "batch/group.hpp"

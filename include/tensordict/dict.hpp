@@ -2,3 +2,4 @@
 /// \file
 /// The runtime TensorDict: <tensordict/dict/tensordict.hpp>. This path keeps working.
 #include "dict/tensordict.hpp"
+#include "dict/functions.hpp"

@@ -76,6 +76,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.atleast_3d()); }();
   // TensorDict.auto_batch_size_ (scripts/api_coverage.txt:39)
   [&] { (void)(td.auto_batch_size_()); }();
+  // TensorDict.auto_device_ (scripts/api_coverage.txt:40)
+  [&] { (void)(td.auto_device_()); }();
   // TensorDict.batch_dims (scripts/api_coverage.txt:42)
   [&] { (void)(td.batch_dims()); }();
   // TensorDict.batch_size (scripts/api_coverage.txt:43)
@@ -94,6 +96,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::bytes(td)); }();
   // TensorDict.cat (scripts/api_coverage.txt:50)
   [&] { (void)(td::cat(tds, 0)); }();
+  // TensorDict.cat_from_tensordict (scripts/api_coverage.txt:51)
+  [&] { (void)(td.cat_from_tensordict(0, true)); }();
+  // TensorDict.cat_tensors (scripts/api_coverage.txt:52)
+  [&] { (void)(td.cat_tensors({"a", "b"}, "c", -1)); }();
   // TensorDict.ceil (scripts/api_coverage.txt:53)
   [&] { (void)(td.ceil()); }();
   // TensorDict.ceil_ (scripts/api_coverage.txt:54)
@@ -112,6 +118,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.clamp_min_(0)); }();
   // TensorDict.clear (scripts/api_coverage.txt:61)
   [&] { (void)(td.clear()); }();
+  // TensorDict.clear_device_ (scripts/api_coverage.txt:62)
+  [&] { (void)(td.clear_device_()); }();
   // TensorDict.clone (scripts/api_coverage.txt:64)
   [&] { (void)(td.clone()); }();
   // TensorDict.complex128 (scripts/api_coverage.txt:65)
@@ -150,6 +158,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.cummin(0)); }();
   // TensorDict.data (scripts/api_coverage.txt:82)
   [&] { (void)(td.data()); }();
+  // TensorDict.data_ptr (scripts/api_coverage.txt:83)
+  [&] { (void)(td.data_ptr()); }();
   // TensorDict.del_ (scripts/api_coverage.txt:84)
   [&] { (void)(td.del_("a")); }();
   // TensorDict.depth (scripts/api_coverage.txt:86)
@@ -168,6 +178,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.div_(other)); }();
   // TensorDict.double (scripts/api_coverage.txt:93)
   [&] { (void)(td.to(torch::kDouble)); }();
+  // TensorDict.dtype (scripts/api_coverage.txt:94)
+  [&] { (void)(td.dtype()); }();
   // TensorDict.dumps (scripts/api_coverage.txt:95)
   [&] { (void)(td::memmap(td, dir)); }();
   // TensorDict.empty (scripts/api_coverage.txt:96)
@@ -194,6 +206,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.expm1()); }();
   // TensorDict.expm1_ (scripts/api_coverage.txt:108)
   [&] { (void)(td.expm1_()); }();
+  // TensorDict.fill_ (scripts/api_coverage.txt:109)
+  [&] { (void)(td.fill_("a", 1)); }();
   // TensorDict.filter_empty_ (scripts/api_coverage.txt:110)
   [&] { (void)(td.filter_empty_()); }();
   // TensorDict.filter_non_tensor_data (scripts/api_coverage.txt:111)
@@ -270,10 +284,22 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::dist::irecv(group, td, 0)); }();
   // TensorDict.is_consolidated (scripts/api_coverage.txt:161)
   [&] { (void)(td::is_consolidated(td)); }();
+  // TensorDict.is_contiguous (scripts/api_coverage.txt:162)
+  [&] { (void)(td.is_contiguous()); }();
+  // TensorDict.is_cpu (scripts/api_coverage.txt:163)
+  [&] { (void)(td.is_cpu()); }();
+  // TensorDict.is_cuda (scripts/api_coverage.txt:164)
+  [&] { (void)(td.is_cuda()); }();
   // TensorDict.is_empty (scripts/api_coverage.txt:165)
   [&] { (void)(td.is_empty()); }();
+  // TensorDict.is_floating_point (scripts/api_coverage.txt:166)
+  [&] { (void)(td.is_floating_point()); }();
   // TensorDict.is_locked (scripts/api_coverage.txt:167)
   [&] { (void)(td.is_locked()); }();
+  // TensorDict.is_meta (scripts/api_coverage.txt:169)
+  [&] { (void)(td.is_meta()); }();
+  // TensorDict.is_non_tensor (scripts/api_coverage.txt:170)
+  [&] { (void)(td.is_non_tensor("a")); }();
   // TensorDict.isend (scripts/api_coverage.txt:172)
   [&] { (void)(td::dist::isend(group, td, 1)); }();
   // TensorDict.isfinite (scripts/api_coverage.txt:173)
@@ -344,6 +370,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.maximum(other)); }();
   // TensorDict.maximum_ (scripts/api_coverage.txt:211)
   [&] { (void)(td.maximum_(other)); }();
+  // TensorDict.maybe_dense_stack (scripts/api_coverage.txt:212)
+  [&] { (void)(td::maybe_dense_stack(tds, 0)); }();
   // TensorDict.mean (scripts/api_coverage.txt:213)
   [&] { (void)(td.mean(0)); }();
   // TensorDict.memmap (scripts/api_coverage.txt:214)
@@ -404,6 +432,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::permute(td, {1, 0})); }();
   // TensorDict.pin_memory (scripts/api_coverage.txt:248)
   [&] { (void)(td::pin_memory(td)); }();
+  // TensorDict.pin_memory_ (scripts/api_coverage.txt:249)
+  [&] { (void)(td.pin_memory_()); }();
   // TensorDict.pop (scripts/api_coverage.txt:250)
   [&] { (void)(td.pop("a")); }();
   // TensorDict.popitem (scripts/api_coverage.txt:251)
@@ -430,6 +460,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.rename_({"a", "..."})); }();
   // TensorDict.rename_key_ (scripts/api_coverage.txt:268)
   [&] { (void)(td.rename_key_("a", "b")); }();
+  // TensorDict.rename_keys (scripts/api_coverage.txt:269)
+  [&] { (void)(td.rename_keys({{td::NestedKey("a"), td::NestedKey("b")}})); }();
   // TensorDict.repeat (scripts/api_coverage.txt:270)
   [&] { (void)(td.repeat({2})); }();
   // TensorDict.repeat_interleave (scripts/api_coverage.txt:271)
@@ -458,6 +490,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.select({"a"})); }();
   // TensorDict.send (scripts/api_coverage.txt:285)
   [&] { (void)(td::dist::send(group, td, 1)); }();
+  // TensorDict.separates (scripts/api_coverage.txt:286)
+  [&] { (void)(td.separates({"a"})); }();
   // TensorDict.set (scripts/api_coverage.txt:287)
   [&] { (void)(td.set("a", x)); }();
   // TensorDict.set_ (scripts/api_coverage.txt:288)
@@ -504,6 +538,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::squeeze(td)); }();
   // TensorDict.stack (scripts/api_coverage.txt:310)
   [&] { (void)(td::stack(tds, 0)); }();
+  // TensorDict.stack_from_tensordict (scripts/api_coverage.txt:311)
+  [&] { (void)(td.stack_from_tensordict(0)); }();
+  // TensorDict.stack_tensors (scripts/api_coverage.txt:312)
+  [&] { (void)(td.stack_tensors({"a", "b"}, "c", 1)); }();
   // TensorDict.state_dict (scripts/api_coverage.txt:313)
   [&] { (void)(td.flatten_keys(".")); }();
   // TensorDict.std (scripts/api_coverage.txt:314)
@@ -532,6 +570,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.tile({2})); }();
   // TensorDict.to (scripts/api_coverage.txt:326)
   [&] { (void)(td.to(torch::kDouble)); }();
+  // TensorDict.to_lazystack (scripts/api_coverage.txt:331)
+  [&] { (void)(td.to_lazystack(0)); }();
   // TensorDict.to_module (scripts/api_coverage.txt:333)
   [&] { (void)(td::to_module(td, module)); }();
   // TensorDict.to_namedtuple (scripts/api_coverage.txt:334)
@@ -576,8 +616,16 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::zero_(td)); }();
   // TensorDict.zero_grad (scripts/api_coverage.txt:365)
   [&] { (void)(td::zero_grad(td)); }();
+  // LazyStackedTensorDict.append (scripts/api_coverage.txt:366)
+  [&] { (void)(ls.append(td)); }();
+  // LazyStackedTensorDict.extend (scripts/api_coverage.txt:367)
+  [&] { (void)(ls.extend(tds)); }();
   // LazyStackedTensorDict.get_nestedtensor (scripts/api_coverage.txt:368)
   [&] { (void)(ls.padded("a")); }();
+  // LazyStackedTensorDict.insert (scripts/api_coverage.txt:371)
+  [&] { (void)(ls.insert(0, td)); }();
+  // LazyStackedTensorDict.valid_keys (scripts/api_coverage.txt:372)
+  [&] { (void)(ls.valid_keys()); }();
   // tensordict.TensorDict (scripts/api_coverage.txt:373)
   [&] { (void)(td::TensorDict()); }();
   // tensordict.TensorDictBase (scripts/api_coverage.txt:374)
@@ -594,6 +642,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::load_memmap(dir)); }();
   // tensordict.NestedKey (scripts/api_coverage.txt:384)
   [&] { (void)(td::NestedKey{"a", "b"}); }();
+  // tensordict.KEY_SEPARATOR (scripts/api_coverage.txt:386)
+  [&] { (void)(td::key_separator); }();
   // tensordict.from_namedtuple (scripts/api_coverage.txt:395)
   [&] { (void)(td::to_tensordict(s)); }();
   // tensordict.from_dataclass (scripts/api_coverage.txt:400)
@@ -614,6 +664,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::cat(tds, 0)); }();
   // tensordict.lazy_stack (scripts/api_coverage.txt:409)
   [&] { (void)(td::lazy_stack(tds, 0)); }();
+  // tensordict.maybe_dense_stack (scripts/api_coverage.txt:410)
+  [&] { (void)(td::maybe_dense_stack(tds, 0)); }();
+  // tensordict.dense_stack_tds (scripts/api_coverage.txt:411)
+  [&] { (void)(td::dense_stack_tds(ls)); }();
   // tensordict.memmap (scripts/api_coverage.txt:412)
   [&] { (void)(td::memmap(td, dir)); }();
   // tensordict.load_memmap (scripts/api_coverage.txt:413)
@@ -626,20 +680,46 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::save_safetensors(td, dir)); }();
   // tensordict.from_safetensors (scripts/api_coverage.txt:422)
   [&] { (void)(td::load_safetensors(dir)); }();
+  // tensordict.merge_tensordicts (scripts/api_coverage.txt:423)
+  [&] { (void)(td::merge_tensordicts(tds)); }();
   // tensordict.pad (scripts/api_coverage.txt:424)
   [&] { (void)(td::pad(td, {0, 1})); }();
   // tensordict.pad_sequence (scripts/api_coverage.txt:425)
   [&] { (void)(td::pad_sequence(tds, {.pad_dim = 0, .return_mask = true})); }();
   // tensordict.unpad_sequence (scripts/api_coverage.txt:426)
   [&] { (void)(td::unpad_sequence(td)); }();
+  // tensordict.group_by (scripts/api_coverage.txt:427)
+  [&] { (void)(td::group_by(td, "a")); }();
+  // tensordict.collate (scripts/api_coverage.txt:428)
+  [&] { (void)(td::collate(tds)); }();
   // tensordict.is_tensor_collection (scripts/api_coverage.txt:429)
   [&] { (void)(td::tree<Probe>); }();
+  // tensordict.is_non_tensor (scripts/api_coverage.txt:430)
+  [&] { (void)(td::is_non_tensor(td.entry("a"))); }();
   // tensordict.is_tensorclass (scripts/api_coverage.txt:431)
   [&] { (void)(td::tree<Probe>); }();
   // tensordict.assert_close (scripts/api_coverage.txt:432)
   [&] { (void)(td::assert_close(td, other)); }();
   // tensordict.assert_allclose_td (scripts/api_coverage.txt:433)
   [&] { (void)(td::assert_close(td, other)); }();
+  // tensordict.unravel_key (scripts/api_coverage.txt:434)
+  [&] { (void)(td::unravel_key({"a", td::NestedKey{"b", "c"}})); }();
+  // tensordict.unravel_key_list (scripts/api_coverage.txt:435)
+  [&] { (void)(td::unravel_key_list({{"a"}, {"b", td::NestedKey{"c"}}})); }();
+  // tensordict.unravel_key_to_tuple (scripts/api_coverage.txt:436)
+  [&] { (void)(td::unravel_key_to_tuple({"a"})); }();
+  // tensordict.is_inexact (scripts/api_coverage.txt:438)
+  [&] { (void)(td::is_inexact(x)); }();
+  // tensordict.is_floating (scripts/api_coverage.txt:439)
+  [&] { (void)(td::is_floating(x)); }();
+  // tensordict.is_integer (scripts/api_coverage.txt:440)
+  [&] { (void)(td::is_integer(x)); }();
+  // tensordict.is_bool (scripts/api_coverage.txt:441)
+  [&] { (void)(td::is_bool(x)); }();
+  // tensordict.default_is_leaf (scripts/api_coverage.txt:442)
+  [&] { (void)(td::default_is_leaf(td.entry("a"))); }();
+  // tensordict.is_leaf_nontensor (scripts/api_coverage.txt:443)
+  [&] { (void)(td::is_leaf_nontensor(td.entry("a"))); }();
   // tensordict.tensorclass (scripts/api_coverage.txt:454)
   [&] { (void)(td::tree<Probe>); }();
   // tensordict.MetaData (scripts/api_coverage.txt:455)

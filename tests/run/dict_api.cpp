@@ -301,3 +301,137 @@ TEST_CASE("ndim, shape, depth, requires_grad, detach_, clear, create_nested, non
   CHECK_THROWS_AS(locked.clear(), td::Error);
   CHECK(locked.size() == 1);
 }
+
+TEST_CASE("cat/stack from tensordict and of keys, dtype and the is_ queries, data_ptr, devices") {
+  TensorDict t({{"a", torch::zeros({2, 3})}, {"b", TensorDict({{"c", torch::ones({2, 1})}}, {2})}}, {2});
+  // Python: td.cat_from_tensordict(dim=1).shape == (2, 4)
+  CHECK(torch::equal(t.cat_from_tensordict(1), torch::cat({t.get("a"), t.get({"b", "c"})}, 1)));
+  TensorDict u({{"z", torch::zeros({2, 3})}, {"b", torch::ones({2, 3})}}, {2});
+  CHECK(torch::equal(u.stack_from_tensordict(0), torch::stack({u.get("z"), u.get("b")})));
+  CHECK(torch::equal(u.stack_from_tensordict(0, true), torch::stack({u.get("b"), u.get("z")})));  // sorted by key
+  TensorDict c = u.clone();
+  c.cat_tensors({"z", "b"}, "c", -1);
+  CHECK(c.keys().size() == 1);  // Python: ['c']
+  CHECK(c.get("c").sizes() == c10::IntArrayRef{2, 6});
+  TensorDict k = u.clone();
+  k.stack_tensors({"z", "b"}, {"n", "s"}, 1, true);
+  CHECK(k.get({"n", "s"}).sizes() == c10::IntArrayRef{2, 2, 3});
+  CHECK(k.contains("z"));
+  TensorDict bad = u.clone();
+  CHECK_THROWS_AS(bad.cat_tensors({"z", "b"}, "c", 0), td::BatchSizeError);  // [4, 3] is not batch [2]
+  CHECK(bad.contains("z"));  // nothing removed
+  CHECK_THROWS_AS(bad.cat_tensors({"z", "q"}, "c", 1), td::KeyError);
+
+  CHECK(t.dtype() == torch::kFloat);
+  CHECK(!TensorDict({{"a", torch::zeros({1})}, {"b", torch::zeros({1}, torch::kLong)}}).dtype().has_value());
+  CHECK(t.is_contiguous());
+  CHECK(!TensorDict({{"a", torch::zeros({3, 2}).t()}}).is_contiguous());
+  CHECK(t.is_floating_point());
+  CHECK(!t.is_cpu());  // no device, as Python
+  CHECK(TensorDict({{"a", torch::zeros({1})}}, {}, torch::kCPU).is_cpu());
+  CHECK(!t.is_cuda());
+  CHECK(TensorDict({{"a", torch::zeros({1}, torch::Device(torch::kMeta))}}).is_meta());
+  TensorDict nt({{"s", td::NonTensorData{td::Json("x")}}, {"a", torch::zeros({1})}});
+  CHECK(nt.is_non_tensor("s"));
+  CHECK(!nt.is_non_tensor("a"));
+  CHECK(td::is_non_tensor(nt.entry("s")));
+  CHECK(td::default_is_leaf(nt.entry("s")));
+
+  const TensorDict p = t.data_ptr();
+  CHECK(p.get("a").item<int64_t>() == static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(t.get("a").data_ptr())));
+  CHECK(p.get({"b", "c"}).dtype() == torch::kLong);
+  TensorDict d = t.clone();
+  d.auto_device_();
+  CHECK(d.device() == c10::Device(torch::kCPU));
+  CHECK(d.get<TensorDict>("b").device() == c10::Device(torch::kCPU));
+  d.clear_device_();
+  CHECK(!d.device().has_value());
+  CHECK(!d.get<TensorDict>("b").device().has_value());
+  TensorDict f({{"a", torch::zeros({2})}});
+  f.fill_("a", 3);
+  CHECK(torch::equal(f.get("a"), torch::full({2}, 3.)));
+}
+
+TEST_CASE("separates, rename_keys, merge_tensordicts, group_by, maybe_dense_stack, lazy stacks grow") {
+  TensorDict t({{"a", torch::zeros({2})}, {"b", torch::ones({2})}, {"n", TensorDict({{"x", torch::ones({2})}}, {2})}}, {2});
+  TensorDict out = t.separates({"a", NestedKey{"n", "x"}});
+  CHECK(joined(out.keys({.include_nested = true, .leaves_only = true})) == std::vector<std::string>{"a", "n.x"});
+  CHECK(joined(t.keys({.include_nested = true})) == std::vector<std::string>{"b"});  // the emptied level went
+  CHECK(out.batch_size() == td::BatchSize{2});
+  TensorDict keep = t.clone();
+  CHECK_THROWS_AS((void)keep.separates({"b", "missing"}), td::KeyError);
+  CHECK(keep.contains("b"));
+  CHECK(keep.separates({"b", "missing"}, false).size() == 1);
+
+  const TensorDict r = TensorDict({{"a", torch::zeros({2})}, {"b", torch::ones({2})}}).rename_keys({{NestedKey("a"), NestedKey("x")}});
+  CHECK(joined(r.keys()) == std::vector<std::string>{"b", "x"});  // Python: ['b', 'x']
+  CHECK_THROWS_AS((void)r.rename_keys({{NestedKey("q"), NestedKey("y")}}), td::KeyError);
+  CHECK(r.rename_keys({{NestedKey("q"), NestedKey("y")}}, false).size() == 2);
+
+  const TensorDict m = td::merge_tensordicts(
+      {TensorDict({{"a", torch::zeros({2, 1})}, {"n", TensorDict({{"x", torch::zeros({2})}}, {2})}}, {2}),
+       TensorDict({{"a", torch::ones({2, 1})}, {"c", torch::ones({2})}, {"n", TensorDict({{"y", torch::ones({2})}}, {2})}}, {2})});
+  CHECK(joined(m.keys({.include_nested = true, .leaves_only = true, .sort = true})) == std::vector<std::string>{"a", "c", "n.x", "n.y"});
+  CHECK(torch::equal(m.get("a"), torch::zeros({2, 1})));  // the first value
+  const TensorDict ms = td::merge_tensordicts({TensorDict({{"a", torch::zeros({1})}}), TensorDict({{"a", torch::ones({1})}})},
+                                              [](const std::vector<torch::Tensor>& v) { return torch::stack(v).sum(0); });
+  CHECK(torch::equal(ms.get("a"), torch::ones({1})));
+  CHECK_THROWS_AS((void)td::merge_tensordicts({TensorDict()}), td::Error);
+
+  // group_by, against Python: values [0, 1], groups v [1] and [0, 2]; rows of 2 values too
+  TensorDict g({{"k", torch::tensor({1, 0, 1})}, {"v", torch::arange(3)}}, {3});
+  auto [vals, groups] = td::group_by(g, "k");
+  CHECK(torch::equal(vals, torch::tensor({0, 1})));
+  REQUIRE(groups.size() == 2);
+  CHECK(torch::equal(groups[0].get("v"), torch::tensor({1})));
+  CHECK(torch::equal(groups[1].get("v"), torch::tensor({0, 2})));
+  TensorDict g2({{"k", torch::tensor({{1, 2}, {0, 0}, {1, 2}})}, {"v", torch::arange(3)}}, {3});
+  auto [vals2, groups2] = td::group_by(g2, "k");
+  CHECK(torch::equal(vals2, torch::tensor({{0, 0}, {1, 2}})));
+  CHECK(torch::equal(groups2[1].get("v"), torch::tensor({0, 2})));
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 10; ++trial) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 12);
+    TensorDict r2({{"k", torch::randint(0, 4, {n})}, {"v", torch::arange(n)}}, {n});
+    auto [vs, gs] = td::group_by(r2, "k");
+    int64_t total = 0;
+    for (std::size_t i = 0; i < gs.size(); ++i) {
+      CHECK((gs[i].get("k") == vs[static_cast<int64_t>(i)]).all().item<bool>());
+      CHECK(torch::equal(gs[i].get("v"), torch::nonzero(r2.get("k") == vs[static_cast<int64_t>(i)]).flatten()));
+      total += gs[i].batch_size()[0];
+    }
+    CHECK(total == n);
+  }
+  CHECK_THROWS_AS((void)td::group_by(TensorDict({{"k", torch::zeros({2})}}), "k"), td::BatchSizeError);
+
+  const TensorDict a({{"x", torch::zeros({3})}}, {3}), b({{"x", torch::zeros({4})}}, {4});
+  CHECK(std::holds_alternative<TensorDict>(td::maybe_dense_stack(std::vector<TensorDict>{a, a})));
+  CHECK(std::holds_alternative<td::LazyStack<TensorDict>>(td::maybe_dense_stack(std::vector<TensorDict>{a, b})));
+  CHECK(td::dense_stack_tds(td::lazy_stack(std::vector<TensorDict>{a, a})).batch_size() == td::BatchSize{2, 3});
+  CHECK(td::collate(std::vector<TensorDict>{a, a, a}).batch_size() == td::BatchSize{3, 3});
+
+  td::LazyStack<TensorDict> ls = a.to_lazystack(0);
+  CHECK(ls.size() == 3);
+  ls.append(TensorDict({{"x", torch::ones({})}, {"y", torch::ones({})}}));
+  ls.insert(0, TensorDict({{"x", torch::full({}, 2.)}}));
+  ls.extend({TensorDict({{"x", torch::full({}, 3.)}})});
+  CHECK(ls.size() == 6);
+  CHECK(ls[0].get("x").item<double>() == 2.);
+  CHECK(ls[-1].get("x").item<double>() == 3.);
+  CHECK(joined(ls.valid_keys()) == std::vector<std::string>{"x"});
+  CHECK(ls.tensordicts().size() == 6);
+  CHECK_THROWS_AS(ls.append(a), td::BatchSizeError);  // batch [3] among elements of batch []
+  CHECK(ls.size() == 6);
+}
+
+TEST_CASE("unravel_key, dtype predicates, key_separator") {
+  CHECK(td::unravel_key({"a", NestedKey{"b", "c"}}) == NestedKey{"a", "b", "c"});
+  CHECK(td::unravel_key_to_tuple({"a"}) == NestedKey{"a"});
+  CHECK(td::unravel_key_list({{"a"}, {"b", NestedKey{"c"}}}) == std::vector<NestedKey>{NestedKey{"a"}, NestedKey{"b", "c"}});
+  CHECK(td::is_inexact(torch::zeros(1), torch::zeros(1, torch::kComplexFloat)));
+  CHECK(!td::is_floating(torch::zeros(1, torch::kComplexFloat)));
+  CHECK(td::is_integer(torch::zeros(1, torch::kChar)));
+  CHECK(!td::is_integer(torch::zeros(1, torch::kBool)));
+  CHECK(td::is_bool(torch::zeros(1, torch::kBool)));
+  CHECK(td::key_separator == ".");
+}

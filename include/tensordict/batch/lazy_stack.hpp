@@ -77,6 +77,31 @@ class LazyStack {
     return elements_[static_cast<std::size_t>(i < 0 ? i + n : i)];
   }
   const std::vector<T>& elements() const noexcept { return elements_; }
+  /// The elements (Python's `tensordicts`).
+  const std::vector<T>& tensordicts() const noexcept { return elements_; }
+  /// `element` added at the end (`append`), several (`extend`), or at `index` (`insert`,
+  /// negative from the end), as Python's: it needs the others' number of batch dims.
+  void append(T element) { insert(static_cast<int64_t>(elements_.size()), std::move(element)); }
+  void extend(std::vector<T> more) {
+    for (auto& e : more) check_dims(e, "extend");
+    for (auto& e : more) elements_.push_back(std::move(e));
+  }
+  void insert(int64_t index, T element) {
+    const auto n = static_cast<int64_t>(elements_.size());
+    const int64_t i = index < 0 ? std::max<int64_t>(0, index + n) : std::min(index, n);
+    check_dims(element, "insert");
+    elements_.insert(elements_.begin() + i, std::move(element));
+  }
+  /// The keys every element has (Python's `valid_keys`), in element 0's order.
+  std::vector<NestedKey> valid_keys(KeysOptions o = {}) const
+    requires std::is_same_v<T, TensorDict>
+  {
+    std::vector<NestedKey> out;
+    for (auto& k : elements_[0].keys(o)) {
+      if (std::all_of(elements_.begin() + 1, elements_.end(), [&](const T& e) { return e.contains(k); })) out.push_back(std::move(k));
+    }
+    return out;
+  }
   /// The batch dim along which the elements are stacked, from 0.
   int64_t dim() const noexcept { return dim_; }
   /// The stack's batch size, as Python prints it: the elements' batch dims with the number of
@@ -137,6 +162,13 @@ class LazyStack {
   }
 
  private:
+  void check_dims(const T& e, const char* op) const {
+    const BatchSize b0 = tensordict::batch_size(elements_[0]), bi = tensordict::batch_size(e);
+    if (bi.size() != b0.size()) {
+      throw BatchSizeError(std::string("lazy stack ") + op + ": the new element has batch size " + detail::bs_str(bi) +
+                           ", element 0 has " + detail::bs_str(b0) + "; elements need the same number of batch dims");
+    }
+  }
   std::vector<T> elements_;
   int64_t dim_ = 0;
 };

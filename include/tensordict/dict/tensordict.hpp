@@ -292,6 +292,86 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
     }
     return out;
   }
+  /// The dtype every tensor shares, if one (Python's `td.dtype`).
+  template <class = void>
+  std::optional<at::ScalarType> dtype() const;
+  /// Whether every tensor is contiguous (`is_contiguous`), floating-point
+  /// (`is_floating_point`), on the meta device (`is_meta`); whether the tree's device is the
+  /// CPU (`is_cpu`) or CUDA (`is_cuda`), as Python's (false without a device).
+  template <class = void>
+  bool is_contiguous() const { return all_tensors([](const at::Tensor& t) { return t.is_contiguous(); }); }
+  template <class = void>
+  bool is_floating_point() const { return all_tensors([](const at::Tensor& t) { return t.is_floating_point(); }); }
+  template <class = void>
+  bool is_meta() const { return all_tensors([](const at::Tensor& t) { return t.is_meta(); }); }
+  bool is_cpu() const noexcept { return device_ && device_->is_cpu(); }
+  bool is_cuda() const noexcept { return device_ && device_->is_cuda(); }
+  /// Whether the entry at `key` is non-tensor data (Python's `is_non_tensor`).
+  template <class = void>
+  bool is_non_tensor(const Key& key) const {
+    const Entry& e = entry(key);
+    return e.is_non_tensor() || e.is_non_tensor_stack();
+  }
+  /// Sets the device when every tensor is on one, at every level (Python's `auto_device_`);
+  /// `clear_device_` forgets it.
+  template <class = void>
+  TensorDict& auto_device_();
+  template <class = void>
+  TensorDict& clear_device_() {
+    device_.reset();
+    for (auto&& [k, v] : nodes()) {
+      if (v.is_tensordict()) v.tensordict().clear_device_();
+    }
+    return *this;
+  }
+  /// Every element of the tensor at `key` set to `value`, in place (Python's `fill_(key,
+  /// value)`; `tensordict::fill_(tree, value)` fills every leaf).
+  template <class = void>
+  TensorDict& fill_(const Key& key, const at::Scalar& value) {
+    get(key).fill_(value);
+    return *this;
+  }
+  /// The tensors concatenated (`cat_from_tensordict`) or stacked (`stack_from_tensordict`)
+  /// along `dim` of each, in key order (depth first) or sorted by key.
+  template <class = void>
+  at::Tensor cat_from_tensordict(int64_t dim = 0, bool sorted = false) const { return at::cat(leaf_list(sorted), dim); }
+  template <class = void>
+  at::Tensor stack_from_tensordict(int64_t dim = 0, bool sorted = false) const { return at::stack(leaf_list(sorted), dim); }
+  /// The tensors at `keys` concatenated (`cat_tensors`) or stacked (`stack_tensors`) along
+  /// `dim` into one entry at `out_key`; the entries read are removed unless `keep_entries`.
+  template <class = void>
+  TensorDict& cat_tensors(const std::vector<NestedKey>& keys, const Key& out_key, int64_t dim = 0, bool keep_entries = false) {
+    return join_tensors(keys, out_key, dim, keep_entries, false);
+  }
+  template <class = void>
+  TensorDict& stack_tensors(const std::vector<NestedKey>& keys, const Key& out_key, int64_t dim = 0, bool keep_entries = false) {
+    return join_tensors(keys, out_key, dim, keep_entries, true);
+  }
+  /// Each tensor's data pointer as a 0-d int64 tensor, in a tree of the same keys and batch
+  /// size [] (Python's `data_ptr()`).
+  template <class = void>
+  [[nodiscard]] TensorDict data_ptr() const;
+  /// A copy with the keys of `mapping` renamed (old → new); a missing old key is a `KeyError`
+  /// with `strict` (Python's `rename_keys`). The renamed entries come last, as in Python.
+  template <class = void>
+  [[nodiscard]] TensorDict rename_keys(const std::vector<std::pair<NestedKey, NestedKey>>& mapping, bool strict = true) const;
+  /// The entries at `keys` moved out into a new tree of this batch size (Python's
+  /// `separates`): with `strict`, a missing key is a `KeyError` and nothing is moved; with
+  /// `filter_empty`, the levels they emptied are removed.
+  template <class = void>
+  TensorDict separates(const std::vector<NestedKey>& keys, bool strict = true, bool filter_empty = true);
+  /// Each tensor leaf pinned in page-locked memory, in place (Python's `pin_memory_`).
+  template <class = void>
+  TensorDict& pin_memory_() {
+    for (auto&& [k, v] : nodes()) {
+      if (v.is_tensor() && v.tensor().defined()) {
+        v = Entry(v.tensor().pin_memory());
+      } else if (v.is_tensordict()) {
+        v.tensordict().pin_memory_();
+      }
+    }
+    return *this;
+  }
   /// True when the tree holds no tensor at any depth (Python's `is_empty`).
   template <class = void>
   bool is_empty() const {
@@ -721,6 +801,26 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
 
   template <class Pred>
   void split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes, TensorDict& no) const;
+  // Whether `f` holds for every defined tensor at any depth.
+  template <class F>
+  bool all_tensors(F&& f) const {
+    for (const auto& [k, v] : nodes()) {
+      if (v.is_tensor() && v.tensor().defined() && !f(v.tensor())) return false;
+      if (v.is_tensordict() && !v.tensordict().all_tensors(f)) return false;
+    }
+    return true;
+  }
+  // The tensor leaves depth first, or sorted by key.
+  template <class = void>
+  std::vector<at::Tensor> leaf_list(bool sorted) const {
+    std::vector<at::Tensor> out;
+    for (const auto& [k, e] : items({.include_nested = true, .leaves_only = true, .sort = sorted})) {
+      if (e.get().is_tensor()) out.push_back(e.get().tensor());
+    }
+    return out;
+  }
+  template <class = void>
+  TensorDict& join_tensors(const std::vector<NestedKey>& keys, const Key& out_key, int64_t dim, bool keep, bool stack);
 
   BatchSize batch_size_;
   std::optional<c10::Device> device_;

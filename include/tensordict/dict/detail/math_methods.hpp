@@ -51,6 +51,7 @@ TENSORDICT_ADL_CALL(atleast_1d)
 TENSORDICT_ADL_CALL(atleast_2d)
 TENSORDICT_ADL_CALL(atleast_3d)
 TENSORDICT_ADL_CALL(set_at)
+TENSORDICT_ADL_CALL(lazy_stack)
 TENSORDICT_ADL_CALL(split)
 TENSORDICT_ADL_CALL(chunk)
 TENSORDICT_ADL_CALL(unbind)
@@ -264,6 +265,9 @@ class TensorDictMath {
   [[nodiscard]] D atleast_1d() const { return detail::adl::call_atleast_1d(self()); }
   [[nodiscard]] D atleast_2d() const { return detail::adl::call_atleast_2d(self()); }
   [[nodiscard]] D atleast_3d() const { return detail::adl::call_atleast_3d(self()); }
+  /// The elements along batch dim `dim` as a lazy stack (Python's `to_lazystack`).
+  template <class = void>
+  [[nodiscard]] auto to_lazystack(int64_t dim = 0) const { return detail::adl::call_lazy_stack(unbind(dim), dim); }
   /// `other` written at batch index `index`, in place (Python's `td.copy_at_(other, index)`,
   /// `td[index] = other`).
   D& copy_at_(const D& other, at::ArrayRef<at::indexing::TensorIndex> index) {

@@ -786,4 +786,116 @@ inline TensorDict& TensorDict::update_at_(const TensorDict& other, at::ArrayRef<
   return *this;
 }
 
+template <class>
+inline std::optional<at::ScalarType> TensorDict::dtype() const {
+  std::optional<at::ScalarType> out;
+  bool one = true;
+  (void)all_tensors([&](const at::Tensor& t) {
+    if (!out) out = t.scalar_type();
+    one = one && *out == t.scalar_type();
+    return one;
+  });
+  return one ? out : std::nullopt;
+}
+
+template <class>
+inline TensorDict& TensorDict::auto_device_() {
+  std::optional<c10::Device> d;
+  bool one = true;
+  for (auto&& [k, v] : nodes()) {
+    std::optional<c10::Device> here;
+    if (v.is_tensor() && v.tensor().defined()) here = v.tensor().device();
+    if (v.is_tensordict()) {
+      v.tensordict().auto_device_();
+      here = v.tensordict().device_;
+      if (!here && !v.tensordict().is_empty()) one = false;
+    }
+    if (here) {
+      if (d && *d != *here) one = false;
+      d = here;
+    }
+  }
+  device_ = one ? d : std::nullopt;
+  return *this;
+}
+
+template <class>
+inline TensorDict& TensorDict::join_tensors(const std::vector<NestedKey>& keys, const Key& out_key, int64_t dim, bool keep, bool stack) {
+  const char* op = stack ? "stack_tensors" : "cat_tensors";
+  if (keys.empty()) throw Error(std::string(op) + ": no keys given");
+  std::vector<at::Tensor> xs;
+  for (const auto& k : keys) {
+    const Entry& e = entry(k);
+    if (!e.is_tensor()) throw KeyError(std::string(op) + ": key " + detail::key_str(k) + " holds " + e.kind() + ", not a tensor");
+    xs.push_back(e.tensor());
+  }
+  at::Tensor joined;
+  try {
+    joined = stack ? at::stack(xs, dim) : at::cat(xs, dim);
+  } catch (const std::exception& ex) {
+    throw BatchSizeError(std::string(op) + ": the tensors at the keys cannot be joined along dim " + std::to_string(dim) + ": " +
+                         detail::what_of(ex));
+  }
+  TensorDict next = *this;
+  if (!keep) {
+    for (const auto& k : keys) next.erase(k);
+  }
+  next.set(out_key, joined);  // checks the batch size before anything changes here
+  *this = std::move(next);
+  return *this;
+}
+
+template <class>
+inline TensorDict TensorDict::data_ptr() const {
+  TensorDict out;
+  for (const auto& [k, v] : nodes()) {
+    if (v.is_tensor()) {
+      out.set_here(NestedKey(k), k, Entry(at::scalar_tensor(
+                                        static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(v.tensor().defined() ? v.tensor().data_ptr() : nullptr)),
+                                        at::kLong)));
+    } else if (v.is_tensordict()) {
+      out.set_here(NestedKey(k), k, Entry(v.tensordict().data_ptr()));
+    }
+  }
+  return out;
+}
+
+template <class>
+inline TensorDict TensorDict::rename_keys(const std::vector<std::pair<NestedKey, NestedKey>>& mapping, bool strict) const {
+  TensorDict out = *this;
+  std::vector<std::pair<NestedKey, Entry>> moved;
+  for (const auto& [from, to] : mapping) {
+    if (!out.contains(from)) {
+      if (strict) throw KeyError("rename_keys: key " + detail::key_str(from) + " is not in the TensorDict");
+      continue;
+    }
+    moved.emplace_back(to, out.pop(from));
+  }
+  for (auto& [to, e] : moved) {
+    if (out.contains(to)) throw KeyError("rename_keys: key " + detail::key_str(to) + " already exists");
+    out.set(to, std::move(e));
+  }
+  return out;
+}
+
+template <class>
+inline TensorDict TensorDict::separates(const std::vector<NestedKey>& keys, bool strict, bool filter_empty) {
+  for (const auto& k : keys) {
+    if (strict && !contains(k)) throw KeyError("separates: key " + detail::key_str(k) + " is not in the TensorDict");
+  }
+  TensorDict next = *this, out(batch_size_, device_);
+  for (const auto& k : keys) {
+    if (!next.contains(k)) continue;
+    out.set(k, next.pop(k));
+    // The levels this emptied go too, innermost first.
+    for (std::size_t depth = k.size() - 1; filter_empty && depth > 0; --depth) {
+      const NestedKey parent(std::vector<std::string>(k.parts().begin(), k.parts().begin() + static_cast<std::ptrdiff_t>(depth)));
+      if (!next.contains(parent) || next.get<TensorDict>(parent).size() != 0) break;
+      next.erase(parent);
+    }
+  }
+  *this = std::move(next);
+  return out;
+}
+
 }  // namespace tensordict
