@@ -15,3 +15,4 @@
 #include "batch/pad.hpp"
 #include "batch/axes.hpp"
 #include "batch/group.hpp"
+#include "batch/map.hpp"

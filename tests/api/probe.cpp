@@ -358,6 +358,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::logical_and(td, other)); }();
   // TensorDict.logsumexp (scripts/api_coverage.txt:200)
   [&] { (void)(td.logsumexp()); }();
+  // TensorDict.map (scripts/api_coverage.txt:204)
+  [&] { (void)(td::map(td, [](const td::TensorDict& c) { return c; }, {.num_workers = 2, .chunksize = 4})); }();
+  // TensorDict.map_iter (scripts/api_coverage.txt:205)
+  [&] { (void)(td::map_iter(td, [](const td::TensorDict& c) { return c; }, {.chunksize = 4, .shuffle = true})); }();
   // TensorDict.masked_fill (scripts/api_coverage.txt:206)
   [&] { (void)(td.masked_fill(mask, 0)); }();
   // TensorDict.masked_fill_ (scripts/api_coverage.txt:207)

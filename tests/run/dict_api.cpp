@@ -5,7 +5,12 @@
 // levels; the errors and that a failed call writes nothing.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -434,4 +439,60 @@ TEST_CASE("unravel_key, dtype predicates, key_separator") {
   CHECK(!td::is_integer(torch::zeros(1, torch::kBool)));
   CHECK(td::is_bool(torch::zeros(1, torch::kBool)));
   CHECK(td::key_separator == ".");
+}
+
+TEST_CASE("map and map_iter: chunks on a pool of threads, joined as Python's") {
+  TensorDict t({{"x", torch::arange(10.)}, {"n", TensorDict({{"y", torch::arange(20.).view({10, 2})}}, {10})}}, {10});
+  for (int64_t workers : {1, 2, 3, 8}) {
+    for (const td::MapOptions& o : {td::MapOptions{.num_workers = workers},
+                                    td::MapOptions{.num_workers = workers, .chunksize = 3},
+                                    td::MapOptions{.num_workers = workers, .chunksize = 0},
+                                    td::MapOptions{.num_workers = workers, .num_chunks = 4}}) {
+      const TensorDict r = td::map(t, [](const TensorDict& c) { return c.mul(2).add(1); }, o);
+      CHECK(td::equal(r, t.mul(2).add(1)));
+      const torch::Tensor x = t.map([](const TensorDict& c) { return c.get("x").square(); }, o);
+      CHECK(torch::equal(x, t.get("x").square()));
+    }
+  }
+  // along another batch dim
+  TensorDict m({{"x", torch::arange(24.).view({4, 6})}}, {4, 6});
+  CHECK(td::equal(td::map(m, [](const TensorDict& c) { return c.neg(); }, {.dim = -1, .chunksize = 4}), m.neg()));
+  // every chunk exactly once, on several threads, nothing returned
+  std::atomic<int64_t> seen{0};
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  td::map(t, [&](const TensorDict& c) {
+    seen += c.batch_size()[0];
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::lock_guard<std::mutex> lock(mu);
+    threads.insert(std::this_thread::get_id());
+  }, {.num_workers = 4, .chunksize = 1});
+  CHECK(seen == 10);
+  CHECK(threads.size() > 1);
+  // into out: each chunk's result written into out's storage
+  TensorDict out = td::zeros_like(t);
+  const torch::Tensor storage = out.get("x");
+  td::map(t, [](const TensorDict& c) { return c.add(1); }, out, {.num_workers = 2, .chunksize = 3});
+  CHECK(td::equal(out, t.add(1)));
+  CHECK(out.get("x").data_ptr() == storage.data_ptr());
+  // map_iter: in chunk order, or shuffled (every chunk once)
+  std::vector<double> firsts;
+  for (const TensorDict& c : t.map_iter([](const TensorDict& c) { return c; }, td::MapOptions{.chunksize = 4})) firsts.push_back(c.get("x")[0].item<double>());
+  CHECK(firsts == std::vector<double>{0, 4, 8});
+  auto it = td::map_iter(t, [](const TensorDict& c) { return c.get("x"); }, {.num_workers = 3, .chunksize = 1, .shuffle = true, .seed = 7});
+  CHECK(it.size() == 10);
+  std::vector<double> got;
+  while (auto r = it.next()) got.push_back(r->item<double>());
+  std::vector<double> sorted = got;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(got != sorted);  // seed 7 shuffles these 10
+  // an exception in fn reaches the caller
+  CHECK_THROWS_WITH(td::map(t, [](const TensorDict& c) -> TensorDict {
+                      if (c.get("x")[0].item<double>() > 4) throw std::runtime_error("boom at a chunk");
+                      return c;
+                    }, {.num_workers = 2, .chunksize = 1}),
+                    doctest::Contains("boom"));
+  CHECK_THROWS_AS(td::map(t, [](const TensorDict& c) { return c; }, {.chunksize = 2, .num_chunks = 2}), td::Error);
+  CHECK_THROWS_AS(td::map(t, [](const TensorDict& c) { return c; }, {.dim = 1}), td::IndexError);
 }

@@ -52,6 +52,8 @@ TENSORDICT_ADL_CALL(atleast_2d)
 TENSORDICT_ADL_CALL(atleast_3d)
 TENSORDICT_ADL_CALL(set_at)
 TENSORDICT_ADL_CALL(lazy_stack)
+TENSORDICT_ADL_CALL(map)
+TENSORDICT_ADL_CALL(map_iter)
 TENSORDICT_ADL_CALL(split)
 TENSORDICT_ADL_CALL(chunk)
 TENSORDICT_ADL_CALL(unbind)
@@ -265,6 +267,13 @@ class TensorDictMath {
   [[nodiscard]] D atleast_1d() const { return detail::adl::call_atleast_1d(self()); }
   [[nodiscard]] D atleast_2d() const { return detail::adl::call_atleast_2d(self()); }
   [[nodiscard]] D atleast_3d() const { return detail::adl::call_atleast_3d(self()); }
+  /// `fn` of chunks along a batch dim on a pool of threads, joined (`td.map(fn, {.dim = 0,
+  /// .num_workers = 4, .chunksize = 16})`), or one result at a time (`td.map_iter(fn, ...)`);
+  /// see batch/map.hpp.
+  template <class F, class O>
+  auto map(F fn, const O& o) const { return detail::adl::call_map(self(), std::move(fn), o); }
+  template <class F, class O>
+  auto map_iter(F fn, const O& o) const { return detail::adl::call_map_iter(self(), std::move(fn), o); }
   /// The elements along batch dim `dim` as a lazy stack (Python's `to_lazystack`).
   template <class = void>
   [[nodiscard]] auto to_lazystack(int64_t dim = 0) const { return detail::adl::call_lazy_stack(unbind(dim), dim); }
