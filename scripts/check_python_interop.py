@@ -130,6 +130,20 @@ check("safetensors renamed keys (tensordict)", "lin" not in rn.keys() and torch.
 check("safetensors renamed non-tensor", rn["encoder", "proj", "activation"] == "gelu")
 check("safetensors renamed names (safetensors)", "encoder.proj.weight" in load_file(f"{root}/renamed.safetensors"))
 
+g = load_memmap(f"{root}/appended")
+check("appended batch size", g.batch_size == torch.Size([6]))
+check("appended rows", torch.equal(g["a b%c"], torch.cat([torch.arange(6.).view(3, 2), torch.full((2, 2), 12.0), torch.full((1, 2), 11.0)])))
+check("appended empty leaf", g["empty"].shape == torch.Size([6, 0]))
+check("appended nested", torch.equal(g["n", "r"], torch.tensor([0, 1, 2, 102, 102, 101])) and g["n"].batch_size == torch.Size([6]))
+check("appended non-tensor", g["tag"] == "walker")
+pg = load_memmap(f"{root}/tensorclass_grown")
+check("appended tensorclass", type(pg).__name__ == "Policy" and pg.batch_size == torch.Size([3])
+      and torch.equal(pg.weight[2], torch.full((3,), 7.0)) and pg.activation == "relu")
+from tensordict import append_memmap, TensorDict as _TD
+append_memmap(f"{root}/appended", _TD({"a b%c": torch.ones(1, 2), "empty": torch.zeros(1, 0),
+                                       "n": _TD(r=torch.tensor([5]), batch_size=[1]), "tag": "walker"}, batch_size=[1]))
+check("Python appends after C++", torch.equal(load_memmap(f"{root}/appended")["n", "r"][-1], torch.tensor(5)))
+
 for f in failures:
     print("FAILED:", f)
 print(f"{len(failures)} failed" if failures else "all values match")

@@ -15,6 +15,7 @@
 #include "dict.hpp"
 #include "errors.hpp"
 #include "memmap/memmap.hpp"
+#include "memmap/append.hpp"
 #include "math.hpp"
 #include "nn.hpp"
 #include "optim.hpp"

@@ -676,6 +676,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::memmap(td, dir)); }();
   // tensordict.load_memmap (scripts/api_coverage.txt:413)
   [&] { (void)(td::load_memmap(dir)); }();
+  // tensordict.append_memmap (scripts/api_coverage.txt:414)
+  [&] { (void)(td::append_memmap(dir, td)); }();
   // tensordict.save (scripts/api_coverage.txt:415)
   [&] { (void)(td::memmap(td, dir)); }();
   // tensordict.load (scripts/api_coverage.txt:416)

@@ -836,6 +836,25 @@ TEST_CASE("interop: the saves Python checks") {
   }
   keys.set("big", td::NonTensorData{*td::big_integer("-1180591620717411303424")});
   td::memmap(keys, out / "level_keys", {.overwrite = true});
+  // Grown in place: 3 rows saved, then 2, 0 and 1 appended (keys that need encoding, an empty
+  // leaf, a nested level, non-tensor data), and a tensorclass of 2 rows grown by 1.
+  TensorDict grow(BatchSize{3});
+  grow.set("a b%c", torch::arange(6, torch::kFloat).view({3, 2}));
+  grow.set("empty", torch::zeros({3, 0}));
+  grow.set({"n", "r"}, torch::arange(3));
+  grow.set("tag", "walker");
+  td::memmap(grow, out / "appended", {.overwrite = true});
+  for (int64_t k : {2, 0, 1}) {
+    TensorDict rows(BatchSize{k});
+    rows.set("a b%c", torch::full({k, 2}, float(10 + k)));
+    rows.set("empty", torch::zeros({k, 0}));
+    rows.set({"n", "r"}, torch::full({k}, 100 + k, torch::kLong));
+    rows.set("tag", "walker");
+    td::append_memmap(out / "appended", rows);
+  }
+  td::memmap(p, out / "tensorclass_grown", {.overwrite = true});
+  td::append_memmap(out / "tensorclass_grown", Policy{.weight = torch::full({1, 3}, 7.f), .bias = torch::full({1}, 7.f),
+                                                 .activation = "relu", .layers = 3, .batch_size = {1}});
   // safetensors, with and without Python tensordict's structure metadata.
   td::save_safetensors(p, out / "policy.safetensors");
   td::save_safetensors(net, out / "net.safetensors", {.structure = false});

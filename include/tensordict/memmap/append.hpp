@@ -1,0 +1,217 @@
+#pragma once
+/// \file
+/// Growing a save in place: `append_memmap(dir, rows)` adds rows along the first batch dim of
+/// a tree saved in Python tensordict's memmap format without rewriting it, as Python's
+/// `tensordict.append_memmap`, and crash-safe in the same way: every leaf file grows first, then
+/// every level's new `meta.json` is written beside it (`.meta.json.append.tmp`) and renamed over
+/// it, the top level's first. A reader sees the old or the new number of rows of a leaf, never a
+/// torn row.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "memmap.hpp"
+
+namespace tensordict {
+
+namespace detail {
+
+// One leaf file to grow and one meta.json to rewrite.
+struct AppendLeaf {
+  std::filesystem::path file;
+  int64_t old_bytes = 0;
+  at::Tensor rows;  // contiguous CPU
+};
+struct AppendMeta {
+  std::filesystem::path file;
+  Json meta;
+};
+
+template <class = void>
+inline Json read_json_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw FormatError(p.string() + ": cannot be read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return Json::parse(ss.str());
+}
+
+// The file of leaf `key` in `dir`: encoded as Python writes it, or the key itself where only
+// that exists (a save with robust_key=False).
+template <class = void>
+inline std::filesystem::path leaf_file(const std::filesystem::path& dir, const std::string& key) {
+  const std::filesystem::path encoded = dir / (memmap_format::encode_key(key) + ".memmap");
+  if (key.find('/') == std::string::npos && key != "." && key != ".." && !std::filesystem::exists(encoded) &&
+      std::filesystem::exists(dir / (key + ".memmap"))) {
+    return dir / (key + ".memmap");
+  }
+  return encoded;
+}
+
+// Checks `rows` against the saved level `n` and plans the writes: each leaf's file and bytes,
+// each level's new meta.json. `at` is the key path, for messages.
+template <class = void>
+inline void plan_append(const memmap_format::Node& n, const TensorDict& rows, int64_t added, const std::string& at,
+                        std::vector<AppendLeaf>& leaves, std::vector<AppendMeta>& metas) {
+  const std::string where = at.empty() ? std::string("the root") : "'" + at + "'";
+  const std::filesystem::path dir(n.path);
+  switch (n.level.kind) {
+    case memmap_format::LevelKind::tensorclass: {
+      // The class's non-tensor fields stay as saved: rows must hold the same values.
+      for (const auto& [k, v] : n.level.fields.items()) {
+        if (!rows.contains(k) || !rows.is_non_tensor(k) || rows.get_non_tensor(k) != v) {
+          throw Error("append_memmap: the field " + (at.empty() ? k : at + "." + k) + " of the saved tensorclass is " + v.dump() +
+                      "; the rows must hold that value");
+        }
+      }
+      TensorDict fields_only = rows;
+      for (const auto& [k, v] : n.level.fields.items()) fields_only.erase(k);
+      plan_append(*n.inner, fields_only, added, at, leaves, metas);
+      return;
+    }
+    case memmap_format::LevelKind::tensordict:
+      break;
+    default:
+      throw Error("append_memmap: " + where + " is a " +
+                  std::string(n.level.kind == memmap_format::LevelKind::lazy_stack ? "lazy stack" : "non-tensor stack") +
+                  ", which cannot grow");
+  }
+  const std::vector<int64_t>& bs = n.level.batch_size;
+  if (bs.empty()) throw BatchSizeError("append_memmap: the saved level " + where + " has no batch dim to grow (batch size [])");
+  std::vector<int64_t> want(bs.begin(), bs.end());
+  want[0] = added;
+  if (rows.batch_size().dims().vec() != want) {
+    throw BatchSizeError("append_memmap: the rows of " + where + " have batch size " + bs_str(rows.batch_size()) + "; the saved " +
+                         bs_str(BatchSize(c10::IntArrayRef(bs))) + " takes rows of batch size " + bs_str(BatchSize(c10::IntArrayRef(want))));
+  }
+  std::vector<std::string> saved_keys;
+  Json meta = read_json_file(dir / "meta.json");
+  for (std::size_t i = 0; i < n.level.entries.size(); ++i) {
+    const auto& [key, what] = n.level.entries[i];
+    saved_keys.push_back(key);
+    const std::string path = at.empty() ? key : at + "." + key;
+    if (!rows.contains(key)) throw KeyError("append_memmap: the rows have no entry '" + path + "', which the save has");
+    const Entry& e = rows.entry(key);
+    if (const auto* leaf = std::get_if<memmap_format::Leaf>(&what)) {
+      if (!e.is_tensor()) throw KeyError("append_memmap: '" + path + "' is a tensor in the save and " + e.kind() + " in the rows");
+      const at::Tensor& x = e.tensor();
+      const std::optional<c10::ScalarType> st = dtype_from_name(leaf->dtype);
+      std::vector<int64_t> trailing(leaf->shape.begin() + 1, leaf->shape.end());
+      if (!st || x.scalar_type() != *st || x.dim() != static_cast<int64_t>(leaf->shape.size()) ||
+          x.sizes().slice(1).vec() != trailing) {
+        throw SpecMismatchError("append_memmap: '" + path + "' is " + leaf->dtype + " " + shape_str(leaf->shape) +
+                                " in the save, and the rows hold " + dtype_name(x.scalar_type()) + " " + shape_str(x.sizes()) +
+                                "; the rows need its dtype and trailing shape");
+      }
+      leaves.push_back({leaf_file(dir, key), leaf->nbytes, x.detach().to(at::kCPU).contiguous()});
+      Json& shape = meta[key]["shape"];
+      shape[0] = Json(leaf->shape[0] + added);
+    } else {
+      const auto& child = std::get<std::unique_ptr<memmap_format::Node>>(n.children[i]);
+      const memmap_format::LevelKind k = child->level.kind;
+      if (k == memmap_format::LevelKind::non_tensor) {
+        const bool same = (e.is_non_tensor() && e.non_tensor().value == child->level.data) ||
+                          (e.is_non_tensor_stack() && [&] {
+                            std::vector<Json> flat;
+                            flatten_json(e.non_tensor_stack().values, rows.batch_size().size(), flat);
+                            return std::all_of(flat.begin(), flat.end(), [&](const Json& j) { return j == child->level.data; });
+                          }());
+        if (!same) {
+          throw Error("append_memmap: the non-tensor entry '" + path + "' is " + child->level.data.dump() +
+                      " in the save; the rows must hold that value (it stays as saved)");
+        }
+        continue;
+      }
+      if (!e.is_tensordict()) throw KeyError("append_memmap: '" + path + "' is a nested level in the save and " + e.kind() + " in the rows");
+      plan_append(*child, e.tensordict(), added, path, leaves, metas);
+    }
+  }
+  for (const auto& [k, v] : rows.entries()) {
+    if (std::find(saved_keys.begin(), saved_keys.end(), k) == saved_keys.end()) {
+      throw KeyError("append_memmap: the rows have an entry '" + (at.empty() ? std::string(k) : at + "." + std::string(k)) +
+                     "' that the save does not have");
+    }
+  }
+  meta["shape"][0] = Json(bs[0] + added);
+  metas.push_back({dir / "meta.json", std::move(meta)});
+}
+
+template <class = void>
+inline void append_bytes(const AppendLeaf& l) {
+  auto failed = [&](const char* what, int fd) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    throw Error(std::string("append_memmap: cannot ") + what + " " + l.file.string() + " (" + memmap_format::detail::os_reason(err) + ")");
+  };
+  const int fd = ::open(l.file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) failed("open", -1);
+  // Bytes past the saved rows are what a killed append left: the new rows replace them.
+  if (::ftruncate(fd, static_cast<off_t>(l.old_bytes)) != 0) failed("size", fd);
+  const char* c = static_cast<const char*>(l.rows.data_ptr());
+  std::size_t n = static_cast<std::size_t>(l.rows.numel()) * l.rows.element_size();
+  off_t off = static_cast<off_t>(l.old_bytes);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, c, n, off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      failed("write", fd);
+    }
+    c += w;
+    off += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd) != 0) failed("flush", fd);
+  if (::close(fd) != 0) failed("close", -1);
+}
+}  // namespace detail
+
+/// `rows` appended along the first batch dim of the TensorDict (or tensorclass) saved in `dir`
+/// by `memmap` or Python's `save`/`memmap`, without rewriting it (Python's `append_memmap(prefix,
+/// rows)`): each leaf file grows by the new rows' bytes, then each level's `meta.json` is
+/// replaced through a temporary file, the top level's first. `rows` has the save's keys, dtypes
+/// and trailing shapes, its batch size differs in the first dim only, and its non-tensor entries
+/// equal the saved ones (they stay as saved). Everything is checked before the first write: a
+/// bad call leaves the save as it was. A killed append leaves the old rows readable; its
+/// `.meta.json.append.tmp` files tell how far it came (see docs/io.md). One writer at a time.
+template <class = void>
+void append_memmap(const std::filesystem::path& dir, const TensorDict& rows) {
+  const std::string root = detail::root_string(dir);
+  const auto node = memmap_format::read_save(root, LoadOptions{.write_through = false});
+  if (rows.batch_size().empty()) throw BatchSizeError("append_memmap: the rows have no batch dim (batch size [])");
+  const int64_t added = rows.batch_size()[0];
+  std::vector<detail::AppendLeaf> leaves;
+  std::vector<detail::AppendMeta> metas;
+  detail::plan_append(*node, rows, added, "", leaves, metas);
+  if (added == 0) return;
+  for (const auto& l : leaves) detail::append_bytes(l);
+  // The new meta.json files all written first, the top level's (planned last) renamed first.
+  std::vector<std::filesystem::path> tmps;
+  for (const auto& m : metas) {
+    const std::filesystem::path tmp = m.file.parent_path() / ".meta.json.append.tmp";
+    detail::write_json(tmp, m.meta, true);
+    tmps.push_back(tmp);
+  }
+  for (std::size_t i = metas.size(); i-- > 0;) {
+    std::error_code ec;
+    std::filesystem::rename(tmps[i], metas[i].file, ec);
+    if (ec) throw Error("append_memmap: cannot replace " + metas[i].file.string() + " (" + ec.message() + ")");
+  }
+}
+/// `append_memmap` of a struct's rows (a save of that struct as a tensorclass).
+template <tree T>
+  requires(!std::is_same_v<T, TensorDict>)
+void append_memmap(const std::filesystem::path& dir, const T& rows) {
+  append_memmap(dir, to_tensordict(rows));
+}
+
+}  // namespace tensordict
