@@ -89,3 +89,13 @@ TEST_CASE("io: a file of Python's consolidate(filename=...)") {
   CHECK(loaded.get<std::string>("s") == "hello");
   CHECK(loaded.get({"nested", "v"}).equal(torch::arange(2)));
 }
+
+TEST_CASE("io: growing a save in place") {
+  const fs::path dir = fresh_dir("append");
+  td::TensorDict first_rows({{"obs", torch::rand({100, 4})}, {"reward", torch::rand({100})}}, td::BatchSize{100});
+  td::TensorDict more_rows({{"obs", torch::rand({20, 4})}, {"reward", torch::rand({20})}}, td::BatchSize{20});
+  td::memmap(first_rows, dir);                  // batch size [100]
+  td::append_memmap(dir, more_rows);            // batch size [120], readable by Python
+  CHECK(td::load_memmap(dir).batch_size() == td::BatchSize{120});
+  fs::remove_all(dir);
+}

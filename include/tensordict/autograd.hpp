@@ -49,6 +49,34 @@ T& requires_grad_(T& t, bool on = true) {
   return t;
 }
 
+/// The gradients of every leaf that requires them, in one `torch::autograd::backward` call
+/// (Python's `td.backward(gradient)`): `gradient` holds each leaf's gradient under its key, or,
+/// without it, each such leaf must have one element (its gradient is 1). The gradients
+/// accumulate in the graph leaves' `.grad()`.
+template <tree T>
+void backward(const T& t, const std::optional<T>& gradient = std::nullopt, bool retain_graph = false) {
+  std::vector<at::Tensor> outs, grads;
+  if (gradient) {
+    tensordict::for_each(t, [&](const at::Tensor& x, const at::Tensor& g) {
+      if (!x.requires_grad()) return;
+      outs.push_back(x);
+      grads.push_back(g);
+    }, *gradient);
+  } else {
+    tensordict::named_for_each(t, [&](const KeyPath& k, const at::Tensor& x) {
+      if (!x.requires_grad()) return;
+      if (x.numel() != 1) {
+        throw Error("backward: leaf '" + std::string(k.dotted) + "' has " + std::to_string(x.numel()) +
+                    " elements; without a gradient every leaf that requires grad must have one");
+      }
+      outs.push_back(x);
+      grads.push_back(at::ones_like(x));
+    });
+  }
+  if (outs.empty()) throw Error("backward: no leaf requires grad");
+  torch::autograd::backward(outs, grads, retain_graph);
+}
+
 /// `jax.grad` for trees: `grad(loss)(params, x)` differentiates the scalar `loss(params, x)`
 /// with respect to every floating-point leaf of `params` (its first argument) and returns the
 /// gradients as a tree of the same type, static fields and batch size kept. Leaves that do not

@@ -78,6 +78,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.auto_batch_size_()); }();
   // TensorDict.auto_device_ (scripts/api_coverage.txt:40)
   [&] { (void)(td.auto_device_()); }();
+  // TensorDict.backward (scripts/api_coverage.txt:41)
+  [&] { (void)(td::backward(td)); }();
   // TensorDict.batch_dims (scripts/api_coverage.txt:42)
   [&] { (void)(td.batch_dims()); }();
   // TensorDict.batch_size (scripts/api_coverage.txt:43)
@@ -296,6 +298,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.is_floating_point()); }();
   // TensorDict.is_locked (scripts/api_coverage.txt:167)
   [&] { (void)(td.is_locked()); }();
+  // TensorDict.is_memmap (scripts/api_coverage.txt:168)
+  [&] { (void)(td::is_memmap(td)); }();
   // TensorDict.is_meta (scripts/api_coverage.txt:169)
   [&] { (void)(td.is_meta()); }();
   // TensorDict.is_non_tensor (scripts/api_coverage.txt:170)
@@ -380,6 +384,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.mean(0)); }();
   // TensorDict.memmap (scripts/api_coverage.txt:214)
   [&] { (void)(td::memmap(td, dir)); }();
+  // TensorDict.memmap_ (scripts/api_coverage.txt:215)
+  [&] { (void)(td::memmap_(td, dir)); }();
+  // TensorDict.memmap_like (scripts/api_coverage.txt:216)
+  [&] { (void)(td::memmap_like(td, dir)); }();
   // TensorDict.min (scripts/api_coverage.txt:218)
   [&] { (void)(td.min(0)); }();
   // TensorDict.minimum (scripts/api_coverage.txt:219)

@@ -160,3 +160,37 @@ TEST_CASE("append_memmap: a reader during appends sees whole rows") {
   CHECK(reads > 0);
   CHECK(td::load_memmap(d.path / "s").batch_size() == td::BatchSize{at});
 }
+
+TEST_CASE("memmap_like, memmap_, is_memmap, backward") {
+  Dir d;
+  TensorDict t({{"x", torch::rand({4, 3})}, {"n", TensorDict({{"y", torch::ones({4}, torch::kLong)}}, {4})}, {"tag", "a"}}, {4});
+  CHECK(!td::is_memmap(t));
+  const TensorDict like = td::memmap_like(t, d.path / "like");
+  CHECK(td::is_memmap(like));
+  CHECK(like.is_locked());
+  CHECK(like.get("x").sizes() == t.get("x").sizes());
+  CHECK((like.get("x") == 0).all().item<bool>());
+  CHECK(like.get({"n", "y"}).dtype() == torch::kLong);
+  like.get("x").copy_(t.get("x"));  // filled in place: the file holds it
+  CHECK(torch::equal(td::load_memmap(d.path / "like").get("x"), t.get("x")));
+  TensorDict m = t.clone();
+  td::memmap_(m, d.path / "m");
+  CHECK(td::is_memmap(m));
+  CHECK(td::is_memmap(td::index(m, 2)));  // views of the file too
+  CHECK(!td::is_memmap(m.clone()));
+  m.get("x").fill_(5);
+  CHECK((td::load_memmap(d.path / "m").get("x") == 5).all().item<bool>());
+  Episode e{torch::zeros({2, 4}), torch::ones({2}), "cartpole", {2}};
+  td::memmap_(e, d.path / "e");
+  CHECK(td::is_memmap(e));
+  CHECK(!td::is_memmap(TensorDict()));
+
+  auto w = torch::ones({3}, torch::requires_grad());
+  td::backward(TensorDict({{"l", (w * 2).sum()}, {"n", TensorDict({{"m", (w * w).sum()}})}, {"k", torch::zeros({2})}}));
+  CHECK(torch::equal(w.grad(), torch::full({3}, 4.f)));  // 2 + 2w, as (td.sum).backward()
+  w.mutable_grad().zero_();
+  td::backward(TensorDict({{"v", w * 3}}), std::optional<TensorDict>(TensorDict({{"v", torch::tensor({1.f, 2.f, 3.f})}})));
+  CHECK(torch::equal(w.grad(), torch::tensor({3.f, 6.f, 9.f})));
+  CHECK_THROWS_WITH_AS(td::backward(TensorDict({{"v", w * 3}})), doctest::Contains("'v' has 3 elements"), td::Error);
+  CHECK_THROWS_AS(td::backward(TensorDict({{"v", torch::zeros({1})}})), td::Error);
+}

@@ -127,6 +127,50 @@ template <class = void>
   return load_memmap(*dir, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
 }
 
+/// Whether `x` is a view of a file mapped by `load_memmap` (writes reach the file when it was
+/// loaded with `write_through`).
+inline bool is_memmap(const at::Tensor& x) {
+  return x.defined() && x.has_storage() && x.storage().data_ptr().get_deleter() == &detail::mapped_leaf_delete;
+}
+/// Whether every tensor leaf of `t` is a view of a mapped file (Python's `td.is_memmap()`), and
+/// it has one at least.
+template <tree T>
+bool is_memmap(const T& t) {
+  bool any = false, all = true;
+  tensordict::for_each(t, [&](const at::Tensor& x) {
+    any = true;
+    all = all && (x.numel() == 0 || is_memmap(x));
+  });
+  return any && all;
+}
+
+/// A tree of `td`'s keys, shapes, dtypes and non-tensor entries saved in `dir` with every leaf
+/// a file of zeros (created at its size, nothing written), loaded back memory-mapped and locked,
+/// as Python's `td.memmap_like(prefix)`: a buffer on disk to fill in place (`update_`, `set_at_`,
+/// indexing). `td` is not changed and its values are not copied.
+template <class = void>
+[[nodiscard]] inline TensorDict memmap_like(const TensorDict& td, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
+  detail::atomic_save(dir, o, [&](const std::filesystem::path& tmp) { detail::save_level(td, tmp, true, o.sync); });
+  TensorDict out = load_memmap(dir, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
+  out.lock_();
+  return out;
+}
+/// `td` saved in `dir`, its leaves then replaced by their memory-mapped files, in place (Python's
+/// `td.memmap_(prefix)`): writes to a leaf reach the file.
+template <class = void>
+inline TensorDict& memmap_(TensorDict& td, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
+  memmap(td, dir, o);
+  td = load_memmap(dir, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
+  return td;
+}
+/// `memmap_` of a struct (saved as a tensorclass, loaded back into it).
+template <tree T>
+  requires(!std::is_same_v<T, TensorDict>)
+T& memmap_(T& s, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
+  memmap(s, dir, o);
+  return load_memmap(dir, s, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
+}
+
 }  // namespace tensordict
 
 #include "consolidated.hpp"

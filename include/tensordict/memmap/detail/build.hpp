@@ -20,12 +20,26 @@ inline bool has_non_tensor(const TensorDict& td) {
   return false;
 }
 
+// The context of a leaf's storage that is a mapped file: its deleter tells such storages
+// apart (is_memmap) and releases the mapping with the last view.
+struct MappedLeaf {
+  std::shared_ptr<void> owner;
+};
+inline void mapped_leaf_delete(void* ctx) { delete static_cast<MappedLeaf*>(ctx); }
+
 template <class = void>
 inline at::Tensor leaf_tensor(const memmap_format::Leaf& leaf, const memmap_format::Bytes& bytes, const std::string& meta) {
   const at::ScalarType st = scalar_type_of(leaf.dtype, meta);
   const auto opts = at::TensorOptions().dtype(st);
   if (leaf.numel == 0) return at::empty(leaf.shape, opts);
-  // The tensor keeps the mapping (or the copy) alive: it is released with the last view.
+  if (bytes.mapped) {
+    c10::DataPtr dp(bytes.data, new MappedLeaf{bytes.owner}, &mapped_leaf_delete, c10::Device(c10::kCPU));
+    c10::Storage storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(leaf.nbytes), std::move(dp), nullptr, false);
+    std::vector<int64_t> strides(leaf.shape.size(), 1);
+    for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(leaf.shape[i], 1);
+    return at::empty({0}, opts).set_(storage, 0, leaf.shape, strides);
+  }
+  // The tensor keeps the copy alive: it is released with the last view.
   return at::from_blob(bytes.data, leaf.shape, [owner = bytes.owner](void*) {}, opts);
 }
 
