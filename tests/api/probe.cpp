@@ -244,6 +244,12 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::load_consolidated(dir)); }();
   // TensorDict.from_dataclass (scripts/api_coverage.txt:128)
   [&] { (void)(td::to_tensordict(s)); }();
+  // TensorDict.from_dict (scripts/api_coverage.txt:129)
+  [&] { (void)(td::from_dict(td::Json::parse("{}"), std::nullopt, true)); }();
+  // TensorDict.from_dict_instance (scripts/api_coverage.txt:130)
+  [&] { (void)(td::from_dict(td::Json::parse("{}"))); }();
+  // TensorDict.from_list (scripts/api_coverage.txt:133)
+  [&] { (void)(td::from_list(td::Json::parse("[{}]"))); }();
   // TensorDict.from_module (scripts/api_coverage.txt:134)
   [&] { (void)(td::from_module(module)); }();
   // TensorDict.from_modules (scripts/api_coverage.txt:135)
@@ -582,6 +588,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.tile({2})); }();
   // TensorDict.to (scripts/api_coverage.txt:326)
   [&] { (void)(td.to(torch::kDouble)); }();
+  // TensorDict.to_dict (scripts/api_coverage.txt:328)
+  [&] { (void)(td::to_dict(td)); }();
   // TensorDict.to_lazystack (scripts/api_coverage.txt:331)
   [&] { (void)(td.to_lazystack(0)); }();
   // TensorDict.to_module (scripts/api_coverage.txt:333)
@@ -590,6 +598,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::from_tensordict<Probe>(td)); }();
   // TensorDict.to_tensordict (scripts/api_coverage.txt:341)
   [&] { (void)(td::to_tensordict(s)); }();
+  // TensorDict.tolist (scripts/api_coverage.txt:343)
+  [&] { (void)(td::tolist(td)); }();
   // TensorDict.transpose (scripts/api_coverage.txt:344)
   [&] { (void)(td::transpose(td, 0, 1)); }();
   // TensorDict.trunc (scripts/api_coverage.txt:345)
@@ -656,6 +666,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::NestedKey{"a", "b"}); }();
   // tensordict.KEY_SEPARATOR (scripts/api_coverage.txt:386)
   [&] { (void)(td::key_separator); }();
+  // tensordict.from_dict (scripts/api_coverage.txt:388)
+  [&] { (void)(td::from_dict(td::Json::parse("{}"))); }();
   // tensordict.from_namedtuple (scripts/api_coverage.txt:395)
   [&] { (void)(td::to_tensordict(s)); }();
   // tensordict.from_dataclass (scripts/api_coverage.txt:400)

@@ -496,3 +496,45 @@ TEST_CASE("map and map_iter: chunks on a pool of threads, joined as Python's") {
   CHECK_THROWS_AS(td::map(t, [](const TensorDict& c) { return c; }, {.chunksize = 2, .num_chunks = 2}), td::Error);
   CHECK_THROWS_AS(td::map(t, [](const TensorDict& c) { return c; }, {.dim = 1}), td::IndexError);
 }
+
+TEST_CASE("to_dict, from_dict, tolist, from_list: plain values as Python's convert_tensors=True") {
+  TensorDict t({{"a", torch::tensor({{1, 2}, {3, 4}})}, {"b", TensorDict({{"c", torch::tensor({0.5, 1.5})}}, {2})},
+                {"s", "hi"}, {"f", torch::tensor({true, false})}},
+               {2});
+  // Python: td.to_dict(convert_tensors=True) and td.tolist(convert_tensors=True)
+  CHECK(td::to_dict(t).dump() == R"({"a":[[1,2],[3,4]],"b":{"c":[0.5,1.5]},"s":"hi","f":[true,false]})");
+  CHECK(td::tolist(t).dump() == R"([{"a":[1,2],"b":{"c":0.5},"s":"hi","f":true},{"a":[3,4],"b":{"c":1.5},"s":"hi","f":false}])");
+  // Python: TensorDict.from_dict({...}, batch_dims=1)
+  const TensorDict d = td::from_dict(td::Json::parse(R"({"a": [[1,2],[3,4]], "b": {"c": [0.5, 1.5]}, "s": "hi", "r": [[1],[2,3]]})"),
+                                     std::nullopt, false, 1);
+  CHECK(d.batch_size() == td::BatchSize{2});
+  CHECK(d.get("a").dtype() == torch::kLong);
+  CHECK(d.get({"b", "c"}).dtype() == torch::kFloat);
+  CHECK(d.get<std::string>("s") == "hi");
+  CHECK(d.is_non_tensor("r"));  // ragged: kept as a value
+  CHECK(td::from_dict(td::Json::parse(R"({"x": [[1.0, 2.0]]})"), td::BatchSize{1}).batch_size() == td::BatchSize{1});
+  CHECK(td::from_dict(td::Json::parse(R"({"x": [1, 2]})")).batch_size().empty());
+  CHECK(td::from_dict(td::Json::parse(R"({"x": [1, 2]})"), std::nullopt, true).batch_size() == td::BatchSize{2});
+  CHECK(td::from_dict(td::Json::parse(R"({"x": 9007199254740993})")).get("x").item<int64_t>() == 9007199254740993);
+  CHECK_THROWS_AS((void)td::from_dict(td::Json::parse("[1]")), td::Error);
+  CHECK_THROWS_AS((void)td::from_dict(td::Json::parse(R"({"x": [1, 2]})"), td::BatchSize{3}), td::BatchSizeError);
+  // Python: TensorDict.from_list([{"a": 1, "b": 2.0}, {"a": 3, "b": 4.0}])
+  const TensorDict l = td::from_list(td::Json::parse(R"([{"a": 1, "b": 2.0}, {"a": 3, "b": 4.0}])"));
+  CHECK(l.batch_size() == td::BatchSize{2});
+  CHECK(torch::equal(l.get("a"), torch::tensor({1, 3})));
+  // round trips over random trees of many dtypes and batch sizes
+  std::mt19937 g(2);
+  for (int trial = 0; trial < 12; ++trial) {
+    std::vector<int64_t> b;
+    for (std::size_t i = 0, n = g() % 3; i < n; ++i) b.push_back(1 + static_cast<int64_t>(g() % 3));
+    TensorDict r{td::BatchSize(b)};
+    std::vector<int64_t> s1 = b;
+    s1.push_back(2);
+    r.set("i", torch::randint(-50, 50, s1, torch::kLong));
+    r.set("f", torch::randint(-8, 8, b).to(torch::kFloat) / 4);
+    r.set({"n", "bool"}, torch::rand(b) > 0.5);
+    CHECK(td::equal(td::from_dict(td::to_dict(r), r.batch_size()), r));
+    if (!b.empty()) CHECK(td::equal(td::from_list(td::tolist(r)), r));
+  }
+  CHECK_THROWS_WITH_AS((void)td::to_dict(TensorDict({{"z", torch::zeros({1}, torch::kComplexFloat)}})), doctest::Contains("'z'"), td::Error);
+}
