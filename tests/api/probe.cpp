@@ -462,6 +462,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.pow_(2)); }();
   // TensorDict.prod (scripts/api_coverage.txt:254)
   [&] { (void)(td.prod(0)); }();
+  // TensorDict.quantile (scripts/api_coverage.txt:257)
+  [&] { (void)(td.quantile(0.5, 0, false, "linear")); }();
   // TensorDict.reciprocal (scripts/api_coverage.txt:260)
   [&] { (void)(td.reciprocal()); }();
   // TensorDict.reciprocal_ (scripts/api_coverage.txt:261)

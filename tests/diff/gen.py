@@ -668,7 +668,7 @@ def make_binary(rng, td, batch, op, name):
 # Reductions over batch dims: the function, and which `dim` forms Python takes for it.
 SUM_LIKE = ["sum", "nansum", "mean", "nanmean", "std", "var"]
 ONE_DIM = ["prod", "amax", "amin", "max", "min"]
-REDUCTIONS = SUM_LIKE + ONE_DIM + ["logsumexp", "any", "all", "cummax", "cummin"]
+REDUCTIONS = SUM_LIKE + ONE_DIM + ["logsumexp", "any", "all", "cummax", "cummin", "quantile"]
 FLOAT_DTYPES = ["float32", "float64"]
 
 
@@ -681,6 +681,24 @@ def make_reduce(rng, td, batch, op):
     r = rng.random()
     if fn in ("cummax", "cummin"):
         kw["dim"] = rand_dim(rng, nd)
+    elif fn == "quantile":
+        # torch's quantile takes float and double only: most cases get such leaves
+        if rng.random() < 0.85:
+            for k in nested_keys(td, leaves_only=True):
+                x = td.get(k)
+                if x.dtype not in (torch.float32, torch.float64):
+                    td.set(k, x.to(rng.choice([torch.float32, torch.float64])))
+        kw["q"] = rng.choice([0.0, 0.25, 0.5, 0.9, 1.0])
+        if r < 0.45 and nd:
+            kw["dim"] = rand_dim(rng, nd)
+        elif r < 0.6:
+            kw["dim"] = "feature"
+        if rng.random() < 0.3 and kw.get("dim") != "feature":
+            kw["keepdim"] = rng.random() < 0.6
+        if rng.random() < 0.4:
+            kw["interpolation"] = rng.choice(["linear", "lower", "higher", "midpoint", "nearest"])
+        if rng.random() < 0.2:
+            kw["reduce"] = True
     elif fn in ("any", "all"):
         if r < 0.6 and nd:
             kw["dim"] = rand_dim(rng, nd)

@@ -320,6 +320,12 @@ Result run_reduce(const json& op, const T& t) {
   if (fn == "cummax") return as_result(td::cummax(t, one));
   if (fn == "cummin") return as_result(td::cummin(t, one));
   if (fn == "logsumexp") return as_result(td::logsumexp(t, dim, keepdim));
+  if (fn == "quantile") {
+    const double q = kw.at("q").get<double>();
+    const std::string interp = kw.contains("interpolation") ? kw.at("interpolation").get<std::string>() : "linear";
+    if (total) return Ts{td::quantile(t, td::total, q, dim, keepdim, interp)};
+    return as_result(td::quantile(t, q, dim, keepdim, interp));
+  }
   if (fn == "any" || fn == "all") {
     const bool a = fn == "any";
     if (!has_dim) return a ? td::any(t) : td::all(t);

@@ -351,3 +351,33 @@ TEST_CASE("moving, choosing and repeating batch elements: roll, flip, narrow, in
   CHECK(torch::equal(r.first.w, net.first.w.roll(2, 0)));
   CHECK(td::narrow(net, 0, 1, 3).batch_size == td::BatchSize({3}));
 }
+
+TEST_CASE("quantile: each leaf as torch::quantile, every form") {
+  torch::manual_seed(3);
+  td::TensorDict t({{"x", torch::randn({4, 3, 5})}, {"n", td::TensorDict({{"y", torch::randn({4, 3}, torch::kDouble)}}, {4, 3})}}, {4, 3});
+  for (double q : {0.0, 0.3, 0.5, 1.0}) {
+    for (const char* interp : {"linear", "lower", "higher", "midpoint", "nearest"}) {
+      const td::TensorDict all = t.quantile(q, {}, false, interp);
+      CHECK(torch::equal(all.get("x"), torch::quantile(t.get("x").flatten(), q, c10::nullopt, false, interp)));
+      CHECK(all.batch_size().empty());
+      for (int64_t d : {0, 1, -1}) {
+        const int64_t pd = d < 0 ? d + 2 : d;
+        const td::TensorDict r = td::quantile(t, q, d, true, interp);
+        CHECK(torch::equal(r.get("x"), torch::quantile(t.get("x"), q, pd, true, interp)));
+        CHECK(torch::equal(r.get({"n", "y"}), torch::quantile(t.get({"n", "y"}), q, pd, true, interp)));
+        CHECK(r.batch_size().dims().vec() == torch::quantile(t.get({"n", "y"}), q, pd, true).sizes().vec());
+      }
+      const td::TensorDict f = t.quantile(q, td::feature, false, interp);
+      CHECK(torch::equal(f.get("x"), torch::quantile(t.get("x"), q, -1, false, interp)));
+      CHECK(f.batch_size() == t.batch_size());
+    }
+  }
+  // reduce=True: the leaves joined, one tensor
+  const torch::Tensor total = td::quantile(t.select({"x"}), td::total, 0.5);
+  CHECK(torch::equal(total, torch::quantile(t.get("x").flatten(), 0.5)));
+  CHECK_THROWS_AS((void)t.quantile(1.5), td::Error);
+  CHECK_THROWS_AS((void)t.quantile(0.5, {}, false, "cubic"), td::Error);
+  CHECK_THROWS_AS((void)td::TensorDict({{"h", torch::zeros({2}, torch::kHalf)}}).quantile(0.5), td::Error);  // as torch
+  CHECK_THROWS_AS((void)td::TensorDict({{"i", torch::zeros({2}, torch::kLong)}}).quantile(0.5), td::Error);
+  CHECK_THROWS_AS((void)t.quantile(0.5, {0, 1}), td::Error);
+}

@@ -158,6 +158,54 @@ template <tree T>
     return at::mean(x, d, k, detail::c10_dtype(dtype));
   });
 }
+namespace detail {
+// torch.quantile of one leaf along `d` (every element when empty; keepdim then keeps a size-1
+// dim for each of the leaf's dims, as Python).
+template <class = void>
+inline at::Tensor leaf_quantile(const at::Tensor& x, double q, c10::IntArrayRef d, bool k, c10::string_view interpolation) {
+  // As torch (2.x too): float16 and bfloat16 are refused, not computed in float32.
+  if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble) {
+    throw Error(std::string("quantile: the values must be float or double, got ") + c10::toString(x.scalar_type()));
+  }
+  if (d.empty()) {
+    const at::Tensor r = at::quantile(x.reshape({-1}), q, c10::nullopt, false, interpolation);
+    return k ? r.reshape(std::vector<int64_t>(static_cast<std::size_t>(x.dim()), 1)) : r;
+  }
+  return at::quantile(x, q, d[0], k, interpolation);
+}
+template <class = void>
+inline void check_quantile(double q, std::string_view interpolation) {
+  if (!(q >= 0.0 && q <= 1.0)) throw Error("quantile: q must be in [0, 1], got " + std::to_string(q));
+  for (const char* m : {"linear", "lower", "higher", "midpoint", "nearest"}) {
+    if (interpolation == m) return;
+  }
+  throw Error("quantile: interpolation must be \"linear\", \"lower\", \"higher\", \"midpoint\" or \"nearest\", got \"" +
+              std::string(interpolation) + "\"");
+}
+}  // namespace detail
+/// The `q`-th quantile (0 ≤ q ≤ 1) of each floating-point leaf: over every element, one batch
+/// dim, or the feature dims, with `interpolation` between data points (`"linear"`, `"lower"`,
+/// `"higher"`, `"midpoint"`, `"nearest"`), as Python's `td.quantile(q, dim, keepdim,
+/// interpolation=...)`; `total` first reduces the leaves together (`reduce=True`).
+template <tree T>
+[[nodiscard]] T quantile(const T& t, double q, const Dims& dim = {}, bool keepdim = false, std::string_view interpolation = "linear") {
+  detail::require_one_dim("quantile", dim);
+  detail::check_quantile(q, interpolation);
+  const c10::string_view interp(interpolation.data(), interpolation.size());
+  return detail::td_reduce("quantile", t, dim, keepdim, detail::Nested::own, [&](const at::Tensor& x, c10::IntArrayRef d, bool k) {
+    return detail::leaf_quantile(x, q, d, k, interp);
+  });
+}
+template <tree T>
+[[nodiscard]] at::Tensor quantile(const T& t, total_t, double q, const Dims& dim = {}, bool keepdim = false,
+                                  std::string_view interpolation = "linear") {
+  detail::require_one_dim("quantile", dim);
+  detail::check_quantile(q, interpolation);
+  const c10::string_view interp(interpolation.data(), interpolation.size());
+  return detail::td_total("quantile", t, dim, keepdim, [&](const at::Tensor& x, c10::IntArrayRef d, bool k) {
+    return detail::leaf_quantile(x, q, d, k, interp);
+  });
+}
 /// The mean ignoring NaN (`torch.nanmean`).
 template <tree T>
 [[nodiscard]] T nanmean(const T& t, const Dims& dim = {}, bool keepdim = false, std::optional<at::ScalarType> dtype = std::nullopt) {

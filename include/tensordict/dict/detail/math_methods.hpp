@@ -159,6 +159,9 @@ class TensorDictMath {
   template <class = void> [[nodiscard]] D nansum() const { return tensordict::nansum(self()); }
   template <class = void> [[nodiscard]] D nanmean() const { return tensordict::nanmean(self()); }
   template <class = void> [[nodiscard]] D prod() const { return tensordict::prod(self()); }
+  /// The `q`-th quantile (`td.quantile(q, dim, keepdim, interpolation)`).
+  template <class = void> [[nodiscard]] D quantile(double q, const Dims& dim = {}, bool keepdim = false, std::string_view interpolation = "linear") const { return tensordict::quantile(self(), q, dim, keepdim, interpolation); }
+  template <class = void> [[nodiscard]] at::Tensor quantile(total_t, double q, const Dims& dim = {}, bool keepdim = false, std::string_view interpolation = "linear") const { return tensordict::quantile(self(), total, q, dim, keepdim, interpolation); }
 #define TENSORDICT_DICT_SPREAD(name) \
   template <class = void> [[nodiscard]] D name(const Dims& dim = {}, bool keepdim = false, int64_t correction = 1) const { return tensordict::name(self(), dim, keepdim, correction); } \
   template <class = void> [[nodiscard]] at::Tensor name(total_t, const Dims& dim = {}, bool keepdim = false, int64_t correction = 1) const { return tensordict::name(self(), total, dim, keepdim, correction); }
