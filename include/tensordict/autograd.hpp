@@ -4,7 +4,9 @@
 /// `parameters` feeds `torch::optim`; the fused in-place steps (`add_`, `mul_`, `lerp_`, ...)
 /// are in math.hpp.
 
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,7 +56,7 @@ T& requires_grad_(T& t, bool on = true) {
 /// without it, each such leaf must have one element (its gradient is 1). The gradients
 /// accumulate in the graph leaves' `.grad()`.
 template <tree T>
-void backward(const T& t, const std::optional<T>& gradient = std::nullopt, bool retain_graph = false) {
+void backward(const T& t, const std::type_identity_t<std::optional<T>>& gradient = std::nullopt, bool retain_graph = false) {
   std::vector<at::Tensor> outs, grads;
   if (gradient) {
     tensordict::for_each(t, [&](const at::Tensor& x, const at::Tensor& g) {
@@ -75,6 +77,35 @@ void backward(const T& t, const std::optional<T>& gradient = std::nullopt, bool 
   }
   if (outs.empty()) throw Error("backward: no leaf requires grad");
   torch::autograd::backward(outs, grads, retain_graph);
+}
+
+/// The gradients of `outputs`' leaves with respect to `inputs`' leaves, as a tree of
+/// `inputs`' structure (Python's `torch.autograd.grad(outputs_td, inputs_td, grad_outputs_td)`):
+/// `grad_outputs` holds each output's gradient (none: ones, so each output has one element);
+/// `allow_unused` gives zeros for an input the outputs do not depend on, which is an error
+/// otherwise. The graph is kept with `retain_graph`.
+template <tree O, tree I>
+[[nodiscard]] I autograd_grad(const O& outputs, const I& inputs, const std::type_identity_t<std::optional<O>>& grad_outputs = std::nullopt,
+                              bool retain_graph = false, bool allow_unused = false) {
+  std::vector<at::Tensor> outs, grads, ins;
+  tensordict::for_each(outputs, [&](const at::Tensor& y) { outs.push_back(y); });
+  if (grad_outputs) {
+    detail::check_shapes("autograd_grad", outputs, *grad_outputs);
+    tensordict::for_each(outputs, [&](const at::Tensor&, const at::Tensor& g) { grads.push_back(g); }, *grad_outputs);
+  } else {
+    for (const auto& y : outs) {
+      if (y.numel() != 1) throw Error("autograd_grad: without grad_outputs every output must have one element, one has " + std::to_string(y.numel()));
+      grads.push_back(at::ones_like(y));
+    }
+  }
+  tensordict::for_each(inputs, [&](const at::Tensor& x) { ins.push_back(x); });
+  if (outs.empty() || ins.empty()) throw Error("autograd_grad: the outputs and the inputs need a tensor leaf each");
+  const std::vector<at::Tensor> g = torch::autograd::grad(outs, ins, grads, retain_graph, false, allow_unused);
+  std::size_t i = 0;
+  return tensordict::apply(inputs, [&](const at::Tensor& x) {
+    const at::Tensor& r = g[i++];
+    return r.defined() ? r : at::zeros_like(x);
+  });
 }
 
 /// `jax.grad` for trees: `grad(loss)(params, x)` differentiates the scalar `loss(params, x)`

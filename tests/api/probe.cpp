@@ -860,6 +860,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::full_like(td, 1)); }();
   // torch.gather (scripts/api_coverage.txt:514)
   [&] { (void)(td::gather(td, 0, index)); }();
+  // torch.grad (scripts/api_coverage.txt:515)
+  [&] { (void)(td::autograd_grad(td, other)); }();
   // torch.isfinite (scripts/api_coverage.txt:516)
   [&] { (void)(td::isfinite(td)); }();
   // torch.isnan (scripts/api_coverage.txt:517)

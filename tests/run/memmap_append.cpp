@@ -194,3 +194,21 @@ TEST_CASE("memmap_like, memmap_, is_memmap, backward") {
   CHECK_THROWS_WITH_AS(td::backward(TensorDict({{"v", w * 3}})), doctest::Contains("'v' has 3 elements"), td::Error);
   CHECK_THROWS_AS(td::backward(TensorDict({{"v", torch::zeros({1})}})), td::Error);
 }
+
+TEST_CASE("autograd_grad: torch.autograd.grad between trees") {
+  auto w = torch::ones({3}, torch::requires_grad());
+  auto b = torch::full({2}, 2.f, torch::requires_grad());
+  const TensorDict inputs({{"w", w}, {"n", TensorDict({{"b", b}})}});
+  const TensorDict outputs({{"l", (w * 2).sum() + (b * b).sum()}});
+  const TensorDict g = td::autograd_grad(outputs, inputs, std::nullopt, true);
+  CHECK(torch::equal(g.get("w"), torch::full({3}, 2.f)));  // Python: torch.autograd.grad(out_td, in_td)
+  CHECK(torch::equal(g.get({"n", "b"}), torch::full({2}, 4.f)));
+  const TensorDict vec({{"v", w * 3}});
+  const TensorDict gv = td::autograd_grad(vec, TensorDict({{"w", w}}), std::optional<TensorDict>(TensorDict({{"v", torch::tensor({1.f, 2.f, 3.f})}})));
+  CHECK(torch::equal(gv.get("w"), torch::tensor({3.f, 6.f, 9.f})));
+  auto unused = torch::ones({2}, torch::requires_grad());
+  CHECK_THROWS((void)td::autograd_grad(TensorDict({{"l", (w * 2).sum()}}), TensorDict({{"u", unused}})));
+  const TensorDict z = td::autograd_grad(TensorDict({{"l", (w * 2).sum()}}), TensorDict({{"u", unused}}), std::nullopt, false, true);
+  CHECK(torch::equal(z.get("u"), torch::zeros({2})));
+  CHECK_THROWS_AS((void)td::autograd_grad(TensorDict({{"v", w * 3}}), TensorDict({{"w", w}})), td::Error);
+}
