@@ -15,6 +15,7 @@
 
 #include "combine.hpp"
 #include "lazy_stack.hpp"
+#include "rearrange.hpp"
 
 namespace tensordict {
 

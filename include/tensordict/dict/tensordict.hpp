@@ -457,14 +457,22 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   template <class = void>
   std::vector<NestedKey> keys(KeysOptions o = {}) const {
     std::vector<NestedKey> out;
-    for (auto& [k, e] : items(std::move(o))) out.push_back(std::move(k));
+    if (o.sort) {
+      for (auto& [k, e] : items(std::move(o))) out.push_back(std::move(k));
+      return out;
+    }
+    for_each_entry(o, NestedKey(std::vector<std::string>{}), [&](const NestedKey& k, const Entry&) { out.push_back(k); });
     return out;
   }
   /// The entries listed by `keys(o)`, in the same order.
   template <class = void>
   std::vector<std::reference_wrapper<const Entry>> values(KeysOptions o = {}) const {
     std::vector<std::reference_wrapper<const Entry>> out;
-    for (auto& [k, e] : items(std::move(o))) out.push_back(e);
+    if (o.sort) {
+      for (auto& [k, e] : items(std::move(o))) out.push_back(e);
+      return out;
+    }
+    for_each_entry(o, NestedKey(std::vector<std::string>{}), [&](const NestedKey&, const Entry& e) { out.emplace_back(e); });
     return out;
   }
   /// `(key, entry)` for every key of `keys(o)`.
