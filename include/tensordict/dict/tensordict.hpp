@@ -328,7 +328,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// value)`; `tensordict::fill_(tree, value)` fills every leaf).
   template <class = void>
   TensorDict& fill_(const Key& key, const at::Scalar& value) {
-    get(key).fill_(value);
+    entry(key).tensor().fill_(value);
     return *this;
   }
   /// The tensors concatenated (`cat_from_tensordict`) or stacked (`stack_from_tensordict`)
@@ -561,7 +561,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   TensorDict& del_(const Key& key) { return erase(key); }
   /// The shape of the tensor at `key` (Python's `get_item_shape`).
   template <class = void>
-  std::vector<int64_t> get_item_shape(const Key& key) const { return get(key).sizes().vec(); }
+  std::vector<int64_t> get_item_shape(const Key& key) const { return entry(key).tensor().sizes().vec(); }
   /// The tree without its non-tensor entries, at every level (Python's
   /// `filter_non_tensor_data`).
   template <class = void>
@@ -577,7 +577,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// The tensor at `key` at `index` (Python's `get_at(key, index)`).
   template <class = void>
   at::Tensor get_at(const Key& key, at::ArrayRef<at::indexing::TensorIndex> index) const {
-    return get(key).index(index);
+    return entry(key).tensor().index(index);
   }
   /// `other`'s tensors copied into this tree's tensors of the same keys, in place (Python's
   /// `update_`): every key of `other` (or of `keys_to_update`, when given) must be here, with a
