@@ -139,6 +139,10 @@ check("appended non-tensor", g["tag"] == "walker")
 pg = load_memmap(f"{root}/tensorclass_grown")
 check("appended tensorclass", type(pg).__name__ == "Policy" and pg.batch_size == torch.Size([3])
       and torch.equal(pg.weight[2], torch.full((3,), 7.0)) and pg.activation == "relu")
+mk = load_memmap(f"{root}/made")
+check("make_memmap leaf", mk["z"].dtype == torch.int16 and torch.equal(mk["z"], torch.full((2, 3), 9, dtype=torch.int16)))
+check("make_memmap nested level", mk["new"].batch_size == torch.Size([2]) and torch.equal(mk["new", "deep"], torch.tensor([1.5, 2.5], dtype=torch.double)))
+check("make_memmap_from_tensor", torch.equal(mk["copied key/x"], torch.arange(4).view(2, 2)))
 from tensordict import append_memmap, TensorDict as _TD
 append_memmap(f"{root}/appended", _TD({"a b%c": torch.ones(1, 2), "empty": torch.zeros(1, 0),
                                        "n": _TD(r=torch.tensor([5]), batch_size=[1]), "tag": "walker"}, batch_size=[1]))

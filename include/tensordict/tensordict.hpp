@@ -16,6 +16,7 @@
 #include "errors.hpp"
 #include "memmap/memmap.hpp"
 #include "memmap/append.hpp"
+#include "io/tabular.hpp"
 #include "math.hpp"
 #include "nn.hpp"
 #include "optim.hpp"

@@ -852,6 +852,17 @@ TEST_CASE("interop: the saves Python checks") {
     rows.set("tag", "walker");
     td::append_memmap(out / "appended", rows);
   }
+  // Entries added to a mapped save: a new leaf of zeros filled in place, a nested one under a new
+  // level, and a copy of a tensor.
+  {
+    TensorDict made(BatchSize{2});
+    made.set("a", torch::ones({2, 2}));
+    td::memmap_(made, out / "made", {.overwrite = true});
+    made.lock_();
+    td::make_memmap(made, "z", {2, 3}, torch::kInt16).fill_(9);
+    td::make_memmap(made, {"new", "deep"}, {2}, torch::kDouble).copy_(torch::tensor({1.5, 2.5}, torch::kDouble));
+    td::make_memmap_from_tensor(made, "copied key/x", torch::arange(4).view({2, 2}));
+  }
   td::memmap(p, out / "tensorclass_grown", {.overwrite = true});
   td::append_memmap(out / "tensorclass_grown", Policy{.weight = torch::full({1, 3}, 7.f), .bias = torch::full({1}, 7.f),
                                                  .activation = "relu", .layers = 3, .batch_size = {1}});

@@ -212,3 +212,69 @@ TEST_CASE("autograd_grad: torch.autograd.grad between trees") {
   CHECK(torch::equal(z.get("u"), torch::zeros({2})));
   CHECK_THROWS_AS((void)td::autograd_grad(TensorDict({{"v", w * 3}}), TensorDict({{"w", w}})), td::Error);
 }
+
+TEST_CASE("make_memmap, make_memmap_from_tensor, saved_path, memmap_refresh_") {
+  Dir d;
+  TensorDict t({{"x", torch::rand({4, 3})}, {"n", TensorDict({{"y", torch::ones({4}, torch::kLong)}}, {4})}, {"tag", "a"}}, {4});
+  CHECK_THROWS_WITH_AS(td::saved_path(t), doctest::Contains("not memory-mapped"), td::Error);
+  CHECK_THROWS_WITH_AS(td::make_memmap(t, "z", {4}), doctest::Contains("not memory-mapped"), td::Error);
+  td::memmap_(t, d.path / "s");
+  CHECK(td::saved_path(t) == fs::absolute(d.path / "s").lexically_normal());
+  CHECK(td::saved_path(t.get<TensorDict>("n")) == td::saved_path(t) / "n");
+  TensorDict reader = td::load_memmap(d.path / "s");
+  t.lock_();
+  int i = 0;
+  for (auto dt : {torch::kFloat, torch::kDouble, torch::kHalf, torch::kInt8, torch::kUInt8, torch::kInt16, torch::kInt32, torch::kLong,
+                  torch::kBool, torch::kBFloat16}) {
+    std::vector<int64_t> shape{4};
+    for (int k = 0; k < i % 3; ++k) shape.push_back(k + 2);
+    const std::string key = "m" + std::to_string(i++);
+    at::Tensor z = td::make_memmap(t, key, shape, dt);
+    CHECK(td::is_memmap(z));
+    CHECK(z.dtype() == dt);
+    CHECK(z.sizes().vec() == shape);
+    CHECK((z == 0).all().item<bool>());
+    const at::Tensor v = torch::randint(0, 2, shape).to(dt);
+    z.copy_(v);  // written through to the file
+    CHECK(torch::equal(td::load_memmap(d.path / "s").get(key), v));
+    const at::Tensor w = torch::randint(0, 5, shape).to(dt);
+    at::Tensor c = td::make_memmap_from_tensor(t, {"deep", "er", key}, w);
+    CHECK(torch::equal(c, w));
+    CHECK(c.data_ptr() != w.data_ptr());
+    CHECK(torch::equal(td::load_memmap(d.path / "s").get({"deep", "er", key}), w));
+  }
+  CHECK(t.is_locked());
+  CHECK(td::is_memmap(t));
+  CHECK(t.get<TensorDict>("deep").batch_size() == td::BatchSize{4});
+  CHECK(td::saved_path(t.get<TensorDict>("deep")) == td::saved_path(t) / "deep");
+  // Empty tensors have no file; copy_data = false writes zeros; a key that is a path stays inside.
+  CHECK(td::make_memmap(t, "empty", {4, 0}).numel() == 0);
+  CHECK((td::make_memmap_from_tensor(t, "nodata", torch::ones({4, 2}), false) == 0).all().item<bool>());
+  td::make_memmap(t, "../escape", {4}).fill_(3);
+  CHECK(!fs::exists(d.path / "escape.memmap"));
+  CHECK((td::load_memmap(d.path / "s").get("../escape") == 3).all().item<bool>());
+  // Bad calls change nothing.
+  const std::string before = [&] { std::ifstream f(d.path / "s" / "meta.json"); return std::string(std::istreambuf_iterator<char>(f), {}); }();
+  CHECK_THROWS_WITH_AS(td::make_memmap(t, "x", {4}), doctest::Contains("'x' already exists"), td::KeyError);
+  CHECK_THROWS_WITH_AS(td::make_memmap(t, "q", {3, 2}), doctest::Contains("does not start with the batch size [4]"), td::BatchSizeError);
+  CHECK_THROWS_WITH_AS(td::make_memmap(t, {"x", "q"}, {4}), doctest::Contains("'x' is a tensor"), td::KeyError);
+  CHECK_THROWS_WITH_AS(td::make_memmap_from_tensor(t, "u", at::Tensor()), doctest::Contains("undefined"), td::Error);
+  const std::string after = [&] { std::ifstream f(d.path / "s" / "meta.json"); return std::string(std::istreambuf_iterator<char>(f), {}); }();
+  CHECK(before == after);
+  CHECK(!t.contains("q"));
+  // Another tree mapping the save sees new entries and appended rows after a refresh.
+  CHECK(!reader.contains("m0"));
+  td::memmap_refresh_(reader);
+  CHECK(torch::equal(reader.get("m0"), t.get("m0")));
+  CHECK(reader.contains({"deep", "er", "m3"}));
+  TensorDict rows = td::zeros_like(td::index(t, {torch::indexing::Slice(0, 2)}));
+  td::append_memmap(d.path / "s", rows);
+  t.unlock_();
+  td::memmap_refresh_(t);
+  CHECK(t.batch_size() == td::BatchSize{6});
+  CHECK(!t.is_locked());
+  // A struct saved as a tensorclass: its folder.
+  Episode e{torch::zeros({2, 4}), torch::ones({2}), "cartpole", {2}};
+  td::memmap_(e, d.path / "e");
+  CHECK(td::saved_path(e) == fs::absolute(d.path / "e").lexically_normal());
+}

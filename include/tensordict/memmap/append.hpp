@@ -5,7 +5,8 @@
 /// `tensordict.append_memmap`, and crash-safe in the same way: every leaf file grows first, then
 /// every level's new `meta.json` is written beside it (`.meta.json.append.tmp`) and renamed over
 /// it, the top level's first. A reader sees the old or the new number of rows of a leaf, never a
-/// torn row.
+/// torn row. `make_memmap`/`make_memmap_from_tensor` add an entry to a memory-mapped tree and
+/// its save, `saved_path` names a mapped tree's folder, and `memmap_refresh_` re-reads it.
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -212,6 +213,191 @@ template <tree T>
   requires(!std::is_same_v<T, TensorDict>)
 void append_memmap(const std::filesystem::path& dir, const T& rows) {
   append_memmap(dir, to_tensordict(rows));
+}
+
+namespace detail {
+
+// The folder of the save level whose files `t` maps, or "" when it maps none.
+inline std::string mapped_dir(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage() || t.storage().data_ptr().get_deleter() != &mapped_leaf_delete) return {};
+  return static_cast<const MappedLeaf*>(t.storage().data_ptr().get_context())->dir;
+}
+
+// The folder of level `td` of a save: that of its mapped leaves, or one above a nested level's.
+template <class = void>
+inline std::optional<std::filesystem::path> level_dir(const TensorDict& td) {
+  for (const auto& [k, v] : td.entries()) {
+    if (v.is_tensor()) {
+      if (std::string d = mapped_dir(v.tensor()); !d.empty()) return std::filesystem::path(d);
+    }
+  }
+  for (const auto& [k, v] : td.entries()) {
+    if (!v.is_tensordict()) continue;
+    if (auto d = level_dir(v.tensordict())) {
+      std::filesystem::path p = d->parent_path();
+      // A tensorclass level keeps its fields one folder further down (`_tensordict/`).
+      if (d->filename() == "_tensordict") p = p.parent_path();
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+// Replaces `file` by `j` through a temporary file beside it: a reader sees the old or the new one.
+template <class = void>
+inline void replace_json(const std::filesystem::path& file, const Json& j) {
+  const std::filesystem::path tmp = file.parent_path() / ".meta.json.make.tmp";
+  write_json(tmp, j, true);
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) throw Error("make_memmap: cannot replace " + file.string() + " (" + ec.message() + ")");
+}
+
+// Adds a leaf at `key` to the memory-mapped `td` and its save: the file first (`data`, or zeros
+// when null), then the meta.json of each new level, then the one that names the new entry, so
+// that a reader never sees an entry without its file. Returns the mapped tensor.
+template <class = void>
+inline at::Tensor make_memmap_impl(TensorDict& td, const Key& key, c10::IntArrayRef shape, at::ScalarType dtype,
+                                   const at::Tensor* data, const char* op) {
+  const NestedKey nk(key);
+  const std::string ks = nk.join(".");
+  const auto root = level_dir(td);
+  if (!root || !is_memmap(td)) {
+    throw Error(std::string(op) + "('" + ks + "'): the TensorDict is not memory-mapped (memmap_ it first)");
+  }
+  if (td.contains(key)) throw KeyError(std::string(op) + ": the key '" + ks + "' already exists");
+  const auto& parts = nk.parts();
+  // Check everything before the first write.
+  const TensorDict* at_level = &td;
+  std::size_t existing = 0;
+  for (; existing + 1 < parts.size(); ++existing) {
+    const std::string& p = parts[existing];
+    if (!at_level->contains(p)) break;
+    const Entry& e = at_level->entry(p);
+    if (!e.is_tensordict()) {
+      throw KeyError(std::string(op) + ": '" + NestedKey(std::vector<std::string>(parts.begin(), parts.begin() + existing + 1)).join(".") +
+                     "' is " + e.kind() + ", not a nested level, in the path of '" + ks + "'");
+    }
+    at_level = &e.tensordict();
+  }
+  const BatchSize& bs = at_level->batch_size();
+  if (shape.size() < bs.size() || shape.slice(0, bs.size()) != bs.dims()) {
+    throw BatchSizeError(std::string(op) + ": the shape " + shape_str(shape) + " of '" + ks + "' does not start with the batch size " +
+                         bs_str(bs));
+  }
+  for (const auto& p : parts) memmap_format::encode_key(p);  // refuses what cannot be a file name
+  std::filesystem::path dir = *root;
+  for (std::size_t i = 0; i < existing; ++i) {
+    dir /= memmap_format::encode_key(parts[i]);
+    if (!std::filesystem::exists(dir / "meta.json")) {
+      throw Error(std::string(op) + ": the level '" + parts[i] + "' has no folder in " + root->string());
+    }
+    if (std::filesystem::exists(dir / "_tensordict" / "meta.json")) dir /= "_tensordict";
+  }
+  // The new levels' folders and the leaf's file.
+  std::filesystem::path leaf_dir = dir;
+  for (std::size_t i = existing; i + 1 < parts.size(); ++i) leaf_dir /= memmap_format::encode_key(parts[i]);
+  std::filesystem::create_directories(leaf_dir);
+  const std::string file = memmap_format::encode_key(parts.back()) + ".memmap";
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const std::size_t nbytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
+  at::Tensor host;
+  if (data) host = data->detach().to(at::kCPU).to(dtype).contiguous();
+  if (numel > 0) write_file(leaf_dir / file, data ? host.data_ptr() : nullptr, nbytes, true);
+  // meta.json of the level holding the leaf, then of each new level upwards.
+  const Json leaf_meta = Json::object({{"device", "cpu"}, {"shape", shape_json(shape)}, {"dtype", dtype_name(dtype)}, {"is_nested", false}});
+  std::filesystem::path level = leaf_dir;
+  std::string child = parts.back();
+  Json child_meta = leaf_meta;
+  for (std::size_t i = parts.size() - 1; i + 1 > existing; --i) {
+    const bool fresh = i > existing;
+    Json meta = fresh ? Json::object({{"shape", shape_json(bs.dims())},
+                                      {"device", "cpu"},
+                                      {"_type", std::string(memmap_format::tensordict_type)},
+                                      {"_format_version", memmap_format::format_version},
+                                      {"_class", "tensordict:TensorDict"}})
+                      : read_json_file(level / "meta.json");
+    meta[child] = child_meta;
+    replace_json(level / "meta.json", meta);
+    if (!fresh) break;
+    child = parts[i - 1];
+    child_meta = Json::object({{"type", "TensorDict"}});
+    level = level.parent_path();
+  }
+  // The new entry mapped from its file, and put in place even in a locked tree (as Python).
+  at::Tensor mapped;
+  if (numel == 0) {
+    mapped = at::empty(shape, at::TensorOptions().dtype(dtype));
+  } else {
+    TensorDict loaded = load_memmap(leaf_dir, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
+    mapped = loaded.entry(parts.back()).tensor();
+  }
+  const bool locked = td.is_locked();
+  if (locked) td.unlock_();
+  try {
+    TensorDict* lv = &td;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (!lv->contains(parts[i])) lv->set(parts[i], TensorDict(bs));
+      lv = &lv->entry(parts[i]).tensordict();
+    }
+    lv->set(parts.back(), mapped);
+  } catch (...) {
+    if (locked) td.lock_();
+    throw;
+  }
+  if (locked) td.lock_();
+  return mapped;
+}
+
+}  // namespace detail
+
+/// The folder a memory-mapped tree was saved to or loaded from (Python's `td.saved_path`): for a
+/// nested level, its own folder. Throws when `td`'s leaves are not all mapped files.
+template <class = void>
+[[nodiscard]] inline std::filesystem::path saved_path(const TensorDict& td) {
+  const auto d = detail::level_dir(td);
+  if (!d || !is_memmap(td)) throw Error("saved_path: the TensorDict is not memory-mapped (no saved path)");
+  return *d;
+}
+/// `saved_path` of a struct saved as a tensorclass (the folder holding its `meta.json`).
+template <tree T>
+  requires(!std::is_same_v<T, TensorDict>)
+[[nodiscard]] std::filesystem::path saved_path(const T& s) {
+  std::filesystem::path p = saved_path(to_tensordict(s));
+  return p.filename() == "_tensordict" ? p.parent_path() : p;
+}
+
+/// Re-reads the save a memory-mapped `td` was loaded from, in place (Python's
+/// `td.memmap_refresh_()`): entries added by `make_memmap` in another process and rows added by
+/// `append_memmap` appear. The lock is kept.
+template <class = void>
+inline TensorDict& memmap_refresh_(TensorDict& td) {
+  const std::filesystem::path dir = saved_path(td);
+  const bool locked = td.is_locked();
+  td = load_memmap(dir, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
+  if (locked) td.lock_();
+  return td;
+}
+
+/// Adds a memory-mapped tensor of zeros of `shape` at `key` to the memory-mapped `td` and to its
+/// save, and returns it (Python's `td.make_memmap(key, shape, dtype=)`): written into its file,
+/// it is part of the save. `shape` starts with the batch size of the level that holds it;
+/// missing nested levels are created; a locked `td` takes it too. Other trees mapping the same
+/// save see it after `memmap_refresh_`.
+template <class = void>
+inline at::Tensor make_memmap(TensorDict& td, const Key& key, c10::IntArrayRef shape,
+                              at::ScalarType dtype = c10::typeMetaToScalarType(at::get_default_dtype())) {
+  return detail::make_memmap_impl(td, key, shape, dtype, nullptr, "make_memmap");
+}
+/// Adds a memory-mapped copy of `tensor` at `key` to the memory-mapped `td` and its save, and
+/// returns it (Python's `td.make_memmap_from_tensor(key, tensor)`); it shares no storage with
+/// `tensor`. With `copy_data = false` the file holds zeros of its shape and dtype.
+template <class = void>
+inline at::Tensor make_memmap_from_tensor(TensorDict& td, const Key& key, const at::Tensor& tensor, bool copy_data = true) {
+  if (!tensor.defined()) throw Error("make_memmap_from_tensor('" + NestedKey(key).join(".") + "'): an undefined tensor");
+  return detail::make_memmap_impl(td, key, tensor.sizes(), tensor.scalar_type(), copy_data ? &tensor : nullptr,
+                                  "make_memmap_from_tensor");
 }
 
 }  // namespace tensordict

@@ -24,16 +24,18 @@ inline bool has_non_tensor(const TensorDict& td) {
 // apart (is_memmap) and releases the mapping with the last view.
 struct MappedLeaf {
   std::shared_ptr<void> owner;
+  std::string dir;  // the saved level's folder (saved_path)
 };
 inline void mapped_leaf_delete(void* ctx) { delete static_cast<MappedLeaf*>(ctx); }
 
 template <class = void>
-inline at::Tensor leaf_tensor(const memmap_format::Leaf& leaf, const memmap_format::Bytes& bytes, const std::string& meta) {
+inline at::Tensor leaf_tensor(const memmap_format::Leaf& leaf, const memmap_format::Bytes& bytes, const std::string& meta,
+                              const std::string& dir) {
   const at::ScalarType st = scalar_type_of(leaf.dtype, meta);
   const auto opts = at::TensorOptions().dtype(st);
   if (leaf.numel == 0) return at::empty(leaf.shape, opts);
   if (bytes.mapped) {
-    c10::DataPtr dp(bytes.data, new MappedLeaf{bytes.owner}, &mapped_leaf_delete, c10::Device(c10::kCPU));
+    c10::DataPtr dp(bytes.data, new MappedLeaf{bytes.owner, dir}, &mapped_leaf_delete, c10::Device(c10::kCPU));
     c10::Storage storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(leaf.nbytes), std::move(dp), nullptr, false);
     std::vector<int64_t> strides(leaf.shape.size(), 1);
     for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(leaf.shape[i], 1);
@@ -74,7 +76,7 @@ inline TensorDict build(const memmap_format::Node& n) {
         const auto& [key, entry] = n.level.entries[i];
         try {
           if (const auto* leaf = std::get_if<memmap_format::Leaf>(&entry)) {
-            out.set(key, leaf_tensor(*leaf, std::get<memmap_format::Bytes>(n.children[i]), meta));
+            out.set(key, leaf_tensor(*leaf, std::get<memmap_format::Bytes>(n.children[i]), meta, n.path));
           } else {
             out.set(key, build_entry(*std::get<std::unique_ptr<memmap_format::Node>>(n.children[i])));
           }
