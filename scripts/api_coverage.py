@@ -104,7 +104,13 @@ def probe_source(entries):
         if e["mark"] not in "=~":
             continue
         out.append(f"  // {e['name']} (scripts/api_coverage.txt:{e['line']})")
-        out.append(f"  [&] {{ (void)({e['cpp']}); }}();")
+        cond = re.match(r"#if (\w+): (.*)$", e["cpp"])
+        if cond:  # a counterpart that exists where a libtorch feature does
+            out.append(f"#if {cond.group(1)}")
+            out.append(f"  [&] {{ (void)({cond.group(2)}); }}();")
+            out.append("#endif")
+        else:
+            out.append(f"  [&] {{ (void)({e['cpp']}); }}();")
     out.append("}")
     return "\n".join(out) + "\n"
 
@@ -131,8 +137,12 @@ def docs_table(entries, version):
     ]
     mark = {"=": "yes", "~": "part", "-": "not yet", "!": "n/a"}
     for e in entries:
-        cpp = f"`{md_cell(e['cpp'])}`" if e["cpp"] else ""
-        lines.append(f"| `{e['name']}` | {mark[e['mark']]} | {cpp} | {md_cell(e['note'])} |")
+        expr, note = e["cpp"], e["note"]
+        cond = re.match(r"#if (\w+): (.*)$", expr or "")
+        if cond:
+            expr, note = cond.group(2), f"where `{cond.group(1)}` is 1 (libtorch 2.3 and later)"
+        cpp = f"`{md_cell(expr)}`" if expr else ""
+        lines.append(f"| `{e['name']}` | {mark[e['mark']]} | {cpp} | {md_cell(note)} |")
     lines += ["", END]
     return "\n".join(lines)
 

@@ -143,6 +143,14 @@ mk = load_memmap(f"{root}/made")
 check("make_memmap leaf", mk["z"].dtype == torch.int16 and torch.equal(mk["z"], torch.full((2, 3), 9, dtype=torch.int16)))
 check("make_memmap nested level", mk["new"].batch_size == torch.Size([2]) and torch.equal(mk["new", "deep"], torch.tensor([1.5, 2.5], dtype=torch.double)))
 check("make_memmap_from_tensor", torch.equal(mk["copied key/x"], torch.arange(4).view(2, 2)))
+for name, lines in (("records.json", False), ("records.jsonl", True)):
+    rj = TensorDict.from_json(f"{root}/{name}", separator="/", lines=lines)
+    check(f"{name} batch size", rj.batch_size == torch.Size([3]))
+    check(f"{name} ints", torch.equal(torch.as_tensor(rj["i"]), torch.tensor([4, 5, -6])))
+    check(f"{name} floats", torch.equal(torch.as_tensor(rj["f"]), torch.tensor([0.5, 1e-7, -3.25], dtype=torch.float64)))
+    check(f"{name} bools", torch.equal(torch.as_tensor(rj["b"]), torch.tensor([False, True, True])))
+    check(f"{name} nested", torch.equal(torch.as_tensor(rj["n", "h"]).float(), torch.tensor([0.1, 0.2, 0.3])))
+    check(f"{name} strings", list(rj["tag"]) == ["a", "b,c", 'd"e'])
 from tensordict import append_memmap, TensorDict as _TD
 append_memmap(f"{root}/appended", _TD({"a b%c": torch.ones(1, 2), "empty": torch.zeros(1, 0),
                                        "n": _TD(r=torch.tensor([5]), batch_size=[1]), "tag": "walker"}, batch_size=[1]))

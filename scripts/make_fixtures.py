@@ -145,4 +145,12 @@ os.rename(out / "links" / "sub", out / "links" / "sub_store")
 os.symlink("sub_store", out / "links" / "sub")
 check = TensorDict.load_memmap(out / "links")
 assert torch.equal(check["a"], torch.arange(3, dtype=torch.float32)) and torch.equal(check["sub", "y"], torch.ones(2))
+# Records written by Python's to_json (its path without pandas), nested keys joined by "/", and
+# JSON Lines.
+rec = TensorDict(i=torch.tensor([3, -1, 7]), f=torch.tensor([0.25, 1e-3, 2.0], dtype=torch.float64),
+                 b=torch.tensor([True, False, True]), f32=torch.tensor([0.1, 0.2, 0.3]), batch_size=[3])
+rec["n", "v"] = torch.tensor([1, 2, 3], dtype=torch.int16)
+rec["tag"] = "walker"
+rec.to_json(out / "records.json", separator="/")
+rec.to_json(out / "records.jsonl", separator="/", lines=True)
 print("fixtures written to", out)

@@ -16,3 +16,4 @@
 #include "batch/axes.hpp"
 #include "batch/group.hpp"
 #include "batch/map.hpp"
+#include "batch/pack.hpp"

@@ -51,6 +51,31 @@ template <tree T>
   return out;
 }
 
+/// A TensorDict of any tree of tensors, Python's `from_pytree` (nested `std::vector`s, arrays,
+/// tuples, maps, optionals and structs, as `to_tensordict` keys them: sequences "0".."N-1"),
+/// with batch size `batch_size`, or found (`auto_batch_size_(batch_dims)`) when
+/// `auto_batch_size` or `batch_dims` is given, else the tree's own (a `BatchSize` member; []).
+/// `to_pytree<T>` rebuilds the tree: in C++ its type, not an entry, keeps the structure.
+template <tree T>
+[[nodiscard]] TensorDict from_pytree(const T& tree, std::optional<BatchSize> batch_size = std::nullopt,
+                                     bool auto_batch_size = false, std::optional<int64_t> batch_dims = std::nullopt) {
+  TensorDict out = to_tensordict(tree);
+  if (auto_batch_size || batch_dims) {
+    if (batch_size) throw Error("from_pytree: pass batch_size or auto_batch_size, not both");
+    out.auto_batch_size_(batch_dims);
+  } else if (batch_size) {
+    out.set_batch_size(*batch_size);
+  }
+  return out;
+}
+/// The tree of type `T` that `from_pytree` converted (Python's `td.to_pytree()`):
+/// `from_tensordict<T>`, with its checks.
+template <tree T>
+  requires std::is_default_constructible_v<T>
+[[nodiscard]] T to_pytree(const TensorDict& td) {
+  return from_tensordict<T>(td);
+}
+
 /// A struct printed as a TensorDict prints, under the struct's type name.
 template <tree T>
 [[nodiscard]] std::string repr(const T& s) {

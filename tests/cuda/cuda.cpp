@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <tensordict/tensordict.hpp>
 
 #include "../run/copy_counter.hpp"
@@ -159,6 +161,22 @@ TEST_CASE("cuda: pinned trees move without blocking and arrive exact") {
   CHECK(CopyCounter::count == 1);
   torch::cuda::synchronize();
   CHECK(on2.d.cpu().equal(m.d));
+}
+
+TEST_CASE("cuda: record_stream marks every leaf for a side stream; a leaf elsewhere is refused first") {
+  const Mixed on = td::to(make_mixed(), cuda);
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  CHECK(&td::record_stream(on, side.unwrap()) == &on);
+  {
+    const c10::cuda::CUDAStreamGuard guard(side);
+    const Mixed doubled = td::mul(on, 2);  // queued on the side stream
+    td::record_stream(doubled, side.unwrap());
+  }
+  side.synchronize();
+  td::TensorDict mixed(td::BatchSize{});
+  mixed.set("gpu", torch::ones({2}, cuda));
+  mixed.set("cpu", torch::ones({2}));
+  CHECK_THROWS_WITH_AS(td::record_stream(mixed, side.unwrap()), doctest::Contains("a leaf on cpu"), td::Error);
 }
 
 TEST_CASE("cuda: tree arithmetic on the device equals libtorch leaf by leaf") {

@@ -538,3 +538,203 @@ TEST_CASE("to_dict, from_dict, tolist, from_list: plain values as Python's conve
   }
   CHECK_THROWS_WITH_AS((void)td::to_dict(TensorDict({{"z", torch::zeros({1}, torch::kComplexFloat)}})), doctest::Contains("'z'"), td::Error);
 }
+
+TEST_CASE("new_tensor, from_pytree/to_pytree, get_nestedtensor, record_stream") {
+  // new_tensor: every leaf a copy of data in its own dtype; batch size data's shape.
+  for (auto dt : {torch::kFloat, torch::kDouble, torch::kLong, torch::kBool, torch::kHalf}) {
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{}, {2}, {3, 2}}) {
+      TensorDict t(td::BatchSize{4});
+      t.set("x", torch::zeros({4, 5}));
+      t.set({"n", "y"}, torch::zeros({4}, dt));
+      t.set("tag", "keep");
+      const at::Tensor data = torch::rand(shape, torch::kDouble) * 3;
+      const TensorDict out = td::new_tensor(t, data);
+      CHECK(out.batch_size().dims().vec() == shape);
+      CHECK(out.get<TensorDict>("n").batch_size().dims().vec() == shape);
+      CHECK(out.get("x").equal(data.to(torch::kFloat)));
+      CHECK(out.get({"n", "y"}).equal(data.to(dt)));
+      CHECK(out.get<std::string>("tag") == "keep");
+      CHECK(out.get("x").data_ptr() != data.data_ptr());
+      CHECK(t.new_tensor(data, torch::kInt).get({"n", "y"}).equal(data.to(torch::kInt)));
+    }
+  }
+  TensorDict t(td::BatchSize{2});
+  t.set("x", torch::zeros({2}));
+  TensorDict src(td::BatchSize{3});
+  src.set("x", torch::tensor({1, 2, 3}));
+  const TensorDict from_td = td::new_tensor(t, src);
+  CHECK(from_td.batch_size() == td::BatchSize{3});
+  CHECK(from_td.get("x").equal(torch::tensor({1.f, 2.f, 3.f})));
+  CHECK(td::new_tensor(t, torch::ones({2}), std::nullopt, std::nullopt, true).get("x").requires_grad());
+  TensorDict other(td::BatchSize{3});
+  other.set("z", torch::ones({3}));
+  CHECK_THROWS_AS(td::new_tensor(t, other), td::Error);
+  CHECK_THROWS_WITH_AS(td::new_tensor(t, at::Tensor()), doctest::Contains("undefined"), td::Error);
+
+  // from_pytree of containers and structs, back with to_pytree.
+  std::vector<std::map<std::string, torch::Tensor>> tree{{{"a", torch::zeros({3})}, {"b", torch::ones({3, 2})}},
+                                                         {{"a", torch::ones({3})}}};
+  const TensorDict pt = td::from_pytree(tree, std::nullopt, true);
+  CHECK(pt.batch_size() == td::BatchSize{3});
+  CHECK(pt.get({"0", "b"}).equal(torch::ones({3, 2})));
+  CHECK(td::from_pytree(tree, td::BatchSize{3}).batch_size() == td::BatchSize{3});
+  CHECK(td::from_pytree(tree, std::nullopt, true, 0).batch_size().empty());
+  CHECK(td::from_pytree(tree).batch_size().empty());
+  const auto back = td::to_pytree<decltype(tree)>(pt);
+  CHECK(back.size() == 2);
+  CHECK(back[1].at("a").equal(torch::ones({3})));
+  CHECK_THROWS_AS(td::to_pytree<std::vector<torch::Tensor>>(pt), td::Error);
+  CHECK_THROWS_AS(td::from_pytree(tree, td::BatchSize{4}), td::BatchSizeError);
+
+  // get_nestedtensor: ragged elements as one nested tensor, read back padded.
+  std::vector<TensorDict> es;
+  for (int64_t n : {2, 3, 1}) {
+    TensorDict e(td::BatchSize{n});
+    e.set("a", torch::full({n, 2}, float(n)));
+    e.set("r", torch::zeros({n}));
+    es.push_back(e);
+  }
+  const td::LazyStack<TensorDict> ls(es, 0);
+  const at::Tensor nt = ls.get_nestedtensor("a");
+  CHECK(nt.is_nested());
+  const td::Padded p = ls.padded("a");
+  CHECK(at::nested_to_padded_tensor(nt, 0).equal(p.values));
+  std::vector<TensorDict> odd = es;
+  odd[1].set("a", torch::zeros({3}));  // another number of dims
+  CHECK_THROWS_WITH_AS(td::LazyStack<TensorDict>(odd, 0).get_nestedtensor("a"), doctest::Contains("one number of dims"), td::SpecMismatchError);
+  CHECK_THROWS_AS(td::LazyStack<TensorDict>(es, 1).get_nestedtensor("a"), td::Error);
+
+  // record_stream: a CPU tree cannot be used by a stream of another device; named in the error.
+  CHECK_THROWS_WITH_AS(td::record_stream(t, c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::kCUDA, 0))),
+                       doctest::Contains("a leaf on cpu"), td::Error);
+}
+
+TEST_CASE("quantile of a tensor of q, clamp_min/clamp_max with tree and tensor bounds") {
+  std::mt19937 rng(3);
+  for (const auto& bs : std::vector<std::vector<int64_t>>{{4}, {4, 3}, {2, 3, 4}}) {
+    TensorDict t{td::BatchSize(bs)};
+    std::vector<int64_t> leaf = bs;
+    leaf.push_back(2);
+    t.set("a", torch::rand(leaf, torch::kDouble));
+    t.set({"n", "b"}, torch::rand(bs));
+    const at::Tensor q = torch::tensor({0.0, 0.25, 0.9, 1.0});
+    for (int64_t d = -int64_t(bs.size()); d < int64_t(bs.size()); ++d) {
+      for (bool keep : {false, true}) {
+        const TensorDict r = t.quantile(q, d, keep, "midpoint");
+        const int64_t pd = d < 0 ? d + int64_t(bs.size()) : d;
+        CHECK(r.get("a").allclose(at::quantile(t.get("a"), q.to(torch::kDouble), pd, keep, "midpoint")));
+        CHECK(r.get({"n", "b"}).allclose(at::quantile(t.get({"n", "b"}), q.to(torch::kFloat), pd, keep, "midpoint")));
+        CHECK(r.batch_size()[0] == 4);
+        CHECK(r.batch_size().size() == bs.size() + (keep ? 1 : 0));
+      }
+    }
+    const TensorDict all = td::quantile(t, q);
+    CHECK(all.batch_size().empty());
+    CHECK(all.get("a").allclose(at::quantile(t.get("a").reshape({-1}), q.to(torch::kDouble))));
+    CHECK(td::quantile(t, torch::tensor(0.5)).get("a").allclose(td::quantile(t, 0.5).get("a")));
+  }
+  TensorDict one(td::BatchSize{3});
+  one.set("a", torch::rand({3}));
+  CHECK_THROWS_WITH_AS(one.quantile(torch::ones({2, 2}) * 0.5), doctest::Contains("1-d tensor"), td::Error);
+  CHECK_THROWS_WITH_AS(one.quantile(torch::tensor({0.5, 1.5})), doctest::Contains("[0, 1]"), td::Error);
+
+  // Clamp bounds from a tree (leaf by leaf) and from a tensor broadcast against every leaf.
+  for (auto dt : {torch::kFloat, torch::kDouble, torch::kLong, torch::kInt}) {
+    TensorDict t(td::BatchSize{5});
+    t.set("x", (torch::randn({5, 3}) * 10).to(dt));
+    t.set({"n", "y"}, (torch::randn({5}) * 10).to(dt));
+    const TensorDict lo = td::zeros_like(t).add(-2), hi = td::full_like(t, 4);
+    CHECK(t.clamp_min(lo).get("x").equal(at::clamp_min(t.get("x"), lo.get("x"))));
+    CHECK(t.clamp_max(hi).get({"n", "y"}).equal(at::clamp_max(t.get({"n", "y"}), hi.get({"n", "y"}))));
+    const at::Tensor bound = torch::tensor({-1, 0, 1}).to(dt);  // broadcast along x's last dim
+    TensorDict xs(td::BatchSize{5});
+    xs.set("x", t.get("x").clone());
+    CHECK(td::clamp_min(xs, bound).get("x").equal(at::clamp_min(t.get("x"), bound)));
+    CHECK(td::clamp_max(xs, bound).get("x").equal(at::clamp_max(t.get("x"), bound)));
+    TensorDict in = t.clone();
+    const void* p = in.get("x").data_ptr();
+    in.clamp_min_(lo).clamp_max_(hi);
+    CHECK(in.get("x").data_ptr() == p);
+    CHECK(in.get("x").equal(t.get("x").clamp(-2, 4)));
+    TensorDict in2 = xs.clone();
+    in2.clamp_max_(bound);
+    CHECK(in2.get("x").equal(at::clamp_max(xs.get("x"), bound)));
+  }
+  TensorDict a(td::BatchSize{2}), b(td::BatchSize{2});
+  a.set("x", torch::zeros({2}));
+  b.set("y", torch::zeros({2}));
+  CHECK_THROWS_AS(a.clamp_min(b), td::Error);
+}
+
+TEST_CASE("pack and PackLayout::unpack: columns in sorted key order, any dim, any leaf rank") {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 30; ++trial) {
+    std::vector<int64_t> bs;
+    for (int i = 0, n = int(rng() % 4); i < n; ++i) bs.push_back(1 + int64_t(rng() % 3));
+    TensorDict t{td::BatchSize(bs)};
+    std::vector<std::string> names{"z", "a", "m", "b_c", "A"};
+    const auto dt = std::vector<c10::ScalarType>{torch::kFloat, torch::kLong, torch::kBool}[trial % 3];
+    for (int i = 0, n = 1 + int(rng() % 4); i < n; ++i) {
+      std::vector<int64_t> s = bs;
+      for (int k = 0, r = int(rng() % 3); k < r; ++k) s.push_back(1 + int64_t(rng() % 3));
+      const NestedKey key = rng() % 2 ? NestedKey{names[rng() % 5] + std::to_string(i)} : NestedKey{"lvl", names[rng() % 5] + std::to_string(i)};
+      t.set(key, torch::randint(0, 5, s).to(dt));
+    }
+    const int64_t bd = int64_t(bs.size());
+    for (int64_t dim = -bd - 1; dim <= bd; ++dim) {
+      CAPTURE(trial);
+      CAPTURE(dim);
+      const auto [flat, layout] = td::pack(t, dim);
+      CHECK(flat.is_contiguous());
+      CHECK(layout.dim == (dim < 0 ? dim : dim - bd - 1));
+      CHECK(flat.size(dim < 0 ? dim + bd + 1 : dim) == layout.numel);
+      // Column order is the sorted key order.
+      std::vector<NestedKey> leaves;
+      for (const auto& k : t.keys(td::KeysOptions{.include_nested = true, .leaves_only = true, .sort = true})) leaves.push_back(k);
+      CHECK(layout.keys == leaves);
+      const TensorDict back = layout.unpack(flat);
+      CHECK(back.batch_size() == t.batch_size());
+      for (const auto& k : leaves) CHECK(back.get(k).equal(t.get(k)));
+      // Packing again with the layout gives the same tensor; a row selection unpacks too.
+      CHECK(td::pack(t, dim, layout).first.equal(flat));
+      if (bd > 0 && dim != 0 && dim != -bd - 1) {
+        const TensorDict rows = layout.unpack(flat.narrow(0, 0, 1));
+        CHECK(rows.batch_size()[0] == 1);
+        for (const auto& k : leaves) CHECK(rows.get(k).equal(t.get(k).narrow(0, 0, 1)));
+      }
+    }
+  }
+  TensorDict t(td::BatchSize{2});
+  t.set("a", torch::zeros({2, 3}));
+  t.set({"n", "b"}, torch::zeros({2}));
+  auto [flat, layout] = td::pack(t);
+  CHECK(layout.nested.size() == 1);
+  CHECK_THROWS_WITH_AS(td::pack(t, 2), doctest::Contains("dim 2 is out of range"), td::BatchSizeError);
+  CHECK_THROWS_WITH_AS(td::pack(t, 0, layout), doctest::Contains("with a layout packed along dim -1"), td::Error);
+  TensorDict extra = t.clone();
+  extra.set("c", torch::zeros({2}));
+  CHECK_THROWS_WITH_AS(td::pack(extra, -1, layout), doctest::Contains("'c' is not in the layout"), td::KeyError);
+  TensorDict reshaped(td::BatchSize{2});
+  reshaped.set("a", torch::zeros({2, 4}));
+  reshaped.set({"n", "b"}, torch::zeros({2}));
+  CHECK_THROWS_WITH_AS(td::pack(reshaped, -1, layout), doctest::Contains("feature shape [4]"), td::BatchSizeError);
+  TensorDict mixed = t.clone();
+  mixed.set("i", torch::zeros({2}, torch::kLong));
+  CHECK_THROWS_WITH_AS(td::pack(mixed), doctest::Contains("different dtypes"), td::Error);
+  TensorDict text = t.clone();
+  text.set("tag", "x");
+  CHECK_THROWS_WITH_AS(td::pack(text), doctest::Contains("'tag' cannot be packed"), td::Error);
+  CHECK_THROWS_WITH_AS(layout.unpack(torch::zeros({2, 5})), doctest::Contains("has 5 columns; the layout has 4"), td::BatchSizeError);
+}
+
+#if TENSORDICT_HAS_WIDE_UINT
+TEST_CASE("uint16, uint32, uint64: casts of libtorch 2.3 and later") {
+  TensorDict t(td::BatchSize{3});
+  t.set("a", torch::tensor({0.f, 7.f, 65535.f}));
+  t.set({"n", "b"}, torch::tensor({1, 2, 3}));
+  CHECK((t.uint16().get("a").scalar_type() == at::kUInt16));
+  CHECK((t.uint32().get({"n", "b"}).scalar_type() == at::kUInt32));
+  CHECK((t.uint64().get("a").scalar_type() == at::kUInt64));
+  CHECK(t.uint16().get("a").to(torch::kFloat).equal(t.get("a")));
+}
+#endif

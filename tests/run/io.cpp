@@ -863,6 +863,17 @@ TEST_CASE("interop: the saves Python checks") {
     td::make_memmap(made, {"new", "deep"}, {2}, torch::kDouble).copy_(torch::tensor({1.5, 2.5}, torch::kDouble));
     td::make_memmap_from_tensor(made, "copied key/x", torch::arange(4).view({2, 2}));
   }
+  // Tables: JSON records and JSON Lines, nested keys joined by "/".
+  {
+    TensorDict rec(BatchSize{3});
+    rec.set("i", torch::tensor({4, 5, -6}, torch::kInt));
+    rec.set("f", torch::tensor({0.5, 1e-7, -3.25}, torch::kDouble));
+    rec.set("b", torch::tensor({false, true, true}));
+    rec.set({"n", "h"}, torch::tensor({0.1f, 0.2f, 0.3f}));
+    rec.set("tag", td::NonTensorStack{td::Json::parse(R"(["a","b,c","d\"e"])")});
+    td::to_json(rec, out / "records.json", {.separator = "/"});
+    td::to_json(rec, out / "records.jsonl", {.separator = "/", .lines = true});
+  }
   td::memmap(p, out / "tensorclass_grown", {.overwrite = true});
   td::append_memmap(out / "tensorclass_grown", Policy{.weight = torch::full({1, 3}, 7.f), .bias = torch::full({1}, 7.f),
                                                  .activation = "relu", .layers = 3, .batch_size = {1}});
@@ -1081,6 +1092,20 @@ TEST_CASE("interop: Python's dim names, TensorDict subclasses, list fields, lazy
   write(tmp.path / "n" / "meta.json", j.dump());
   CHECK_THROWS_WITH_AS(td::load_memmap(tmp.path / "n"), doctest::Contains("meta.json: set_names: the name 'b' names two dims"),
                        td::FormatError);
+}
+
+TEST_CASE("interop: records written by Python's to_json read with from_json, and C++'s read by Python") {
+  const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";
+  for (bool lines : {false, true}) {
+    const TensorDict r = td::from_json(data / (lines ? "records.jsonl" : "records.json"), {.separator = "/", .lines = lines});
+    CHECK(r.batch_size() == BatchSize{3});
+    CHECK(r["i"].equal(torch::tensor({3, -1, 7}, torch::kLong)));
+    CHECK(r["f"].equal(torch::tensor({0.25, 1e-3, 2.0}, torch::kDouble)));
+    CHECK(r["b"].equal(torch::tensor({true, false, true})));
+    CHECK(r["f32"].to(torch::kFloat).equal(torch::tensor({0.1f, 0.2f, 0.3f})));
+    CHECK(r.get({"n", "v"}).equal(torch::tensor({1, 2, 3}, torch::kLong)));
+    CHECK(r.entry("tag").non_tensor_stack().values == td::Json::parse(R"(["walker","walker","walker"])"));
+  }
 }
 
 TEST_CASE("load_memmap<T>: a save of another class is refused, naming both") {

@@ -327,4 +327,24 @@ template <tree T>
   return index(t, {at::indexing::TensorIndex(mask)});
 }
 
+/// Quantiles of several `q` (a 1-d tensor; here rather than beside the one-`q` form because it
+/// stacks their results): a leading dim of `q.numel()` on every leaf and batch size, as
+/// Python's `td.quantile(q_tensor, dim, keepdim)`; reduced over every element, the batch size is
+/// [] and each leaf [q.numel()]. A 0-d `q` is the one-`q` form.
+template <tree T>
+[[nodiscard]] T quantile(const T& t, const at::Tensor& q, const Dims& dim = {}, bool keepdim = false,
+                         std::string_view interpolation = "linear") {
+  if (!q.defined() || q.dim() > 1) throw Error("quantile: q must be a number or a 1-d tensor of them");
+  const at::Tensor qs = q.detach().to(at::kCPU, at::kDouble).contiguous();
+  if (q.dim() == 0) return quantile(t, qs.item<double>(), dim, keepdim, interpolation);
+  if (qs.numel() == 0) throw Error("quantile: q is empty");
+  std::vector<T> parts;
+  for (int64_t i = 0; i < qs.numel(); ++i) parts.push_back(quantile(t, qs.data_ptr<double>()[i], dim, keepdim, interpolation));
+  T out = stack(std::span<const T>(parts), 0);
+  if (dim.kind() == Dims::Kind::elements) {
+    detail::visit_nonleaf([](const auto&...) {}, [](BatchSize& b) { b = BatchSize{}; }, out);
+  }
+  return out;
+}
+
 }  // namespace tensordict

@@ -126,6 +126,26 @@ class LazyStack {
     for (const auto& e : elements_) xs.push_back(e.get(key));
     return detail::pad_tensors(detail::key_str(key), xs, pad);
   }
+  /// Key `key` of every element as one nested tensor (Python's `get_nestedtensor(key)`, the
+  /// strided layout): elements may differ in every dim, not in their number of dims. The
+  /// stack's dim must be 0, as for Python's.
+  at::Tensor get_nestedtensor(const Key& key) const
+    requires std::is_same_v<T, TensorDict>
+  {
+    if (dim_ != 0) {
+      throw BatchSizeError("get_nestedtensor: the lazy stack's dim is " + std::to_string(dim_) + "; nested tensors stack along dim 0");
+    }
+    std::vector<at::Tensor> xs;
+    for (const auto& e : elements_) {
+      xs.push_back(e.get(key));
+      if (xs.back().dim() != xs.front().dim()) {
+        throw SpecMismatchError("get_nestedtensor: " + detail::key_str(key) + " has " + std::to_string(xs.front().dim()) +
+                                " dims in element 0 and " + std::to_string(xs.back().dim()) + " in element " +
+                                std::to_string(xs.size() - 1) + "; a nested tensor needs one number of dims");
+      }
+    }
+    return at::_nested_tensor_from_tensor_list(xs);
+  }
   /// `padded` for a struct's compile-time key: `padded<"x">()`.
   template <fixed_string K>
     requires(tree<T> && !detail::is_tensordict<T>)

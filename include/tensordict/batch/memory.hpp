@@ -27,6 +27,23 @@ template <tree T>
   return detail::rebatch("pin_memory", t, [](const at::Tensor& x) { return x.pin_memory(); },
                          batch_size(t));
 }
+/// Marks every tensor leaf as in use by `stream` (Python's `td.record_stream(stream)`,
+/// `Tensor::record_stream` on each): the caching allocator of the leaves' device does not
+/// reuse their memory until the work queued on `stream` so far is done. Returns `t`.
+template <tree T>
+const T& record_stream(const T& t, c10::Stream stream) {
+  // Checked first: nothing is recorded when one leaf is elsewhere (torch refuses those).
+  tensordict::for_each(t, [&](const at::Tensor& x) {
+    if (x.defined() && x.device() != stream.device()) {
+      throw Error("record_stream: a leaf on " + x.device().str() + " cannot be used by a stream of " + stream.device().str() +
+                  " (only the leaves on the stream's device can)");
+    }
+  });
+  tensordict::for_each(t, [&](const at::Tensor& x) {
+    if (x.defined()) const_cast<at::Tensor&>(x).record_stream(stream);
+  });
+  return t;
+}
 /// Every leaf contiguous.
 template <tree T>
 [[nodiscard]] T contiguous(const T& t) {

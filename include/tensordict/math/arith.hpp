@@ -281,6 +281,24 @@ template <tree T>
 [[nodiscard]] T clamp_max(const T& a, const at::Scalar& max) {
   return clamp(a, std::nullopt, max);
 }
+/// Bounds leaf by leaf from another tree of the same keys (`td.clamp_min(other_td)`), or one
+/// tensor broadcast against every leaf (`td.clamp_min(tensor)`), as torch's tensor bounds.
+template <tree T>
+[[nodiscard]] T clamp_min(const T& a, const T& min) {
+  return tensordict::apply(a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_min(x, m); }, min);
+}
+template <tree T>
+[[nodiscard]] T clamp_max(const T& a, const T& max) {
+  return tensordict::apply(a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_max(x, m); }, max);
+}
+template <tree T>
+[[nodiscard]] T clamp_min(const T& a, const at::Tensor& min) {
+  return tensordict::apply(a, [&](const at::Tensor& x) { return at::clamp_min(x, min); });
+}
+template <tree T>
+[[nodiscard]] T clamp_max(const T& a, const at::Tensor& max) {
+  return tensordict::apply(a, [&](const at::Tensor& x) { return at::clamp_max(x, max); });
+}
 
 }  // namespace tensordict
 

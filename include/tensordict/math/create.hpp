@@ -95,6 +95,35 @@ template <tree T>
   return detail::new_batch("new_full", t, size, dtype, [&](c10::IntArrayRef s, const at::TensorOptions& o) { return at::full(s, value, o); });
 }
 
+/// A tree of `t`'s structure whose every leaf is a copy of `data` (Python's
+/// `td.new_tensor(data)`, `leaf.new_tensor(data)` on each): of its leaf's dtype (or `dtype`),
+/// on `data`'s device (or `device`), recording gradients with `requires_grad`. The batch size of
+/// the result (and of its nested levels) is `data`'s shape.
+template <tree T>
+[[nodiscard]] T new_tensor(const T& t, const at::Tensor& data, std::optional<at::ScalarType> dtype = std::nullopt,
+                           std::optional<at::Device> device = std::nullopt, bool requires_grad = false) {
+  if (!data.defined()) throw Error("new_tensor: an undefined tensor");
+  auto f = [&](const at::Tensor& x) {
+    at::Tensor y = data.detach().to(device ? *device : data.device(), dtype ? *dtype : x.scalar_type(), false, true);
+    return requires_grad ? y.requires_grad_() : y;
+  };
+  detail::leaf_fn<1> g = f;
+  T out = detail::apply_impl<T, detail::unsettled_apply>("new_tensor", t, g);
+  detail::visit_nonleaf([](const auto&...) {}, [&](BatchSize& b) { b = BatchSize(data.sizes()); }, out);
+  return out;
+}
+/// A tree of `t`'s keys whose leaves are copies of `data`'s matching leaves (Python's
+/// `td.new_tensor(other_td)`): each of its `t` leaf's dtype (or `dtype`), batch size and
+/// non-tensor entries `data`'s. The keys must match.
+template <tree T>
+[[nodiscard]] T new_tensor(const T& t, const T& data, std::optional<at::ScalarType> dtype = std::nullopt,
+                           std::optional<at::Device> device = std::nullopt, bool requires_grad = false) {
+  return tensordict::apply(data, [&](const at::Tensor& d, const at::Tensor& x) {
+    at::Tensor y = d.detach().to(device ? *device : d.device(), dtype ? *dtype : x.scalar_type(), false, true);
+    return requires_grad ? y.requires_grad_() : y;
+  }, t);
+}
+
 namespace detail {
 // The sum of `size(leaf)` over the present leaves, each tensor once unless `count_duplicates`.
 template <class T, class Size>

@@ -222,6 +222,23 @@ template <tree T>
 T& clamp_max_(T& a, const at::Scalar& max) {
   return clamp_(a, std::nullopt, max);
 }
+/// In place, bounded by another tree's leaves or by one tensor broadcast against every leaf.
+template <tree T>
+T& clamp_min_(T& a, const T& min) {
+  return tensordict::apply_(a, [](const at::Tensor& x, const at::Tensor& m) { return x.clamp_min_(m); }, min);
+}
+template <tree T>
+T& clamp_max_(T& a, const T& max) {
+  return tensordict::apply_(a, [](const at::Tensor& x, const at::Tensor& m) { return x.clamp_max_(m); }, max);
+}
+template <tree T>
+T& clamp_min_(T& a, const at::Tensor& min) {
+  return tensordict::apply_(a, [&](const at::Tensor& x) { return x.clamp_min_(min); });
+}
+template <tree T>
+T& clamp_max_(T& a, const at::Tensor& max) {
+  return tensordict::apply_(a, [&](const at::Tensor& x) { return x.clamp_max_(max); });
+}
 
 }  // namespace tensordict
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <torch/version.h>
 /// \file
 /// `TensorDict`'s arithmetic methods, with Python tensordict's names: each is the free function
 /// of math.hpp (one foreach call per operation over all tensors, in-place forms without
@@ -13,9 +14,18 @@
 
 #include "../../math.hpp"
 
+/// 1 where libtorch has the uint16, uint32 and uint64 dtypes (2.3 and later), else 0.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define TENSORDICT_HAS_WIDE_UINT 1
+#else
+#define TENSORDICT_HAS_WIDE_UINT 0
+#endif
+
 namespace tensordict::detail {
 
 namespace adl {
+template <class... A>
+decltype(auto) call_quantile(A&&... a) { return quantile(std::forward<A>(a)...); }
 // Calls to functions declared after TensorDict (batch/): the unqualified names are found by
 // argument-dependent lookup where a method is used, not where it is defined (inside the class,
 // the method's own name would hide them).
@@ -161,6 +171,7 @@ class TensorDictMath {
   template <class = void> [[nodiscard]] D prod() const { return tensordict::prod(self()); }
   /// The `q`-th quantile (`td.quantile(q, dim, keepdim, interpolation)`).
   template <class = void> [[nodiscard]] D quantile(double q, const Dims& dim = {}, bool keepdim = false, std::string_view interpolation = "linear") const { return tensordict::quantile(self(), q, dim, keepdim, interpolation); }
+  template <class = void> [[nodiscard]] D quantile(const at::Tensor& q, const Dims& dim = {}, bool keepdim = false, std::string_view interpolation = "linear") const { return adl::call_quantile(self(), q, dim, keepdim, interpolation); }
   template <class = void> [[nodiscard]] at::Tensor quantile(total_t, double q, const Dims& dim = {}, bool keepdim = false, std::string_view interpolation = "linear") const { return tensordict::quantile(self(), total, q, dim, keepdim, interpolation); }
 #define TENSORDICT_DICT_SPREAD(name) \
   template <class = void> [[nodiscard]] D name(const Dims& dim = {}, bool keepdim = false, int64_t correction = 1) const { return tensordict::name(self(), dim, keepdim, correction); } \
@@ -308,6 +319,12 @@ class TensorDictMath {
   [[nodiscard]] D int32() const { return self().to(at::kInt); }
   [[nodiscard]] D int64() const { return self().to(at::kLong); }
   [[nodiscard]] D uint8() const { return self().to(at::kByte); }
+#if TENSORDICT_HAS_WIDE_UINT
+  /// The unsigned dtypes of libtorch 2.3 and later (none before: the methods are absent there).
+  [[nodiscard]] D uint16() const { return self().to(at::kUInt16); }
+  [[nodiscard]] D uint32() const { return self().to(at::kUInt32); }
+  [[nodiscard]] D uint64() const { return self().to(at::kUInt64); }
+#endif
   [[nodiscard]] D complex32() const { return self().to(at::kComplexHalf); }
   [[nodiscard]] D complex64() const { return self().to(at::kComplexFloat); }
   [[nodiscard]] D complex128() const { return self().to(at::kComplexDouble); }
@@ -361,6 +378,23 @@ class TensorDictMath {
   D& clamp_min_(const Scalar& min) { return tensordict::clamp_min_(self(), min); }
   template <class = void>
   D& clamp_max_(const Scalar& max) { return tensordict::clamp_max_(self(), max); }
+  /// Bounded by another TensorDict's leaves, or by one tensor broadcast against every leaf.
+  template <class = void>
+  [[nodiscard]] D clamp_min(const D& min) const { return tensordict::clamp_min(self(), min); }
+  template <class = void>
+  [[nodiscard]] D clamp_max(const D& max) const { return tensordict::clamp_max(self(), max); }
+  template <class = void>
+  [[nodiscard]] D clamp_min(const at::Tensor& min) const { return tensordict::clamp_min(self(), min); }
+  template <class = void>
+  [[nodiscard]] D clamp_max(const at::Tensor& max) const { return tensordict::clamp_max(self(), max); }
+  template <class = void>
+  D& clamp_min_(const D& min) { return tensordict::clamp_min_(self(), min); }
+  template <class = void>
+  D& clamp_max_(const D& max) { return tensordict::clamp_max_(self(), max); }
+  template <class = void>
+  D& clamp_min_(const at::Tensor& min) { return tensordict::clamp_min_(self(), min); }
+  template <class = void>
+  D& clamp_max_(const at::Tensor& max) { return tensordict::clamp_max_(self(), max); }
   /// A TensorDict of these keys and batch size `size`, each tensor zeros / ones / uninitialised /
   /// `value` of shape `size` and its own dims, of its dtype (or `dtype`): `td.new_zeros(...)`.
   template <class = void>
@@ -371,6 +405,10 @@ class TensorDictMath {
   [[nodiscard]] D new_empty(c10::IntArrayRef size, OptDtype dtype = std::nullopt) const { return tensordict::new_empty(self(), size, dtype); }
   template <class = void>
   [[nodiscard]] D new_full(c10::IntArrayRef size, const Scalar& value, OptDtype dtype = std::nullopt) const { return tensordict::new_full(self(), size, value, dtype); }
+  /// A TensorDict of these keys whose leaves are copies of `data` in each leaf's dtype (or
+  /// `dtype`), batch size `data`'s shape (Python's `td.new_tensor(data)`).
+  template <class = void>
+  [[nodiscard]] D new_tensor(const at::Tensor& data, OptDtype dtype = std::nullopt) const { return tensordict::new_tensor(self(), data, dtype); }
   /// The elements / bytes of every tensor together (Python's `param_count()`, `bytes()`).
   template <class = void>
   [[nodiscard]] int64_t param_count(bool count_duplicates = true) const { return tensordict::param_count(self(), count_duplicates); }
