@@ -599,6 +599,55 @@ static int scenario_python_peer(const World& w) {
   return 0;
 }
 
+static int scenario_gather_scatter(const World& w) {
+  auto g = join(w);
+  for (int dst = 0; dst < w.size; ++dst) {
+    // On dst, one row per other rank; elsewhere, the row this rank sends.
+    if (w.rank == dst) {
+      auto rows = td::stack(std::vector<td::TensorDict>(static_cast<std::size_t>(w.size - 1), td::zeros_like(make_dict(dst))));
+      const void* p = rows["obs"].data_ptr();
+      dist::gather_and_stack(g, rows, dst);
+      EXPECT(rows["obs"].data_ptr() == p);  // in place
+      for (int r = 0, i = 0; r < w.size; ++r) {
+        if (r == dst) continue;
+        expect_same(td::index(rows, i++), make_dict(r), "gather_and_stack");
+      }
+    } else {
+      auto mine = make_dict(w.rank);
+      dist::gather_and_stack(g, mine, dst);
+      expect_same(mine, make_dict(w.rank), "gather_and_stack sender");
+    }
+    // scatter: rank dst holds every rank's tree; each receives its own.
+    std::vector<td::TensorDict> all;
+    if (w.rank == dst) {
+      for (int r = 0; r < w.size; ++r) all.push_back(make_dict(100 + r));
+    }
+    auto got = dist::scatter(g, make_dict(w.rank), dst, all);
+    expect_same(got, make_dict(100 + w.rank), "scatter");
+    auto m = dist::scatter(g, make_model(0), dst, w.rank == dst ? std::vector<dt::Model>{make_model(5), make_model(6), make_model(7)}
+                                                                  : std::vector<dt::Model>{});
+    expect_same(m, make_model(5 + w.rank), "scatter of a struct");
+  }
+  if (w.rank == 0) {
+    td::TensorDict bad(td::BatchSize{5});
+    bad.set("obs", torch::zeros({5}));
+    try {
+      dist::gather_and_stack(g, bad, 0);
+      EXPECT(false);
+    } catch (const td::BatchSizeError& e) {
+      EXPECT(std::string(e.what()).find("one row per other rank") != std::string::npos);
+    }
+    try {
+      (void)dist::scatter(g, make_dict(0), 0, std::vector<td::TensorDict>{make_dict(0)});
+      EXPECT(false);
+    } catch (const td::Error& e) {
+      EXPECT(std::string(e.what()).find("holds 1 trees") != std::string::npos);
+    }
+  }
+  std::cout << "gather/scatter ok" << std::endl;
+  return 0;
+}
+
 static int worker(int argc, char** argv) {
   if (argc < 6) return 2;
   const std::string scenario = argv[2];
@@ -608,7 +657,7 @@ static int worker(int argc, char** argv) {
       {"p2p", scenario_p2p},                 {"mismatch", scenario_mismatch},
       {"dead_peer", scenario_dead_peer},     {"stalled_peer", scenario_stalled_peer},
       {"never_joins", scenario_never_joins}, {"hostile_remote", scenario_hostile_remote},
-      {"python_peer", scenario_python_peer},
+      {"python_peer", scenario_python_peer}, {"gather_scatter", scenario_gather_scatter},
   };
   auto it = scenarios.find(scenario);
   if (it == scenarios.end()) return 2;
@@ -722,6 +771,7 @@ TEST_CASE("dist: broadcast and all_gather, 2 and 3 ranks") {
   expect_all_ok(run_ranks("broadcast_gather", 2), "broadcast/all_gather ok");
   expect_all_ok(run_ranks("broadcast_gather", 3), "broadcast/all_gather ok");
 }
+TEST_CASE("dist: gather_and_stack and scatter, 3 ranks") { expect_all_ok(run_ranks("gather_scatter", 3), "gather/scatter ok"); }
 TEST_CASE("dist: send, recv, isend, irecv, init_remote, 3 ranks") { expect_all_ok(run_ranks("p2p", 3), "p2p ok"); }
 TEST_CASE("dist: differing trees are a StructureError naming the key on every rank") {
   expect_all_ok(run_ranks("mismatch", 3), "mismatch ok");

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Part of <tensordict/distributed.hpp>: `send`, `recv`, `isend`, `irecv` of whole trees.
+/// Part of <tensordict/distributed.hpp>: `send`, `recv`, `isend`, `irecv` of whole trees, and
+/// `gather_and_stack` and `scatter` built on them.
 
 #include "collectives.hpp"
 
@@ -184,6 +185,62 @@ template <class G, class T>
   return detail::checked<Pending, G, T>(group, tree, [&](auto& group, auto& tree) {
     return Pending(detail::start_p2p("irecv", group, tree, src, false, o));
   });
+}
+
+/// The other ranks' trees written, in place, into the rows of rank `dst`'s tree (Python's
+/// `td.gather_and_stack(dst)`): on `dst`, the tree's first batch dim has one row per other rank
+/// (rank r's tree in row r, or r - 1 past `dst`; its own data is not in it); every other rank's
+/// tree has the shape of one row. Every rank must call it. The trees travel as `send`/`recv`
+/// (tags from `init_tag`), so the peers are C++ ranks (Python's travels pickled).
+template <class G, class T>
+void gather_and_stack(G& group, T& tree, int dst, const P2POptions& o = {}) {
+  auto& pg = detail::c10d_of(group);
+  const int rank = pg.getRank(), size = pg.getSize();
+  if (dst < 0 || dst >= size) {
+    throw tensordict::Error("gather_and_stack: destination rank " + std::to_string(dst) + " is not in a group of size " +
+                            std::to_string(size));
+  }
+  if (rank != dst) {
+    send(group, tree, dst, o);
+    return;
+  }
+  const BatchSize bs = tensordict::batch_size(tree);
+  if (bs.empty() || bs[0] != size - 1) {
+    throw BatchSizeError("gather_and_stack: on the destination rank the tree's first batch dim holds one row per other rank (" +
+                         std::to_string(size - 1) + "); its batch size is " + tensordict::detail::bs_str(bs));
+  }
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    auto row = tensordict::index(tree, static_cast<int64_t>(r < rank ? r : r - 1));
+    recv(group, row, r, o);  // the row's leaves are views of the tree's: received in place
+  }
+}
+
+/// One tree per rank sent from rank `src` (Python's `td.scatter(src, tensordicts)`): on `src`,
+/// `trees` holds `world size` trees and its own comes back; on the other ranks `like` gives the
+/// keys, dtypes and shapes to receive into (C++ has no pickled structure to rebuild from) and
+/// `trees` is not read. Every rank must call it.
+template <class G, class T>
+[[nodiscard]] std::remove_cv_t<T> scatter(G& group, const T& like, int src, const std::vector<std::remove_cv_t<T>>& trees = {},
+                                          const P2POptions& o = {}) {
+  auto& pg = detail::c10d_of(group);
+  const int rank = pg.getRank(), size = pg.getSize();
+  if (src < 0 || src >= size) {
+    throw tensordict::Error("scatter: source rank " + std::to_string(src) + " is not in a group of size " + std::to_string(size));
+  }
+  if (rank == src) {
+    if (static_cast<int>(trees.size()) != size) {
+      throw tensordict::Error("scatter: the source rank holds " + std::to_string(trees.size()) + " trees for a group of " +
+                              std::to_string(size) + " ranks");
+    }
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) send(group, trees[static_cast<std::size_t>(r)], r, o);
+    }
+    return trees[static_cast<std::size_t>(rank)];
+  }
+  std::remove_cv_t<T> out = tensordict::empty_like(like);
+  recv(group, out, src, o);
+  return out;
 }
 
 }  // namespace tensordict::dist
