@@ -151,6 +151,11 @@ for name, lines in (("records.json", False), ("records.jsonl", True)):
     check(f"{name} bools", torch.equal(torch.as_tensor(rj["b"]), torch.tensor([False, True, True])))
     check(f"{name} nested", torch.equal(torch.as_tensor(rj["n", "h"]).float(), torch.tensor([0.1, 0.2, 0.3])))
     check(f"{name} strings", list(rj["tag"]) == ["a", "b,c", 'd"e'])
+from tensordict import is_memmap_archive
+check("packed archive", is_memmap_archive(f"{root}/packed.tdz"))
+pk = TensorDict.load_memmap(f"{root}/packed.tdz")
+check("packed archive values", torch.equal(pk["a b%c"], torch.arange(6.0).view(3, 2)) and pk["tag"] == "walker"
+      and torch.equal(pk["n", "r"], torch.arange(3)))
 from tensordict import append_memmap, TensorDict as _TD
 append_memmap(f"{root}/appended", _TD({"a b%c": torch.ones(1, 2), "empty": torch.zeros(1, 0),
                                        "n": _TD(r=torch.tensor([5]), batch_size=[1]), "tag": "walker"}, batch_size=[1]))

@@ -153,4 +153,8 @@ rec["n", "v"] = torch.tensor([1, 2, 3], dtype=torch.int16)
 rec["tag"] = "walker"
 rec.to_json(out / "records.json", separator="/")
 rec.to_json(out / "records.jsonl", separator="/", lines=True)
+# A save packed into one archive by Python (save with a ".tdz" path).
+pk = TensorDict(x=torch.arange(5.0), s=TensorDict(z=torch.ones(5, 2, dtype=torch.int16), batch_size=[5]), batch_size=[5])
+pk["name"] = "py"
+pk.save(out / "packed.tdz")
 print("fixtures written to", out)

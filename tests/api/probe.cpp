@@ -24,992 +24,1050 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
                           const at::Tensor& index, const std::filesystem::path& dir, td::dist::Group& group,
                           td::LazyStack<td::TensorDict>& ls, torch::nn::Linear& module) {
   (void)s; (void)ss; (void)ls;
-  // TensorDict.abs (scripts/api_coverage.txt:10)
+  // TensorDict.abs (scripts/api_coverage.txt:11)
   [&] { (void)(td.abs()); }();
-  // TensorDict.abs_ (scripts/api_coverage.txt:11)
+  // TensorDict.abs_ (scripts/api_coverage.txt:12)
   [&] { (void)(td.abs_()); }();
-  // TensorDict.acos (scripts/api_coverage.txt:12)
+  // TensorDict.acos (scripts/api_coverage.txt:13)
   [&] { (void)(td.acos()); }();
-  // TensorDict.acos_ (scripts/api_coverage.txt:13)
+  // TensorDict.acos_ (scripts/api_coverage.txt:14)
   [&] { (void)(td.acos_()); }();
-  // TensorDict.add (scripts/api_coverage.txt:14)
+  // TensorDict.add (scripts/api_coverage.txt:15)
   [&] { (void)(td.add(other, 2)); }();
-  // TensorDict.add_ (scripts/api_coverage.txt:15)
+  // TensorDict.add_ (scripts/api_coverage.txt:16)
   [&] { (void)(td.add_(other, 2)); }();
-  // TensorDict.addcdiv (scripts/api_coverage.txt:16)
+  // TensorDict.addcdiv (scripts/api_coverage.txt:17)
   [&] { (void)(td.addcdiv(other, other, 0.5)); }();
-  // TensorDict.addcdiv_ (scripts/api_coverage.txt:17)
+  // TensorDict.addcdiv_ (scripts/api_coverage.txt:18)
   [&] { (void)(td.addcdiv_(other, other, 0.5)); }();
-  // TensorDict.addcmul (scripts/api_coverage.txt:18)
+  // TensorDict.addcmul (scripts/api_coverage.txt:19)
   [&] { (void)(td.addcmul(other, other, 0.5)); }();
-  // TensorDict.addcmul_ (scripts/api_coverage.txt:19)
+  // TensorDict.addcmul_ (scripts/api_coverage.txt:20)
   [&] { (void)(td.addcmul_(other, other, 0.5)); }();
-  // TensorDict.all (scripts/api_coverage.txt:20)
+  // TensorDict.all (scripts/api_coverage.txt:21)
   [&] { (void)(td.all()); }();
-  // TensorDict.all_gather (scripts/api_coverage.txt:21)
+  // TensorDict.all_gather (scripts/api_coverage.txt:22)
   [&] { (void)(td::dist::all_gather(group, td)); }();
-  // TensorDict.all_reduce (scripts/api_coverage.txt:22)
+  // TensorDict.all_reduce (scripts/api_coverage.txt:23)
   [&] { (void)(td::dist::all_reduce(group, td)); }();
-  // TensorDict.amax (scripts/api_coverage.txt:23)
+  // TensorDict.amax (scripts/api_coverage.txt:24)
   [&] { (void)(td.amax(0)); }();
-  // TensorDict.amin (scripts/api_coverage.txt:24)
+  // TensorDict.amin (scripts/api_coverage.txt:25)
   [&] { (void)(td.amin(0)); }();
-  // TensorDict.any (scripts/api_coverage.txt:25)
+  // TensorDict.any (scripts/api_coverage.txt:26)
   [&] { (void)(td.any()); }();
-  // TensorDict.apply (scripts/api_coverage.txt:26)
+  // TensorDict.apply (scripts/api_coverage.txt:27)
   [&] { (void)(td.apply([](const at::Tensor& t) { return t * 2; })); }();
-  // TensorDict.apply_ (scripts/api_coverage.txt:27)
+  // TensorDict.apply_ (scripts/api_coverage.txt:28)
   [&] { (void)(td.apply_([](const at::Tensor& t) { return t * 2; })); }();
-  // TensorDict.asin (scripts/api_coverage.txt:31)
+  // TensorDict.asin (scripts/api_coverage.txt:32)
   [&] { (void)(td.asin()); }();
-  // TensorDict.asin_ (scripts/api_coverage.txt:32)
+  // TensorDict.asin_ (scripts/api_coverage.txt:33)
   [&] { (void)(td.asin_()); }();
-  // TensorDict.atan (scripts/api_coverage.txt:33)
+  // TensorDict.atan (scripts/api_coverage.txt:34)
   [&] { (void)(td.atan()); }();
-  // TensorDict.atan_ (scripts/api_coverage.txt:34)
+  // TensorDict.atan_ (scripts/api_coverage.txt:35)
   [&] { (void)(td.atan_()); }();
-  // TensorDict.atleast_1d (scripts/api_coverage.txt:35)
+  // TensorDict.atleast_1d (scripts/api_coverage.txt:36)
   [&] { (void)(td.atleast_1d()); }();
-  // TensorDict.atleast_2d (scripts/api_coverage.txt:36)
+  // TensorDict.atleast_2d (scripts/api_coverage.txt:37)
   [&] { (void)(td.atleast_2d()); }();
-  // TensorDict.atleast_3d (scripts/api_coverage.txt:37)
+  // TensorDict.atleast_3d (scripts/api_coverage.txt:38)
   [&] { (void)(td.atleast_3d()); }();
-  // TensorDict.auto_batch_size_ (scripts/api_coverage.txt:39)
+  // TensorDict.attrs (scripts/api_coverage.txt:39)
+  [&] { (void)(td.to(td.attrs())); }();
+  // TensorDict.auto_batch_size_ (scripts/api_coverage.txt:40)
   [&] { (void)(td.auto_batch_size_()); }();
-  // TensorDict.auto_device_ (scripts/api_coverage.txt:40)
+  // TensorDict.auto_device_ (scripts/api_coverage.txt:41)
   [&] { (void)(td.auto_device_()); }();
-  // TensorDict.backward (scripts/api_coverage.txt:41)
+  // TensorDict.backward (scripts/api_coverage.txt:42)
   [&] { (void)(td::backward(td)); }();
-  // TensorDict.batch_dims (scripts/api_coverage.txt:42)
+  // TensorDict.batch_dims (scripts/api_coverage.txt:43)
   [&] { (void)(td.batch_dims()); }();
-  // TensorDict.batch_size (scripts/api_coverage.txt:43)
+  // TensorDict.batch_size (scripts/api_coverage.txt:44)
   [&] { (void)(td.batch_size()); }();
-  // TensorDict.bfloat16 (scripts/api_coverage.txt:44)
+  // TensorDict.bfloat16 (scripts/api_coverage.txt:45)
   [&] { (void)(td.bfloat16()); }();
-  // TensorDict.bitwise_and (scripts/api_coverage.txt:45)
+  // TensorDict.bitwise_and (scripts/api_coverage.txt:46)
   [&] { (void)(td & other); }();
-  // TensorDict.bool (scripts/api_coverage.txt:46)
+  // TensorDict.bool (scripts/api_coverage.txt:47)
   [&] { (void)(td.to(torch::kBool)); }();
-  // TensorDict.broadcast (scripts/api_coverage.txt:47)
+  // TensorDict.broadcast (scripts/api_coverage.txt:48)
   [&] { (void)(td::dist::broadcast(group, td, 0)); }();
-  // TensorDict.broadcast_to (scripts/api_coverage.txt:48)
+  // TensorDict.broadcast_to (scripts/api_coverage.txt:49)
   [&] { (void)(td::expand(td, {2, 3})); }();
-  // TensorDict.bytes (scripts/api_coverage.txt:49)
+  // TensorDict.bytes (scripts/api_coverage.txt:50)
   [&] { (void)(td::bytes(td)); }();
-  // TensorDict.cat (scripts/api_coverage.txt:50)
+  // TensorDict.cat (scripts/api_coverage.txt:51)
   [&] { (void)(td::cat(tds, 0)); }();
-  // TensorDict.cat_from_tensordict (scripts/api_coverage.txt:51)
+  // TensorDict.cat_from_tensordict (scripts/api_coverage.txt:52)
   [&] { (void)(td.cat_from_tensordict(0, true)); }();
-  // TensorDict.cat_tensors (scripts/api_coverage.txt:52)
+  // TensorDict.cat_tensors (scripts/api_coverage.txt:53)
   [&] { (void)(td.cat_tensors({"a", "b"}, "c", -1)); }();
-  // TensorDict.ceil (scripts/api_coverage.txt:53)
+  // TensorDict.ceil (scripts/api_coverage.txt:54)
   [&] { (void)(td.ceil()); }();
-  // TensorDict.ceil_ (scripts/api_coverage.txt:54)
+  // TensorDict.ceil_ (scripts/api_coverage.txt:55)
   [&] { (void)(td.ceil_()); }();
-  // TensorDict.chunk (scripts/api_coverage.txt:55)
+  // TensorDict.chunk (scripts/api_coverage.txt:56)
   [&] { (void)(td.chunk(2)); }();
-  // TensorDict.clamp (scripts/api_coverage.txt:56)
+  // TensorDict.clamp (scripts/api_coverage.txt:57)
   [&] { (void)(td.clamp(0, 1)); }();
-  // TensorDict.clamp_max (scripts/api_coverage.txt:57)
-  [&] { (void)(td.clamp_max(1)); }();
-  // TensorDict.clamp_max_ (scripts/api_coverage.txt:58)
-  [&] { (void)(td.clamp_max_(1)); }();
-  // TensorDict.clamp_min (scripts/api_coverage.txt:59)
-  [&] { (void)(td.clamp_min(0)); }();
-  // TensorDict.clamp_min_ (scripts/api_coverage.txt:60)
-  [&] { (void)(td.clamp_min_(0)); }();
-  // TensorDict.clear (scripts/api_coverage.txt:61)
+  // TensorDict.clamp_max (scripts/api_coverage.txt:58)
+  [&] { (void)(td.clamp_max(other)); }();
+  // TensorDict.clamp_max_ (scripts/api_coverage.txt:59)
+  [&] { (void)(td.clamp_max_(x)); }();
+  // TensorDict.clamp_min (scripts/api_coverage.txt:60)
+  [&] { (void)(td.clamp_min(x)); }();
+  // TensorDict.clamp_min_ (scripts/api_coverage.txt:61)
+  [&] { (void)(td.clamp_min_(other)); }();
+  // TensorDict.clear (scripts/api_coverage.txt:62)
   [&] { (void)(td.clear()); }();
-  // TensorDict.clear_device_ (scripts/api_coverage.txt:62)
+  // TensorDict.clear_device_ (scripts/api_coverage.txt:63)
   [&] { (void)(td.clear_device_()); }();
-  // TensorDict.clone (scripts/api_coverage.txt:64)
+  // TensorDict.clone (scripts/api_coverage.txt:65)
   [&] { (void)(td.clone()); }();
-  // TensorDict.complex128 (scripts/api_coverage.txt:65)
+  // TensorDict.complex128 (scripts/api_coverage.txt:66)
   [&] { (void)(td.complex128()); }();
-  // TensorDict.complex32 (scripts/api_coverage.txt:66)
+  // TensorDict.complex32 (scripts/api_coverage.txt:67)
   [&] { (void)(td.complex32()); }();
-  // TensorDict.complex64 (scripts/api_coverage.txt:67)
+  // TensorDict.complex64 (scripts/api_coverage.txt:68)
   [&] { (void)(td.complex64()); }();
-  // TensorDict.consolidate (scripts/api_coverage.txt:68)
+  // TensorDict.consolidate (scripts/api_coverage.txt:69)
   [&] { (void)(td::consolidate(td)); }();
-  // TensorDict.contiguous (scripts/api_coverage.txt:69)
+  // TensorDict.contiguous (scripts/api_coverage.txt:70)
   [&] { (void)(td::contiguous(td)); }();
-  // TensorDict.copy (scripts/api_coverage.txt:70)
+  // TensorDict.copy (scripts/api_coverage.txt:71)
   [&] { (void)(td::TensorDict(td)); }();
-  // TensorDict.copy_ (scripts/api_coverage.txt:71)
+  // TensorDict.copy_ (scripts/api_coverage.txt:72)
   [&] { (void)(td::copy_(td, other)); }();
-  // TensorDict.copy_at_ (scripts/api_coverage.txt:72)
+  // TensorDict.copy_at_ (scripts/api_coverage.txt:73)
   [&] { (void)(td.copy_at_(other, {0})); }();
-  // TensorDict.cos (scripts/api_coverage.txt:73)
+  // TensorDict.cos (scripts/api_coverage.txt:74)
   [&] { (void)(td.cos()); }();
-  // TensorDict.cos_ (scripts/api_coverage.txt:74)
+  // TensorDict.cos_ (scripts/api_coverage.txt:75)
   [&] { (void)(td.cos_()); }();
-  // TensorDict.cosh (scripts/api_coverage.txt:75)
+  // TensorDict.cosh (scripts/api_coverage.txt:76)
   [&] { (void)(td.cosh()); }();
-  // TensorDict.cosh_ (scripts/api_coverage.txt:76)
+  // TensorDict.cosh_ (scripts/api_coverage.txt:77)
   [&] { (void)(td.cosh_()); }();
-  // TensorDict.cpu (scripts/api_coverage.txt:77)
+  // TensorDict.cpu (scripts/api_coverage.txt:78)
   [&] { (void)(td.to(torch::kCPU)); }();
-  // TensorDict.create_nested (scripts/api_coverage.txt:78)
+  // TensorDict.create_nested (scripts/api_coverage.txt:79)
   [&] { (void)(td.create_nested("n")); }();
-  // TensorDict.cuda (scripts/api_coverage.txt:79)
+  // TensorDict.cuda (scripts/api_coverage.txt:80)
   [&] { (void)(td.to(torch::Device(torch::kCUDA, 0))); }();
-  // TensorDict.cummax (scripts/api_coverage.txt:80)
+  // TensorDict.cummax (scripts/api_coverage.txt:81)
   [&] { (void)(td.cummax(0)); }();
-  // TensorDict.cummin (scripts/api_coverage.txt:81)
+  // TensorDict.cummin (scripts/api_coverage.txt:82)
   [&] { (void)(td.cummin(0)); }();
-  // TensorDict.data (scripts/api_coverage.txt:82)
+  // TensorDict.data (scripts/api_coverage.txt:83)
   [&] { (void)(td.data()); }();
-  // TensorDict.data_ptr (scripts/api_coverage.txt:83)
+  // TensorDict.data_ptr (scripts/api_coverage.txt:84)
   [&] { (void)(td.data_ptr()); }();
-  // TensorDict.del_ (scripts/api_coverage.txt:84)
+  // TensorDict.del_ (scripts/api_coverage.txt:85)
   [&] { (void)(td.del_("a")); }();
-  // TensorDict.depth (scripts/api_coverage.txt:86)
+  // TensorDict.depth (scripts/api_coverage.txt:87)
   [&] { (void)(td.depth()); }();
-  // TensorDict.detach (scripts/api_coverage.txt:87)
+  // TensorDict.detach (scripts/api_coverage.txt:88)
   [&] { (void)(td.detach()); }();
-  // TensorDict.detach_ (scripts/api_coverage.txt:88)
+  // TensorDict.detach_ (scripts/api_coverage.txt:89)
   [&] { (void)(td.detach_()); }();
-  // TensorDict.device (scripts/api_coverage.txt:89)
+  // TensorDict.device (scripts/api_coverage.txt:90)
   [&] { (void)(td.device()); }();
-  // TensorDict.dim (scripts/api_coverage.txt:90)
+  // TensorDict.dim (scripts/api_coverage.txt:91)
   [&] { (void)(td.dim()); }();
-  // TensorDict.div (scripts/api_coverage.txt:91)
+  // TensorDict.div (scripts/api_coverage.txt:92)
   [&] { (void)(td.div(other)); }();
-  // TensorDict.div_ (scripts/api_coverage.txt:92)
+  // TensorDict.div_ (scripts/api_coverage.txt:93)
   [&] { (void)(td.div_(other)); }();
-  // TensorDict.double (scripts/api_coverage.txt:93)
+  // TensorDict.double (scripts/api_coverage.txt:94)
   [&] { (void)(td.to(torch::kDouble)); }();
-  // TensorDict.dtype (scripts/api_coverage.txt:94)
+  // TensorDict.dtype (scripts/api_coverage.txt:95)
   [&] { (void)(td.dtype()); }();
-  // TensorDict.dumps (scripts/api_coverage.txt:95)
+  // TensorDict.dumps (scripts/api_coverage.txt:96)
   [&] { (void)(td::memmap(td, dir)); }();
-  // TensorDict.empty (scripts/api_coverage.txt:96)
+  // TensorDict.empty (scripts/api_coverage.txt:97)
   [&] { (void)(td.empty(true)); }();
-  // TensorDict.erf (scripts/api_coverage.txt:98)
+  // TensorDict.erf (scripts/api_coverage.txt:99)
   [&] { (void)(td.erf()); }();
-  // TensorDict.erf_ (scripts/api_coverage.txt:99)
+  // TensorDict.erf_ (scripts/api_coverage.txt:100)
   [&] { (void)(td.erf_()); }();
-  // TensorDict.erfc (scripts/api_coverage.txt:100)
+  // TensorDict.erfc (scripts/api_coverage.txt:101)
   [&] { (void)(td.erfc()); }();
-  // TensorDict.erfc_ (scripts/api_coverage.txt:101)
+  // TensorDict.erfc_ (scripts/api_coverage.txt:102)
   [&] { (void)(td.erfc_()); }();
-  // TensorDict.exclude (scripts/api_coverage.txt:102)
+  // TensorDict.exclude (scripts/api_coverage.txt:103)
   [&] { (void)(td.exclude({"a"})); }();
-  // TensorDict.exp (scripts/api_coverage.txt:103)
+  // TensorDict.exp (scripts/api_coverage.txt:104)
   [&] { (void)(td.exp()); }();
-  // TensorDict.exp_ (scripts/api_coverage.txt:104)
+  // TensorDict.exp_ (scripts/api_coverage.txt:105)
   [&] { (void)(td.exp_()); }();
-  // TensorDict.expand (scripts/api_coverage.txt:105)
+  // TensorDict.expand (scripts/api_coverage.txt:106)
   [&] { (void)(td::expand(td, {2, 3})); }();
-  // TensorDict.expand_as (scripts/api_coverage.txt:106)
+  // TensorDict.expand_as (scripts/api_coverage.txt:107)
   [&] { (void)(td.expand_as(x)); }();
-  // TensorDict.expm1 (scripts/api_coverage.txt:107)
+  // TensorDict.expm1 (scripts/api_coverage.txt:108)
   [&] { (void)(td.expm1()); }();
-  // TensorDict.expm1_ (scripts/api_coverage.txt:108)
+  // TensorDict.expm1_ (scripts/api_coverage.txt:109)
   [&] { (void)(td.expm1_()); }();
-  // TensorDict.fill_ (scripts/api_coverage.txt:109)
+  // TensorDict.fill_ (scripts/api_coverage.txt:110)
   [&] { (void)(td.fill_("a", 1)); }();
-  // TensorDict.filter_empty_ (scripts/api_coverage.txt:110)
+  // TensorDict.filter_empty_ (scripts/api_coverage.txt:111)
   [&] { (void)(td.filter_empty_()); }();
-  // TensorDict.filter_non_tensor_data (scripts/api_coverage.txt:111)
+  // TensorDict.filter_non_tensor_data (scripts/api_coverage.txt:112)
   [&] { (void)(td.filter_non_tensor_data()); }();
-  // TensorDict.flatten (scripts/api_coverage.txt:112)
+  // TensorDict.flatten (scripts/api_coverage.txt:113)
   [&] { (void)(td::flatten(td, 0, 1)); }();
-  // TensorDict.flatten_keys (scripts/api_coverage.txt:113)
+  // TensorDict.flatten_keys (scripts/api_coverage.txt:114)
   [&] { (void)(td.flatten_keys(".")); }();
-  // TensorDict.flip (scripts/api_coverage.txt:114)
+  // TensorDict.flip (scripts/api_coverage.txt:115)
   [&] { (void)(td.flip({0})); }();
-  // TensorDict.fliplr (scripts/api_coverage.txt:115)
+  // TensorDict.fliplr (scripts/api_coverage.txt:116)
   [&] { (void)(td.fliplr()); }();
-  // TensorDict.flipud (scripts/api_coverage.txt:116)
+  // TensorDict.flipud (scripts/api_coverage.txt:117)
   [&] { (void)(td.flipud()); }();
-  // TensorDict.float (scripts/api_coverage.txt:117)
+  // TensorDict.float (scripts/api_coverage.txt:118)
   [&] { (void)(td.to(torch::kFloat)); }();
-  // TensorDict.float16 (scripts/api_coverage.txt:118)
+  // TensorDict.float16 (scripts/api_coverage.txt:119)
   [&] { (void)(td.float16()); }();
-  // TensorDict.float32 (scripts/api_coverage.txt:119)
+  // TensorDict.float32 (scripts/api_coverage.txt:120)
   [&] { (void)(td.float32()); }();
-  // TensorDict.float64 (scripts/api_coverage.txt:120)
+  // TensorDict.float64 (scripts/api_coverage.txt:121)
   [&] { (void)(td.float64()); }();
-  // TensorDict.floor (scripts/api_coverage.txt:121)
+  // TensorDict.floor (scripts/api_coverage.txt:122)
   [&] { (void)(td.floor()); }();
-  // TensorDict.floor_ (scripts/api_coverage.txt:122)
+  // TensorDict.floor_ (scripts/api_coverage.txt:123)
   [&] { (void)(td.floor_()); }();
-  // TensorDict.frac (scripts/api_coverage.txt:123)
+  // TensorDict.frac (scripts/api_coverage.txt:124)
   [&] { (void)(td.frac()); }();
-  // TensorDict.frac_ (scripts/api_coverage.txt:124)
+  // TensorDict.frac_ (scripts/api_coverage.txt:125)
   [&] { (void)(td.frac_()); }();
-  // TensorDict.from_consolidated (scripts/api_coverage.txt:126)
+  // TensorDict.from_consolidated (scripts/api_coverage.txt:127)
   [&] { (void)(td::load_consolidated(dir)); }();
-  // TensorDict.from_dataclass (scripts/api_coverage.txt:128)
+  // TensorDict.from_csv (scripts/api_coverage.txt:128)
+  [&] { (void)(td::from_csv(dir / "t.csv")); }();
+  // TensorDict.from_dataclass (scripts/api_coverage.txt:129)
   [&] { (void)(td::to_tensordict(s)); }();
-  // TensorDict.from_dict (scripts/api_coverage.txt:129)
+  // TensorDict.from_dict (scripts/api_coverage.txt:130)
   [&] { (void)(td::from_dict(td::Json::parse("{}"), std::nullopt, true)); }();
-  // TensorDict.from_dict_instance (scripts/api_coverage.txt:130)
+  // TensorDict.from_dict_instance (scripts/api_coverage.txt:131)
   [&] { (void)(td::from_dict(td::Json::parse("{}"))); }();
-  // TensorDict.from_list (scripts/api_coverage.txt:133)
+  // TensorDict.from_json (scripts/api_coverage.txt:133)
+  [&] { (void)(td::from_json(dir / "t.json")); }();
+  // TensorDict.from_list (scripts/api_coverage.txt:134)
   [&] { (void)(td::from_list(td::Json::parse("[{}]"))); }();
-  // TensorDict.from_module (scripts/api_coverage.txt:134)
+  // TensorDict.from_module (scripts/api_coverage.txt:135)
   [&] { (void)(td::from_module(module)); }();
-  // TensorDict.from_modules (scripts/api_coverage.txt:135)
+  // TensorDict.from_modules (scripts/api_coverage.txt:136)
   [&] { (void)(td::from_modules(module, module)); }();
-  // TensorDict.from_namedtuple (scripts/api_coverage.txt:136)
+  // TensorDict.from_namedtuple (scripts/api_coverage.txt:137)
   [&] { (void)(td::to_tensordict(s)); }();
-  // TensorDict.from_remote_init (scripts/api_coverage.txt:140)
+  // TensorDict.from_pytree (scripts/api_coverage.txt:140)
+  [&] { (void)(td::from_pytree(std::vector<torch::Tensor>{x}, std::nullopt, true)); }();
+  // TensorDict.from_remote_init (scripts/api_coverage.txt:141)
   [&] { (void)(td::dist::from_remote_init<td::TensorDict>(group, 0)); }();
-  // TensorDict.from_schema (scripts/api_coverage.txt:141)
+  // TensorDict.from_schema (scripts/api_coverage.txt:142)
   [&] { (void)(td::from_schema({{"a", td::LeafSchema{{3}, torch::kFloat}}}, td::BatchSize{3})); }();
-  // TensorDict.fromkeys (scripts/api_coverage.txt:145)
+  // TensorDict.fromkeys (scripts/api_coverage.txt:146)
   [&] { (void)(td::TensorDict::fromkeys({"a", "b"}, 0)); }();
-  // TensorDict.gather (scripts/api_coverage.txt:146)
+  // TensorDict.gather (scripts/api_coverage.txt:147)
   [&] { (void)(td.gather(0, index)); }();
-  // TensorDict.get (scripts/api_coverage.txt:148)
+  // TensorDict.gather_and_stack (scripts/api_coverage.txt:148)
+  [&] { (void)(td::dist::gather_and_stack(group, td, 0)); }();
+  // TensorDict.get (scripts/api_coverage.txt:149)
   [&] { (void)(td.get("a")); }();
-  // TensorDict.get_at (scripts/api_coverage.txt:149)
+  // TensorDict.get_at (scripts/api_coverage.txt:150)
   [&] { (void)(td.get_at("a", {0})); }();
-  // TensorDict.get_item_shape (scripts/api_coverage.txt:150)
+  // TensorDict.get_item_shape (scripts/api_coverage.txt:151)
   [&] { (void)(td.get_item_shape("a")); }();
-  // TensorDict.get_non_tensor (scripts/api_coverage.txt:151)
+  // TensorDict.get_non_tensor (scripts/api_coverage.txt:152)
   [&] { (void)(td.get_non_tensor("a", td::Json(1))); }();
-  // TensorDict.grad (scripts/api_coverage.txt:152)
+  // TensorDict.grad (scripts/api_coverage.txt:153)
   [&] { (void)(td.grad()); }();
-  // TensorDict.half (scripts/api_coverage.txt:153)
+  // TensorDict.half (scripts/api_coverage.txt:154)
   [&] { (void)(td.half()); }();
-  // TensorDict.init_remote (scripts/api_coverage.txt:154)
+  // TensorDict.init_remote (scripts/api_coverage.txt:155)
   [&] { (void)(td::dist::init_remote(group, td, 1)); }();
-  // TensorDict.int (scripts/api_coverage.txt:155)
+  // TensorDict.int (scripts/api_coverage.txt:156)
   [&] { (void)(td.to(torch::kInt)); }();
-  // TensorDict.int16 (scripts/api_coverage.txt:156)
+  // TensorDict.int16 (scripts/api_coverage.txt:157)
   [&] { (void)(td.int16()); }();
-  // TensorDict.int32 (scripts/api_coverage.txt:157)
+  // TensorDict.int32 (scripts/api_coverage.txt:158)
   [&] { (void)(td.int32()); }();
-  // TensorDict.int64 (scripts/api_coverage.txt:158)
+  // TensorDict.int64 (scripts/api_coverage.txt:159)
   [&] { (void)(td.int64()); }();
-  // TensorDict.int8 (scripts/api_coverage.txt:159)
+  // TensorDict.int8 (scripts/api_coverage.txt:160)
   [&] { (void)(td.int8()); }();
-  // TensorDict.irecv (scripts/api_coverage.txt:160)
+  // TensorDict.irecv (scripts/api_coverage.txt:161)
   [&] { (void)(td::dist::irecv(group, td, 0)); }();
-  // TensorDict.is_consolidated (scripts/api_coverage.txt:161)
+  // TensorDict.is_consolidated (scripts/api_coverage.txt:162)
   [&] { (void)(td::is_consolidated(td)); }();
-  // TensorDict.is_contiguous (scripts/api_coverage.txt:162)
+  // TensorDict.is_contiguous (scripts/api_coverage.txt:163)
   [&] { (void)(td.is_contiguous()); }();
-  // TensorDict.is_cpu (scripts/api_coverage.txt:163)
+  // TensorDict.is_cpu (scripts/api_coverage.txt:164)
   [&] { (void)(td.is_cpu()); }();
-  // TensorDict.is_cuda (scripts/api_coverage.txt:164)
+  // TensorDict.is_cuda (scripts/api_coverage.txt:165)
   [&] { (void)(td.is_cuda()); }();
-  // TensorDict.is_empty (scripts/api_coverage.txt:165)
+  // TensorDict.is_empty (scripts/api_coverage.txt:166)
   [&] { (void)(td.is_empty()); }();
-  // TensorDict.is_floating_point (scripts/api_coverage.txt:166)
+  // TensorDict.is_floating_point (scripts/api_coverage.txt:167)
   [&] { (void)(td.is_floating_point()); }();
-  // TensorDict.is_locked (scripts/api_coverage.txt:167)
+  // TensorDict.is_locked (scripts/api_coverage.txt:168)
   [&] { (void)(td.is_locked()); }();
-  // TensorDict.is_memmap (scripts/api_coverage.txt:168)
+  // TensorDict.is_memmap (scripts/api_coverage.txt:169)
   [&] { (void)(td::is_memmap(td)); }();
-  // TensorDict.is_meta (scripts/api_coverage.txt:169)
+  // TensorDict.is_meta (scripts/api_coverage.txt:170)
   [&] { (void)(td.is_meta()); }();
-  // TensorDict.is_non_tensor (scripts/api_coverage.txt:170)
+  // TensorDict.is_non_tensor (scripts/api_coverage.txt:171)
   [&] { (void)(td.is_non_tensor("a")); }();
-  // TensorDict.isend (scripts/api_coverage.txt:172)
+  // TensorDict.isend (scripts/api_coverage.txt:173)
   [&] { (void)(td::dist::isend(group, td, 1)); }();
-  // TensorDict.isfinite (scripts/api_coverage.txt:173)
+  // TensorDict.isfinite (scripts/api_coverage.txt:174)
   [&] { (void)(td.isfinite()); }();
-  // TensorDict.isnan (scripts/api_coverage.txt:174)
+  // TensorDict.isnan (scripts/api_coverage.txt:175)
   [&] { (void)(td.isnan()); }();
-  // TensorDict.isneginf (scripts/api_coverage.txt:175)
+  // TensorDict.isneginf (scripts/api_coverage.txt:176)
   [&] { (void)(td.isneginf()); }();
-  // TensorDict.isposinf (scripts/api_coverage.txt:176)
+  // TensorDict.isposinf (scripts/api_coverage.txt:177)
   [&] { (void)(td.isposinf()); }();
-  // TensorDict.isreal (scripts/api_coverage.txt:177)
+  // TensorDict.isreal (scripts/api_coverage.txt:178)
   [&] { (void)(td.isreal()); }();
-  // TensorDict.items (scripts/api_coverage.txt:178)
+  // TensorDict.items (scripts/api_coverage.txt:179)
   [&] { (void)(td.items({.include_nested = true, .leaves_only = true, .sort = true})); }();
-  // TensorDict.keys (scripts/api_coverage.txt:179)
+  // TensorDict.keys (scripts/api_coverage.txt:180)
   [&] { (void)(td.keys({.include_nested = true, .leaves_only = true, .sort = true})); }();
-  // TensorDict.lazy_stack (scripts/api_coverage.txt:180)
+  // TensorDict.lazy_stack (scripts/api_coverage.txt:181)
   [&] { (void)(td::lazy_stack(tds, 0)); }();
-  // TensorDict.lerp (scripts/api_coverage.txt:181)
+  // TensorDict.lerp (scripts/api_coverage.txt:182)
   [&] { (void)(td.lerp(other, 0.5)); }();
-  // TensorDict.lerp_ (scripts/api_coverage.txt:182)
+  // TensorDict.lerp_ (scripts/api_coverage.txt:183)
   [&] { (void)(td.lerp_(other, 0.5)); }();
-  // TensorDict.lgamma (scripts/api_coverage.txt:183)
+  // TensorDict.lgamma (scripts/api_coverage.txt:184)
   [&] { (void)(td.lgamma()); }();
-  // TensorDict.lgamma_ (scripts/api_coverage.txt:184)
+  // TensorDict.lgamma_ (scripts/api_coverage.txt:185)
   [&] { (void)(td.lgamma_()); }();
-  // TensorDict.load (scripts/api_coverage.txt:185)
+  // TensorDict.load (scripts/api_coverage.txt:186)
   [&] { (void)(td::load_memmap(dir)); }();
-  // TensorDict.load_ (scripts/api_coverage.txt:186)
+  // TensorDict.load_ (scripts/api_coverage.txt:187)
   [&] { (void)(td::load_memmap_(td, dir)); }();
-  // TensorDict.load_memmap (scripts/api_coverage.txt:187)
+  // TensorDict.load_memmap (scripts/api_coverage.txt:188)
   [&] { (void)(td::load_memmap(dir)); }();
-  // TensorDict.load_memmap_ (scripts/api_coverage.txt:188)
+  // TensorDict.load_memmap_ (scripts/api_coverage.txt:189)
   [&] { (void)(td::load_memmap_(td, dir)); }();
-  // TensorDict.load_state_dict (scripts/api_coverage.txt:189)
+  // TensorDict.load_state_dict (scripts/api_coverage.txt:190)
   [&] { (void)(td::load_state_dict(dir)); }();
-  // TensorDict.lock_ (scripts/api_coverage.txt:190)
+  // TensorDict.lock_ (scripts/api_coverage.txt:191)
   [&] { (void)(td.lock_()); }();
-  // TensorDict.log (scripts/api_coverage.txt:191)
+  // TensorDict.log (scripts/api_coverage.txt:192)
   [&] { (void)(td.log()); }();
-  // TensorDict.log10 (scripts/api_coverage.txt:192)
+  // TensorDict.log10 (scripts/api_coverage.txt:193)
   [&] { (void)(td.log10()); }();
-  // TensorDict.log10_ (scripts/api_coverage.txt:193)
+  // TensorDict.log10_ (scripts/api_coverage.txt:194)
   [&] { (void)(td.log10_()); }();
-  // TensorDict.log1p (scripts/api_coverage.txt:194)
+  // TensorDict.log1p (scripts/api_coverage.txt:195)
   [&] { (void)(td.log1p()); }();
-  // TensorDict.log1p_ (scripts/api_coverage.txt:195)
+  // TensorDict.log1p_ (scripts/api_coverage.txt:196)
   [&] { (void)(td.log1p_()); }();
-  // TensorDict.log2 (scripts/api_coverage.txt:196)
+  // TensorDict.log2 (scripts/api_coverage.txt:197)
   [&] { (void)(td.log2()); }();
-  // TensorDict.log2_ (scripts/api_coverage.txt:197)
+  // TensorDict.log2_ (scripts/api_coverage.txt:198)
   [&] { (void)(td.log2_()); }();
-  // TensorDict.log_ (scripts/api_coverage.txt:198)
+  // TensorDict.log_ (scripts/api_coverage.txt:199)
   [&] { (void)(td.log_()); }();
-  // TensorDict.logical_and (scripts/api_coverage.txt:199)
+  // TensorDict.logical_and (scripts/api_coverage.txt:200)
   [&] { (void)(td::logical_and(td, other)); }();
-  // TensorDict.logsumexp (scripts/api_coverage.txt:200)
+  // TensorDict.logsumexp (scripts/api_coverage.txt:201)
   [&] { (void)(td.logsumexp()); }();
-  // TensorDict.map (scripts/api_coverage.txt:204)
+  // TensorDict.make_memmap (scripts/api_coverage.txt:202)
+  [&] { (void)(td::make_memmap(td, "new", {2})); }();
+  // TensorDict.make_memmap_from_tensor (scripts/api_coverage.txt:204)
+  [&] { (void)(td::make_memmap_from_tensor(td, "new", x)); }();
+  // TensorDict.map (scripts/api_coverage.txt:205)
   [&] { (void)(td::map(td, [](const td::TensorDict& c) { return c; }, {.num_workers = 2, .chunksize = 4})); }();
-  // TensorDict.map_iter (scripts/api_coverage.txt:205)
+  // TensorDict.map_iter (scripts/api_coverage.txt:206)
   [&] { (void)(td::map_iter(td, [](const td::TensorDict& c) { return c; }, {.chunksize = 4, .shuffle = true})); }();
-  // TensorDict.masked_fill (scripts/api_coverage.txt:206)
+  // TensorDict.masked_fill (scripts/api_coverage.txt:207)
   [&] { (void)(td.masked_fill(mask, 0)); }();
-  // TensorDict.masked_fill_ (scripts/api_coverage.txt:207)
+  // TensorDict.masked_fill_ (scripts/api_coverage.txt:208)
   [&] { (void)(td.masked_fill_(mask, 0)); }();
-  // TensorDict.masked_select (scripts/api_coverage.txt:208)
+  // TensorDict.masked_select (scripts/api_coverage.txt:209)
   [&] { (void)(td.masked_select(mask)); }();
-  // TensorDict.max (scripts/api_coverage.txt:209)
+  // TensorDict.max (scripts/api_coverage.txt:210)
   [&] { (void)(td.max(0)); }();
-  // TensorDict.maximum (scripts/api_coverage.txt:210)
+  // TensorDict.maximum (scripts/api_coverage.txt:211)
   [&] { (void)(td.maximum(other)); }();
-  // TensorDict.maximum_ (scripts/api_coverage.txt:211)
+  // TensorDict.maximum_ (scripts/api_coverage.txt:212)
   [&] { (void)(td.maximum_(other)); }();
-  // TensorDict.maybe_dense_stack (scripts/api_coverage.txt:212)
+  // TensorDict.maybe_dense_stack (scripts/api_coverage.txt:213)
   [&] { (void)(td::maybe_dense_stack(tds, 0)); }();
-  // TensorDict.mean (scripts/api_coverage.txt:213)
+  // TensorDict.mean (scripts/api_coverage.txt:214)
   [&] { (void)(td.mean(0)); }();
-  // TensorDict.memmap (scripts/api_coverage.txt:214)
+  // TensorDict.memmap (scripts/api_coverage.txt:215)
   [&] { (void)(td::memmap(td, dir)); }();
-  // TensorDict.memmap_ (scripts/api_coverage.txt:215)
+  // TensorDict.memmap_ (scripts/api_coverage.txt:216)
   [&] { (void)(td::memmap_(td, dir)); }();
-  // TensorDict.memmap_like (scripts/api_coverage.txt:216)
+  // TensorDict.memmap_like (scripts/api_coverage.txt:217)
   [&] { (void)(td::memmap_like(td, dir)); }();
-  // TensorDict.min (scripts/api_coverage.txt:218)
+  // TensorDict.memmap_refresh_ (scripts/api_coverage.txt:218)
+  [&] { (void)(td::memmap_refresh_(td)); }();
+  // TensorDict.min (scripts/api_coverage.txt:219)
   [&] { (void)(td.min(0)); }();
-  // TensorDict.minimum (scripts/api_coverage.txt:219)
+  // TensorDict.minimum (scripts/api_coverage.txt:220)
   [&] { (void)(td.minimum(other)); }();
-  // TensorDict.minimum_ (scripts/api_coverage.txt:220)
+  // TensorDict.minimum_ (scripts/api_coverage.txt:221)
   [&] { (void)(td.minimum_(other)); }();
-  // TensorDict.mod (scripts/api_coverage.txt:221)
+  // TensorDict.mod (scripts/api_coverage.txt:222)
   [&] { (void)(td.mod(other)); }();
-  // TensorDict.moveaxis (scripts/api_coverage.txt:222)
+  // TensorDict.moveaxis (scripts/api_coverage.txt:223)
   [&] { (void)(td.moveaxis(0, 1)); }();
-  // TensorDict.movedim (scripts/api_coverage.txt:223)
+  // TensorDict.movedim (scripts/api_coverage.txt:224)
   [&] { (void)(td.movedim(0, 1)); }();
-  // TensorDict.mul (scripts/api_coverage.txt:224)
+  // TensorDict.mul (scripts/api_coverage.txt:225)
   [&] { (void)(td.mul(other)); }();
-  // TensorDict.mul_ (scripts/api_coverage.txt:225)
+  // TensorDict.mul_ (scripts/api_coverage.txt:226)
   [&] { (void)(td.mul_(other)); }();
-  // TensorDict.named_apply (scripts/api_coverage.txt:226)
+  // TensorDict.named_apply (scripts/api_coverage.txt:227)
   [&] { (void)(td.named_apply([](const td::NestedKey&, const at::Tensor& t) { return t; })); }();
-  // TensorDict.names (scripts/api_coverage.txt:227)
+  // TensorDict.names (scripts/api_coverage.txt:228)
   [&] { (void)(td.names()); }();
-  // TensorDict.nanmean (scripts/api_coverage.txt:228)
+  // TensorDict.nanmean (scripts/api_coverage.txt:229)
   [&] { (void)(td.nanmean(0)); }();
-  // TensorDict.nansum (scripts/api_coverage.txt:229)
+  // TensorDict.nansum (scripts/api_coverage.txt:230)
   [&] { (void)(td.nansum(0)); }();
-  // TensorDict.narrow (scripts/api_coverage.txt:230)
+  // TensorDict.narrow (scripts/api_coverage.txt:231)
   [&] { (void)(td.narrow(0, 0, 1)); }();
-  // TensorDict.ndim (scripts/api_coverage.txt:231)
+  // TensorDict.ndim (scripts/api_coverage.txt:232)
   [&] { (void)(td.ndim()); }();
-  // TensorDict.ndimension (scripts/api_coverage.txt:232)
+  // TensorDict.ndimension (scripts/api_coverage.txt:233)
   [&] { (void)(td.ndimension()); }();
-  // TensorDict.neg (scripts/api_coverage.txt:233)
+  // TensorDict.neg (scripts/api_coverage.txt:234)
   [&] { (void)(td.neg()); }();
-  // TensorDict.neg_ (scripts/api_coverage.txt:234)
+  // TensorDict.neg_ (scripts/api_coverage.txt:235)
   [&] { (void)(td.neg_()); }();
-  // TensorDict.new_empty (scripts/api_coverage.txt:235)
+  // TensorDict.new_empty (scripts/api_coverage.txt:236)
   [&] { (void)(td::new_empty(td, {2})); }();
-  // TensorDict.new_full (scripts/api_coverage.txt:236)
+  // TensorDict.new_full (scripts/api_coverage.txt:237)
   [&] { (void)(td::new_full(td, {2}, 1)); }();
-  // TensorDict.new_ones (scripts/api_coverage.txt:237)
+  // TensorDict.new_ones (scripts/api_coverage.txt:238)
   [&] { (void)(td::new_ones(td, {2})); }();
-  // TensorDict.new_zeros (scripts/api_coverage.txt:239)
+  // TensorDict.new_tensor (scripts/api_coverage.txt:239)
+  [&] { (void)(td.new_tensor(x)); }();
+  // TensorDict.new_zeros (scripts/api_coverage.txt:240)
   [&] { (void)(td::new_zeros(td, {2})); }();
-  // TensorDict.non_tensor_items (scripts/api_coverage.txt:240)
+  // TensorDict.non_tensor_items (scripts/api_coverage.txt:241)
   [&] { (void)(td.non_tensor_items(true)); }();
-  // TensorDict.norm (scripts/api_coverage.txt:241)
+  // TensorDict.norm (scripts/api_coverage.txt:242)
   [&] { (void)(td.norm(2)); }();
-  // TensorDict.numel (scripts/api_coverage.txt:242)
+  // TensorDict.numel (scripts/api_coverage.txt:243)
   [&] { (void)(td.numel()); }();
-  // TensorDict.pad (scripts/api_coverage.txt:245)
+  // TensorDict.pack (scripts/api_coverage.txt:245)
+  [&] { (void)(td::pack(other.filter_non_tensor_data())); }();
+  // TensorDict.pad (scripts/api_coverage.txt:246)
   [&] { (void)(td.pad({0, 1}, 0)); }();
-  // TensorDict.param_count (scripts/api_coverage.txt:246)
+  // TensorDict.param_count (scripts/api_coverage.txt:247)
   [&] { (void)(td::param_count(td)); }();
-  // TensorDict.permute (scripts/api_coverage.txt:247)
+  // TensorDict.permute (scripts/api_coverage.txt:248)
   [&] { (void)(td::permute(td, {1, 0})); }();
-  // TensorDict.pin_memory (scripts/api_coverage.txt:248)
+  // TensorDict.pin_memory (scripts/api_coverage.txt:249)
   [&] { (void)(td::pin_memory(td)); }();
-  // TensorDict.pin_memory_ (scripts/api_coverage.txt:249)
+  // TensorDict.pin_memory_ (scripts/api_coverage.txt:250)
   [&] { (void)(td.pin_memory_()); }();
-  // TensorDict.pop (scripts/api_coverage.txt:250)
+  // TensorDict.pop (scripts/api_coverage.txt:251)
   [&] { (void)(td.pop("a")); }();
-  // TensorDict.popitem (scripts/api_coverage.txt:251)
+  // TensorDict.popitem (scripts/api_coverage.txt:252)
   [&] { (void)(td.popitem()); }();
-  // TensorDict.pow (scripts/api_coverage.txt:252)
+  // TensorDict.pow (scripts/api_coverage.txt:253)
   [&] { (void)(td.pow(2)); }();
-  // TensorDict.pow_ (scripts/api_coverage.txt:253)
+  // TensorDict.pow_ (scripts/api_coverage.txt:254)
   [&] { (void)(td.pow_(2)); }();
-  // TensorDict.prod (scripts/api_coverage.txt:254)
+  // TensorDict.prod (scripts/api_coverage.txt:255)
   [&] { (void)(td.prod(0)); }();
-  // TensorDict.quantile (scripts/api_coverage.txt:257)
-  [&] { (void)(td.quantile(0.5, 0, false, "linear")); }();
-  // TensorDict.reciprocal (scripts/api_coverage.txt:260)
+  // TensorDict.quantile (scripts/api_coverage.txt:258)
+  [&] { (void)(td.quantile(torch::tensor({0.25, 0.75}), 0, false, "linear")); }();
+  // TensorDict.reciprocal (scripts/api_coverage.txt:261)
   [&] { (void)(td.reciprocal()); }();
-  // TensorDict.reciprocal_ (scripts/api_coverage.txt:261)
+  // TensorDict.reciprocal_ (scripts/api_coverage.txt:262)
   [&] { (void)(td.reciprocal_()); }();
-  // TensorDict.recv (scripts/api_coverage.txt:263)
+  // TensorDict.record_stream (scripts/api_coverage.txt:263)
+  [&] { (void)(td::record_stream(td, c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::kCPU)))); }();
+  // TensorDict.recv (scripts/api_coverage.txt:264)
   [&] { (void)(td::dist::recv(group, td, 0)); }();
-  // TensorDict.reduce (scripts/api_coverage.txt:264)
+  // TensorDict.reduce (scripts/api_coverage.txt:265)
   [&] { (void)(td::dist::reduce(group, td, 0)); }();
-  // TensorDict.refine_names (scripts/api_coverage.txt:265)
+  // TensorDict.refine_names (scripts/api_coverage.txt:266)
   [&] { (void)(td.refine_names({"a", "..."})); }();
-  // TensorDict.rename (scripts/api_coverage.txt:266)
+  // TensorDict.rename (scripts/api_coverage.txt:267)
   [&] { (void)(td.rename(td::NamesMap{{"a", "b"}})); }();
-  // TensorDict.rename_ (scripts/api_coverage.txt:267)
+  // TensorDict.rename_ (scripts/api_coverage.txt:268)
   [&] { (void)(td.rename_({"a", "..."})); }();
-  // TensorDict.rename_key_ (scripts/api_coverage.txt:268)
+  // TensorDict.rename_key_ (scripts/api_coverage.txt:269)
   [&] { (void)(td.rename_key_("a", "b")); }();
-  // TensorDict.rename_keys (scripts/api_coverage.txt:269)
+  // TensorDict.rename_keys (scripts/api_coverage.txt:270)
   [&] { (void)(td.rename_keys({{td::NestedKey("a"), td::NestedKey("b")}})); }();
-  // TensorDict.repeat (scripts/api_coverage.txt:270)
+  // TensorDict.repeat (scripts/api_coverage.txt:271)
   [&] { (void)(td.repeat({2})); }();
-  // TensorDict.repeat_interleave (scripts/api_coverage.txt:271)
+  // TensorDict.repeat_interleave (scripts/api_coverage.txt:272)
   [&] { (void)(td.repeat_interleave(2, 0)); }();
-  // TensorDict.replace (scripts/api_coverage.txt:272)
+  // TensorDict.replace (scripts/api_coverage.txt:273)
   [&] { (void)(td.replace({{"a", td::Entry(x)}})); }();
-  // TensorDict.requires_grad (scripts/api_coverage.txt:273)
+  // TensorDict.requires_grad (scripts/api_coverage.txt:274)
   [&] { (void)(td.requires_grad()); }();
-  // TensorDict.requires_grad_ (scripts/api_coverage.txt:274)
+  // TensorDict.requires_grad_ (scripts/api_coverage.txt:275)
   [&] { (void)(td.requires_grad_()); }();
-  // TensorDict.reshape (scripts/api_coverage.txt:275)
+  // TensorDict.reshape (scripts/api_coverage.txt:276)
   [&] { (void)(td::reshape(td, {-1})); }();
-  // TensorDict.roll (scripts/api_coverage.txt:276)
+  // TensorDict.roll (scripts/api_coverage.txt:277)
   [&] { (void)(td.roll(1, 0)); }();
-  // TensorDict.rot90 (scripts/api_coverage.txt:277)
+  // TensorDict.rot90 (scripts/api_coverage.txt:278)
   [&] { (void)(td.rot90()); }();
-  // TensorDict.round (scripts/api_coverage.txt:278)
+  // TensorDict.round (scripts/api_coverage.txt:279)
   [&] { (void)(td.round()); }();
-  // TensorDict.round_ (scripts/api_coverage.txt:279)
+  // TensorDict.round_ (scripts/api_coverage.txt:280)
   [&] { (void)(td.round_()); }();
-  // TensorDict.rsub (scripts/api_coverage.txt:280)
+  // TensorDict.rsub (scripts/api_coverage.txt:281)
   [&] { (void)(td.rsub(other)); }();
-  // TensorDict.save (scripts/api_coverage.txt:281)
+  // TensorDict.save (scripts/api_coverage.txt:282)
   [&] { (void)(td::memmap(td, dir)); }();
-  // TensorDict.select (scripts/api_coverage.txt:284)
+  // TensorDict.saved_path (scripts/api_coverage.txt:283)
+  [&] { (void)(td::saved_path(td)); }();
+  // TensorDict.scatter (scripts/api_coverage.txt:284)
+  [&] { (void)(td::dist::scatter(group, other, 0, tds)); }();
+  // TensorDict.select (scripts/api_coverage.txt:285)
   [&] { (void)(td.select({"a"})); }();
-  // TensorDict.send (scripts/api_coverage.txt:285)
+  // TensorDict.send (scripts/api_coverage.txt:286)
   [&] { (void)(td::dist::send(group, td, 1)); }();
-  // TensorDict.separates (scripts/api_coverage.txt:286)
+  // TensorDict.separates (scripts/api_coverage.txt:287)
   [&] { (void)(td.separates({"a"})); }();
-  // TensorDict.set (scripts/api_coverage.txt:287)
+  // TensorDict.set (scripts/api_coverage.txt:288)
   [&] { (void)(td.set("a", x)); }();
-  // TensorDict.set_ (scripts/api_coverage.txt:288)
+  // TensorDict.set_ (scripts/api_coverage.txt:289)
   [&] { (void)(td.set_("a", x)); }();
-  // TensorDict.set_at_ (scripts/api_coverage.txt:289)
+  // TensorDict.set_at_ (scripts/api_coverage.txt:290)
   [&] { (void)(td.set_at_("a", x, {0})); }();
-  // TensorDict.set_non_tensor (scripts/api_coverage.txt:290)
+  // TensorDict.set_non_tensor (scripts/api_coverage.txt:291)
   [&] { (void)(td.set_non_tensor("a", td::Json("v"))); }();
-  // TensorDict.setdefault (scripts/api_coverage.txt:291)
+  // TensorDict.setdefault (scripts/api_coverage.txt:292)
   [&] { (void)(td.setdefault("a", td::Entry(x))); }();
-  // TensorDict.shape (scripts/api_coverage.txt:292)
+  // TensorDict.shape (scripts/api_coverage.txt:293)
   [&] { (void)(td.shape()); }();
-  // TensorDict.sigmoid (scripts/api_coverage.txt:294)
+  // TensorDict.sigmoid (scripts/api_coverage.txt:295)
   [&] { (void)(td.sigmoid()); }();
-  // TensorDict.sigmoid_ (scripts/api_coverage.txt:295)
+  // TensorDict.sigmoid_ (scripts/api_coverage.txt:296)
   [&] { (void)(td.sigmoid_()); }();
-  // TensorDict.sign (scripts/api_coverage.txt:296)
+  // TensorDict.sign (scripts/api_coverage.txt:297)
   [&] { (void)(td.sign()); }();
-  // TensorDict.sign_ (scripts/api_coverage.txt:297)
+  // TensorDict.sign_ (scripts/api_coverage.txt:298)
   [&] { (void)(td.sign_()); }();
-  // TensorDict.sin (scripts/api_coverage.txt:298)
+  // TensorDict.sin (scripts/api_coverage.txt:299)
   [&] { (void)(td.sin()); }();
-  // TensorDict.sin_ (scripts/api_coverage.txt:299)
+  // TensorDict.sin_ (scripts/api_coverage.txt:300)
   [&] { (void)(td.sin_()); }();
-  // TensorDict.sinh (scripts/api_coverage.txt:300)
+  // TensorDict.sinh (scripts/api_coverage.txt:301)
   [&] { (void)(td.sinh()); }();
-  // TensorDict.sinh_ (scripts/api_coverage.txt:301)
+  // TensorDict.sinh_ (scripts/api_coverage.txt:302)
   [&] { (void)(td.sinh_()); }();
-  // TensorDict.size (scripts/api_coverage.txt:302)
+  // TensorDict.size (scripts/api_coverage.txt:303)
   [&] { (void)(td.batch_size()); }();
-  // TensorDict.softmax (scripts/api_coverage.txt:303)
+  // TensorDict.softmax (scripts/api_coverage.txt:304)
   [&] { (void)(td.softmax(0)); }();
-  // TensorDict.sorted_keys (scripts/api_coverage.txt:304)
+  // TensorDict.sorted_keys (scripts/api_coverage.txt:305)
   [&] { (void)(td.sorted_keys()); }();
-  // TensorDict.split (scripts/api_coverage.txt:305)
+  // TensorDict.split (scripts/api_coverage.txt:306)
   [&] { (void)(td.split(2)); }();
-  // TensorDict.split_keys (scripts/api_coverage.txt:306)
+  // TensorDict.split_keys (scripts/api_coverage.txt:307)
   [&] { (void)(td.split_keys({"a"})); }();
-  // TensorDict.sqrt (scripts/api_coverage.txt:307)
+  // TensorDict.sqrt (scripts/api_coverage.txt:308)
   [&] { (void)(td.sqrt()); }();
-  // TensorDict.sqrt_ (scripts/api_coverage.txt:308)
+  // TensorDict.sqrt_ (scripts/api_coverage.txt:309)
   [&] { (void)(td.sqrt_()); }();
-  // TensorDict.squeeze (scripts/api_coverage.txt:309)
+  // TensorDict.squeeze (scripts/api_coverage.txt:310)
   [&] { (void)(td::squeeze(td)); }();
-  // TensorDict.stack (scripts/api_coverage.txt:310)
+  // TensorDict.stack (scripts/api_coverage.txt:311)
   [&] { (void)(td::stack(tds, 0)); }();
-  // TensorDict.stack_from_tensordict (scripts/api_coverage.txt:311)
+  // TensorDict.stack_from_tensordict (scripts/api_coverage.txt:312)
   [&] { (void)(td.stack_from_tensordict(0)); }();
-  // TensorDict.stack_tensors (scripts/api_coverage.txt:312)
+  // TensorDict.stack_tensors (scripts/api_coverage.txt:313)
   [&] { (void)(td.stack_tensors({"a", "b"}, "c", 1)); }();
-  // TensorDict.state_dict (scripts/api_coverage.txt:313)
+  // TensorDict.state_dict (scripts/api_coverage.txt:314)
   [&] { (void)(td.flatten_keys(".")); }();
-  // TensorDict.std (scripts/api_coverage.txt:314)
+  // TensorDict.std (scripts/api_coverage.txt:315)
   [&] { (void)(td.std(0)); }();
-  // TensorDict.sub (scripts/api_coverage.txt:315)
+  // TensorDict.sub (scripts/api_coverage.txt:316)
   [&] { (void)(td.sub(other, 2)); }();
-  // TensorDict.sub_ (scripts/api_coverage.txt:316)
+  // TensorDict.sub_ (scripts/api_coverage.txt:317)
   [&] { (void)(td.sub_(other, 2)); }();
-  // TensorDict.sum (scripts/api_coverage.txt:317)
+  // TensorDict.sum (scripts/api_coverage.txt:318)
   [&] { (void)(td.sum(0)); }();
-  // TensorDict.swapaxes (scripts/api_coverage.txt:318)
+  // TensorDict.swapaxes (scripts/api_coverage.txt:319)
   [&] { (void)(td.swapaxes(0, 1)); }();
-  // TensorDict.swapdims (scripts/api_coverage.txt:319)
+  // TensorDict.swapdims (scripts/api_coverage.txt:320)
   [&] { (void)(td.swapdims(0, 1)); }();
-  // TensorDict.tan (scripts/api_coverage.txt:320)
+  // TensorDict.tan (scripts/api_coverage.txt:321)
   [&] { (void)(td.tan()); }();
-  // TensorDict.tan_ (scripts/api_coverage.txt:321)
+  // TensorDict.tan_ (scripts/api_coverage.txt:322)
   [&] { (void)(td.tan_()); }();
-  // TensorDict.tanh (scripts/api_coverage.txt:322)
+  // TensorDict.tanh (scripts/api_coverage.txt:323)
   [&] { (void)(td.tanh()); }();
-  // TensorDict.tanh_ (scripts/api_coverage.txt:323)
+  // TensorDict.tanh_ (scripts/api_coverage.txt:324)
   [&] { (void)(td.tanh_()); }();
-  // TensorDict.tensor_split (scripts/api_coverage.txt:324)
+  // TensorDict.tensor_split (scripts/api_coverage.txt:325)
   [&] { (void)(td.tensor_split(2)); }();
-  // TensorDict.tile (scripts/api_coverage.txt:325)
+  // TensorDict.tile (scripts/api_coverage.txt:326)
   [&] { (void)(td.tile({2})); }();
-  // TensorDict.to (scripts/api_coverage.txt:326)
+  // TensorDict.to (scripts/api_coverage.txt:327)
   [&] { (void)(td.to(torch::kDouble)); }();
-  // TensorDict.to_dict (scripts/api_coverage.txt:328)
+  // TensorDict.to_csv (scripts/api_coverage.txt:328)
+  [&] { (void)(td::to_csv(td, dir / "t.csv")); }();
+  // TensorDict.to_dict (scripts/api_coverage.txt:329)
   [&] { (void)(td::to_dict(td)); }();
-  // TensorDict.to_lazystack (scripts/api_coverage.txt:331)
+  // TensorDict.to_json (scripts/api_coverage.txt:331)
+  [&] { (void)(td::to_json(td, dir / "t.json")); }();
+  // TensorDict.to_lazystack (scripts/api_coverage.txt:332)
   [&] { (void)(td.to_lazystack(0)); }();
-  // TensorDict.to_module (scripts/api_coverage.txt:333)
+  // TensorDict.to_module (scripts/api_coverage.txt:334)
   [&] { (void)(td::to_module(td, module)); }();
-  // TensorDict.to_namedtuple (scripts/api_coverage.txt:334)
+  // TensorDict.to_namedtuple (scripts/api_coverage.txt:335)
   [&] { (void)(td::from_tensordict<Probe>(td)); }();
-  // TensorDict.to_tensordict (scripts/api_coverage.txt:341)
+  // TensorDict.to_pytree (scripts/api_coverage.txt:339)
+  [&] { (void)(td::to_pytree<std::map<std::string, torch::Tensor>>(td)); }();
+  // TensorDict.to_tensordict (scripts/api_coverage.txt:342)
   [&] { (void)(td::to_tensordict(s)); }();
-  // TensorDict.tolist (scripts/api_coverage.txt:343)
+  // TensorDict.tolist (scripts/api_coverage.txt:344)
   [&] { (void)(td::tolist(td)); }();
-  // TensorDict.transpose (scripts/api_coverage.txt:344)
+  // TensorDict.transpose (scripts/api_coverage.txt:345)
   [&] { (void)(td::transpose(td, 0, 1)); }();
-  // TensorDict.trunc (scripts/api_coverage.txt:345)
+  // TensorDict.trunc (scripts/api_coverage.txt:346)
   [&] { (void)(td.trunc()); }();
-  // TensorDict.trunc_ (scripts/api_coverage.txt:346)
+  // TensorDict.trunc_ (scripts/api_coverage.txt:347)
   [&] { (void)(td.trunc_()); }();
-  // TensorDict.type (scripts/api_coverage.txt:347)
+  // TensorDict.type (scripts/api_coverage.txt:348)
   [&] { (void)(td.to(torch::kFloat)); }();
-  // TensorDict.uint8 (scripts/api_coverage.txt:351)
+  // TensorDict.uint16 (scripts/api_coverage.txt:349)
+#if TENSORDICT_HAS_UINT_DTYPES
+  [&] { (void)(td.uint16()); }();
+#endif
+  // TensorDict.uint32 (scripts/api_coverage.txt:350)
+#if TENSORDICT_HAS_UINT_DTYPES
+  [&] { (void)(td.uint32()); }();
+#endif
+  // TensorDict.uint64 (scripts/api_coverage.txt:351)
+#if TENSORDICT_HAS_UINT_DTYPES
+  [&] { (void)(td.uint64()); }();
+#endif
+  // TensorDict.uint8 (scripts/api_coverage.txt:352)
   [&] { (void)(td.uint8()); }();
-  // TensorDict.unbind (scripts/api_coverage.txt:352)
+  // TensorDict.unbind (scripts/api_coverage.txt:353)
   [&] { (void)(td.unbind(0)); }();
-  // TensorDict.unflatten (scripts/api_coverage.txt:353)
+  // TensorDict.unflatten (scripts/api_coverage.txt:354)
   [&] { (void)(td::unflatten(td, 0, {2, 3})); }();
-  // TensorDict.unflatten_keys (scripts/api_coverage.txt:354)
+  // TensorDict.unflatten_keys (scripts/api_coverage.txt:355)
   [&] { (void)(td.unflatten_keys(".")); }();
-  // TensorDict.unlock_ (scripts/api_coverage.txt:355)
+  // TensorDict.unlock_ (scripts/api_coverage.txt:356)
   [&] { (void)(td.unlock_()); }();
-  // TensorDict.unsqueeze (scripts/api_coverage.txt:356)
+  // TensorDict.unsqueeze (scripts/api_coverage.txt:357)
   [&] { (void)(td::unsqueeze(td, 0)); }();
-  // TensorDict.update (scripts/api_coverage.txt:357)
+  // TensorDict.update (scripts/api_coverage.txt:358)
   [&] { (void)(td.update(other)); }();
-  // TensorDict.update_ (scripts/api_coverage.txt:358)
+  // TensorDict.update_ (scripts/api_coverage.txt:359)
   [&] { (void)(td.update_(other)); }();
-  // TensorDict.update_at_ (scripts/api_coverage.txt:359)
+  // TensorDict.update_at_ (scripts/api_coverage.txt:360)
   [&] { (void)(td.update_at_(other, {0})); }();
-  // TensorDict.values (scripts/api_coverage.txt:360)
+  // TensorDict.values (scripts/api_coverage.txt:361)
   [&] { (void)(td.values({.include_nested = true, .leaves_only = true})); }();
-  // TensorDict.var (scripts/api_coverage.txt:361)
+  // TensorDict.var (scripts/api_coverage.txt:362)
   [&] { (void)(td.var(0)); }();
-  // TensorDict.view (scripts/api_coverage.txt:362)
+  // TensorDict.view (scripts/api_coverage.txt:363)
   [&] { (void)(td::view(td, {-1})); }();
-  // TensorDict.where (scripts/api_coverage.txt:363)
+  // TensorDict.where (scripts/api_coverage.txt:364)
   [&] { (void)(td.where(mask, other)); }();
-  // TensorDict.zero_ (scripts/api_coverage.txt:364)
+  // TensorDict.zero_ (scripts/api_coverage.txt:365)
   [&] { (void)(td::zero_(td)); }();
-  // TensorDict.zero_grad (scripts/api_coverage.txt:365)
+  // TensorDict.zero_grad (scripts/api_coverage.txt:366)
   [&] { (void)(td::zero_grad(td)); }();
-  // LazyStackedTensorDict.append (scripts/api_coverage.txt:366)
+  // LazyStackedTensorDict.append (scripts/api_coverage.txt:367)
   [&] { (void)(ls.append(td)); }();
-  // LazyStackedTensorDict.extend (scripts/api_coverage.txt:367)
+  // LazyStackedTensorDict.extend (scripts/api_coverage.txt:368)
   [&] { (void)(ls.extend(tds)); }();
-  // LazyStackedTensorDict.get_nestedtensor (scripts/api_coverage.txt:368)
-  [&] { (void)(ls.padded("a")); }();
-  // LazyStackedTensorDict.insert (scripts/api_coverage.txt:371)
+  // LazyStackedTensorDict.get_nestedtensor (scripts/api_coverage.txt:369)
+  [&] { (void)(ls.get_nestedtensor("a")); }();
+  // LazyStackedTensorDict.insert (scripts/api_coverage.txt:372)
   [&] { (void)(ls.insert(0, td)); }();
-  // LazyStackedTensorDict.valid_keys (scripts/api_coverage.txt:372)
+  // LazyStackedTensorDict.valid_keys (scripts/api_coverage.txt:373)
   [&] { (void)(ls.valid_keys()); }();
-  // tensordict.TensorDict (scripts/api_coverage.txt:373)
+  // tensordict.TensorDict (scripts/api_coverage.txt:374)
   [&] { (void)(td::TensorDict()); }();
-  // tensordict.TensorDictBase (scripts/api_coverage.txt:374)
+  // tensordict.TensorDictBase (scripts/api_coverage.txt:375)
   [&] { (void)(td::tree<td::TensorDict>); }();
-  // tensordict.TensorCollection (scripts/api_coverage.txt:375)
+  // tensordict.TensorCollection (scripts/api_coverage.txt:376)
   [&] { (void)(td::tree<Probe>); }();
-  // tensordict.LazyStackedTensorDict (scripts/api_coverage.txt:376)
+  // tensordict.LazyStackedTensorDict (scripts/api_coverage.txt:377)
   [&] { (void)(td::LazyStack<td::TensorDict>(tds)); }();
-  // tensordict.TensorClass (scripts/api_coverage.txt:378)
+  // tensordict.TensorClass (scripts/api_coverage.txt:379)
   [&] { (void)(td::tree<Probe>); }();
-  // tensordict.TypedTensorDict (scripts/api_coverage.txt:379)
+  // tensordict.TypedTensorDict (scripts/api_coverage.txt:380)
   [&] { (void)(td::tree<Probe>); }();
-  // tensordict.MemoryMappedTensor (scripts/api_coverage.txt:380)
+  // tensordict.MemoryMappedTensor (scripts/api_coverage.txt:381)
   [&] { (void)(td::load_memmap(dir)); }();
-  // tensordict.NestedKey (scripts/api_coverage.txt:384)
+  // tensordict.NestedKey (scripts/api_coverage.txt:385)
   [&] { (void)(td::NestedKey{"a", "b"}); }();
-  // tensordict.KEY_SEPARATOR (scripts/api_coverage.txt:386)
+  // tensordict.PackLayout (scripts/api_coverage.txt:386)
+  [&] { (void)(td::pack(other.filter_non_tensor_data()).second.unpack(x)); }();
+  // tensordict.KEY_SEPARATOR (scripts/api_coverage.txt:387)
   [&] { (void)(td::key_separator); }();
-  // tensordict.from_dict (scripts/api_coverage.txt:388)
+  // tensordict.from_csv (scripts/api_coverage.txt:388)
+  [&] { (void)(td::from_csv(dir / "t.csv")); }();
+  // tensordict.from_dict (scripts/api_coverage.txt:389)
   [&] { (void)(td::from_dict(td::Json::parse("{}"))); }();
-  // tensordict.from_namedtuple (scripts/api_coverage.txt:395)
+  // tensordict.from_json (scripts/api_coverage.txt:395)
+  [&] { (void)(td::from_json(dir / "t.json", {.lines = true})); }();
+  // tensordict.from_namedtuple (scripts/api_coverage.txt:396)
   [&] { (void)(td::to_tensordict(s)); }();
-  // tensordict.from_dataclass (scripts/api_coverage.txt:400)
+  // tensordict.from_dataclass (scripts/api_coverage.txt:401)
   [&] { (void)(td::to_tensordict(s)); }();
-  // tensordict.fromkeys (scripts/api_coverage.txt:401)
+  // tensordict.fromkeys (scripts/api_coverage.txt:402)
   [&] { (void)(td::TensorDict::fromkeys({"a"}, 1)); }();
-  // tensordict.from_module (scripts/api_coverage.txt:402)
+  // tensordict.from_module (scripts/api_coverage.txt:403)
   [&] { (void)(td::from_module(module)); }();
-  // tensordict.from_modules (scripts/api_coverage.txt:403)
+  // tensordict.from_modules (scripts/api_coverage.txt:404)
   [&] { (void)(td::from_modules(module, module)); }();
-  // tensordict.from_consolidated (scripts/api_coverage.txt:405)
+  // tensordict.from_pytree (scripts/api_coverage.txt:405)
+  [&] { (void)(td::from_pytree(s)); }();
+  // tensordict.from_consolidated (scripts/api_coverage.txt:406)
   [&] { (void)(td::load_consolidated(dir)); }();
-  // tensordict.make_tensordict (scripts/api_coverage.txt:406)
+  // tensordict.make_tensordict (scripts/api_coverage.txt:407)
   [&] { (void)(td::TensorDict({{"a", x}})); }();
-  // tensordict.stack (scripts/api_coverage.txt:407)
+  // tensordict.stack (scripts/api_coverage.txt:408)
   [&] { (void)(td::stack(tds, 0)); }();
-  // tensordict.cat (scripts/api_coverage.txt:408)
+  // tensordict.cat (scripts/api_coverage.txt:409)
   [&] { (void)(td::cat(tds, 0)); }();
-  // tensordict.lazy_stack (scripts/api_coverage.txt:409)
+  // tensordict.lazy_stack (scripts/api_coverage.txt:410)
   [&] { (void)(td::lazy_stack(tds, 0)); }();
-  // tensordict.maybe_dense_stack (scripts/api_coverage.txt:410)
+  // tensordict.maybe_dense_stack (scripts/api_coverage.txt:411)
   [&] { (void)(td::maybe_dense_stack(tds, 0)); }();
-  // tensordict.dense_stack_tds (scripts/api_coverage.txt:411)
+  // tensordict.dense_stack_tds (scripts/api_coverage.txt:412)
   [&] { (void)(td::dense_stack_tds(ls)); }();
-  // tensordict.memmap (scripts/api_coverage.txt:412)
+  // tensordict.memmap (scripts/api_coverage.txt:413)
   [&] { (void)(td::memmap(td, dir)); }();
-  // tensordict.load_memmap (scripts/api_coverage.txt:413)
+  // tensordict.load_memmap (scripts/api_coverage.txt:414)
   [&] { (void)(td::load_memmap(dir)); }();
-  // tensordict.append_memmap (scripts/api_coverage.txt:414)
+  // tensordict.append_memmap (scripts/api_coverage.txt:415)
   [&] { (void)(td::append_memmap(dir, td)); }();
-  // tensordict.save (scripts/api_coverage.txt:415)
+  // tensordict.save (scripts/api_coverage.txt:416)
   [&] { (void)(td::memmap(td, dir)); }();
-  // tensordict.load (scripts/api_coverage.txt:416)
+  // tensordict.load (scripts/api_coverage.txt:417)
   [&] { (void)(td::load_memmap(dir)); }();
-  // tensordict.to_safetensors (scripts/api_coverage.txt:421)
+  // tensordict.pack_memmap (scripts/api_coverage.txt:418)
+  [&] { (void)(td::pack_memmap(dir, dir / "x.tdz")); }();
+  // tensordict.unpack_memmap (scripts/api_coverage.txt:419)
+  [&] { (void)(td::unpack_memmap(dir / "x.tdz", dir)); }();
+  // tensordict.is_memmap_archive (scripts/api_coverage.txt:420)
+  [&] { (void)(td::is_memmap_archive(dir)); }();
+  // tensordict.to_safetensors (scripts/api_coverage.txt:422)
   [&] { (void)(td::save_safetensors(td, dir)); }();
-  // tensordict.from_safetensors (scripts/api_coverage.txt:422)
+  // tensordict.from_safetensors (scripts/api_coverage.txt:423)
   [&] { (void)(td::load_safetensors(dir)); }();
-  // tensordict.merge_tensordicts (scripts/api_coverage.txt:423)
+  // tensordict.merge_tensordicts (scripts/api_coverage.txt:424)
   [&] { (void)(td::merge_tensordicts(tds)); }();
-  // tensordict.pad (scripts/api_coverage.txt:424)
+  // tensordict.pad (scripts/api_coverage.txt:425)
   [&] { (void)(td::pad(td, {0, 1})); }();
-  // tensordict.pad_sequence (scripts/api_coverage.txt:425)
+  // tensordict.pad_sequence (scripts/api_coverage.txt:426)
   [&] { (void)(td::pad_sequence(tds, {.pad_dim = 0, .return_mask = true})); }();
-  // tensordict.unpad_sequence (scripts/api_coverage.txt:426)
+  // tensordict.unpad_sequence (scripts/api_coverage.txt:427)
   [&] { (void)(td::unpad_sequence(td)); }();
-  // tensordict.group_by (scripts/api_coverage.txt:427)
+  // tensordict.group_by (scripts/api_coverage.txt:428)
   [&] { (void)(td::group_by(td, "a")); }();
-  // tensordict.collate (scripts/api_coverage.txt:428)
+  // tensordict.collate (scripts/api_coverage.txt:429)
   [&] { (void)(td::collate(tds)); }();
-  // tensordict.is_tensor_collection (scripts/api_coverage.txt:429)
+  // tensordict.is_tensor_collection (scripts/api_coverage.txt:430)
   [&] { (void)(td::tree<Probe>); }();
-  // tensordict.is_non_tensor (scripts/api_coverage.txt:430)
+  // tensordict.is_non_tensor (scripts/api_coverage.txt:431)
   [&] { (void)(td::is_non_tensor(td.entry("a"))); }();
-  // tensordict.is_tensorclass (scripts/api_coverage.txt:431)
+  // tensordict.is_tensorclass (scripts/api_coverage.txt:432)
   [&] { (void)(td::tree<Probe>); }();
-  // tensordict.assert_close (scripts/api_coverage.txt:432)
+  // tensordict.assert_close (scripts/api_coverage.txt:433)
   [&] { (void)(td::assert_close(td, other)); }();
-  // tensordict.assert_allclose_td (scripts/api_coverage.txt:433)
+  // tensordict.assert_allclose_td (scripts/api_coverage.txt:434)
   [&] { (void)(td::assert_close(td, other)); }();
-  // tensordict.unravel_key (scripts/api_coverage.txt:434)
+  // tensordict.unravel_key (scripts/api_coverage.txt:435)
   [&] { (void)(td::unravel_key({"a", td::NestedKey{"b", "c"}})); }();
-  // tensordict.unravel_key_list (scripts/api_coverage.txt:435)
+  // tensordict.unravel_key_list (scripts/api_coverage.txt:436)
   [&] { (void)(td::unravel_key_list({{"a"}, {"b", td::NestedKey{"c"}}})); }();
-  // tensordict.unravel_key_to_tuple (scripts/api_coverage.txt:436)
+  // tensordict.unravel_key_to_tuple (scripts/api_coverage.txt:437)
   [&] { (void)(td::unravel_key_to_tuple({"a"})); }();
-  // tensordict.is_inexact (scripts/api_coverage.txt:438)
+  // tensordict.is_inexact (scripts/api_coverage.txt:439)
   [&] { (void)(td::is_inexact(x)); }();
-  // tensordict.is_floating (scripts/api_coverage.txt:439)
+  // tensordict.is_floating (scripts/api_coverage.txt:440)
   [&] { (void)(td::is_floating(x)); }();
-  // tensordict.is_integer (scripts/api_coverage.txt:440)
+  // tensordict.is_integer (scripts/api_coverage.txt:441)
   [&] { (void)(td::is_integer(x)); }();
-  // tensordict.is_bool (scripts/api_coverage.txt:441)
+  // tensordict.is_bool (scripts/api_coverage.txt:442)
   [&] { (void)(td::is_bool(x)); }();
-  // tensordict.default_is_leaf (scripts/api_coverage.txt:442)
+  // tensordict.default_is_leaf (scripts/api_coverage.txt:443)
   [&] { (void)(td::default_is_leaf(td.entry("a"))); }();
-  // tensordict.is_leaf_nontensor (scripts/api_coverage.txt:443)
+  // tensordict.is_leaf_nontensor (scripts/api_coverage.txt:444)
   [&] { (void)(td::is_leaf_nontensor(td.entry("a"))); }();
-  // tensordict.tensorclass (scripts/api_coverage.txt:454)
+  // tensordict.tensorclass (scripts/api_coverage.txt:455)
   [&] { (void)(td::tree<Probe>); }();
-  // tensordict.MetaData (scripts/api_coverage.txt:455)
+  // tensordict.MetaData (scripts/api_coverage.txt:456)
   [&] { (void)(td::MetaData<std::string>{"v"}); }();
-  // tensordict.NonTensorData (scripts/api_coverage.txt:456)
+  // tensordict.NonTensorData (scripts/api_coverage.txt:457)
   [&] { (void)(td::NonTensorData{td::Json(1)}); }();
-  // tensordict.NonTensorDataBase (scripts/api_coverage.txt:457)
+  // tensordict.NonTensorDataBase (scripts/api_coverage.txt:458)
   [&] { (void)(td::NonTensorData{td::Json(1)}); }();
-  // tensordict.NonTensorStack (scripts/api_coverage.txt:458)
+  // tensordict.NonTensorStack (scripts/api_coverage.txt:459)
   [&] { (void)(td::NonTensorStack{}); }();
-  // tensordict.__version__ (scripts/api_coverage.txt:464)
+  // tensordict.__version__ (scripts/api_coverage.txt:465)
   [&] { (void)(td::version); }();
-  // torch.abs (scripts/api_coverage.txt:465)
+  // torch.abs (scripts/api_coverage.txt:466)
   [&] { (void)(td::abs(td)); }();
-  // torch.abs_ (scripts/api_coverage.txt:466)
+  // torch.abs_ (scripts/api_coverage.txt:467)
   [&] { (void)(td::abs_(td)); }();
-  // torch.acos (scripts/api_coverage.txt:467)
+  // torch.acos (scripts/api_coverage.txt:468)
   [&] { (void)(td::acos(td)); }();
-  // torch.acos_ (scripts/api_coverage.txt:468)
+  // torch.acos_ (scripts/api_coverage.txt:469)
   [&] { (void)(td::acos_(td)); }();
-  // torch.add (scripts/api_coverage.txt:469)
+  // torch.add (scripts/api_coverage.txt:470)
   [&] { (void)(td::add(td, other)); }();
-  // torch.addcdiv (scripts/api_coverage.txt:470)
+  // torch.addcdiv (scripts/api_coverage.txt:471)
   [&] { (void)(td::addcdiv(td, other, other)); }();
-  // torch.addcmul (scripts/api_coverage.txt:471)
+  // torch.addcmul (scripts/api_coverage.txt:472)
   [&] { (void)(td::addcmul(td, other, other)); }();
-  // torch.asin (scripts/api_coverage.txt:472)
+  // torch.asin (scripts/api_coverage.txt:473)
   [&] { (void)(td::asin(td)); }();
-  // torch.asin_ (scripts/api_coverage.txt:473)
+  // torch.asin_ (scripts/api_coverage.txt:474)
   [&] { (void)(td::asin_(td)); }();
-  // torch.atan (scripts/api_coverage.txt:474)
+  // torch.atan (scripts/api_coverage.txt:475)
   [&] { (void)(td::atan(td)); }();
-  // torch.atan_ (scripts/api_coverage.txt:475)
+  // torch.atan_ (scripts/api_coverage.txt:476)
   [&] { (void)(td::atan_(td)); }();
-  // torch.atleast_1d (scripts/api_coverage.txt:476)
+  // torch.atleast_1d (scripts/api_coverage.txt:477)
   [&] { (void)(td::atleast_1d(td)); }();
-  // torch.atleast_2d (scripts/api_coverage.txt:477)
+  // torch.atleast_2d (scripts/api_coverage.txt:478)
   [&] { (void)(td::atleast_2d(td)); }();
-  // torch.atleast_3d (scripts/api_coverage.txt:478)
+  // torch.atleast_3d (scripts/api_coverage.txt:479)
   [&] { (void)(td::atleast_3d(td)); }();
-  // torch.bitwise_and (scripts/api_coverage.txt:479)
+  // torch.bitwise_and (scripts/api_coverage.txt:480)
   [&] { (void)(td::bitwise_and(td, other)); }();
-  // torch.broadcast_to (scripts/api_coverage.txt:480)
+  // torch.broadcast_to (scripts/api_coverage.txt:481)
   [&] { (void)(td::expand(td, {2, 3})); }();
-  // torch.cat (scripts/api_coverage.txt:481)
+  // torch.cat (scripts/api_coverage.txt:482)
   [&] { (void)(td::cat(tds, 0)); }();
-  // torch.ceil (scripts/api_coverage.txt:482)
+  // torch.ceil (scripts/api_coverage.txt:483)
   [&] { (void)(td::ceil(td)); }();
-  // torch.ceil_ (scripts/api_coverage.txt:483)
+  // torch.ceil_ (scripts/api_coverage.txt:484)
   [&] { (void)(td::ceil_(td)); }();
-  // torch.chunk (scripts/api_coverage.txt:484)
+  // torch.chunk (scripts/api_coverage.txt:485)
   [&] { (void)(td::chunk(td, 2)); }();
-  // torch.clamp (scripts/api_coverage.txt:485)
+  // torch.clamp (scripts/api_coverage.txt:486)
   [&] { (void)(td::clamp(td, 0, 1)); }();
-  // torch.clamp_max (scripts/api_coverage.txt:486)
+  // torch.clamp_max (scripts/api_coverage.txt:487)
   [&] { (void)(td::clamp_max(td, 1)); }();
-  // torch.clamp_max_ (scripts/api_coverage.txt:487)
+  // torch.clamp_max_ (scripts/api_coverage.txt:488)
   [&] { (void)(td::clamp_max_(td, 1)); }();
-  // torch.clamp_min (scripts/api_coverage.txt:488)
+  // torch.clamp_min (scripts/api_coverage.txt:489)
   [&] { (void)(td::clamp_min(td, 0)); }();
-  // torch.clamp_min_ (scripts/api_coverage.txt:489)
+  // torch.clamp_min_ (scripts/api_coverage.txt:490)
   [&] { (void)(td::clamp_min_(td, 0)); }();
-  // torch.clone (scripts/api_coverage.txt:490)
+  // torch.clone (scripts/api_coverage.txt:491)
   [&] { (void)(td::clone(td)); }();
-  // torch.cos (scripts/api_coverage.txt:491)
+  // torch.cos (scripts/api_coverage.txt:492)
   [&] { (void)(td::cos(td)); }();
-  // torch.cos_ (scripts/api_coverage.txt:492)
+  // torch.cos_ (scripts/api_coverage.txt:493)
   [&] { (void)(td::cos_(td)); }();
-  // torch.cosh (scripts/api_coverage.txt:493)
+  // torch.cosh (scripts/api_coverage.txt:494)
   [&] { (void)(td::cosh(td)); }();
-  // torch.cosh_ (scripts/api_coverage.txt:494)
+  // torch.cosh_ (scripts/api_coverage.txt:495)
   [&] { (void)(td::cosh_(td)); }();
-  // torch.div (scripts/api_coverage.txt:495)
+  // torch.div (scripts/api_coverage.txt:496)
   [&] { (void)(td::div(td, other)); }();
-  // torch.empty_like (scripts/api_coverage.txt:496)
+  // torch.empty_like (scripts/api_coverage.txt:497)
   [&] { (void)(td::empty_like(td)); }();
-  // torch.erf (scripts/api_coverage.txt:497)
+  // torch.erf (scripts/api_coverage.txt:498)
   [&] { (void)(td::erf(td)); }();
-  // torch.erf_ (scripts/api_coverage.txt:498)
+  // torch.erf_ (scripts/api_coverage.txt:499)
   [&] { (void)(td::erf_(td)); }();
-  // torch.erfc (scripts/api_coverage.txt:499)
+  // torch.erfc (scripts/api_coverage.txt:500)
   [&] { (void)(td::erfc(td)); }();
-  // torch.erfc_ (scripts/api_coverage.txt:500)
+  // torch.erfc_ (scripts/api_coverage.txt:501)
   [&] { (void)(td::erfc_(td)); }();
-  // torch.exp (scripts/api_coverage.txt:501)
+  // torch.exp (scripts/api_coverage.txt:502)
   [&] { (void)(td::exp(td)); }();
-  // torch.exp_ (scripts/api_coverage.txt:502)
+  // torch.exp_ (scripts/api_coverage.txt:503)
   [&] { (void)(td::exp_(td)); }();
-  // torch.expm1 (scripts/api_coverage.txt:503)
+  // torch.expm1 (scripts/api_coverage.txt:504)
   [&] { (void)(td::expm1(td)); }();
-  // torch.expm1_ (scripts/api_coverage.txt:504)
+  // torch.expm1_ (scripts/api_coverage.txt:505)
   [&] { (void)(td::expm1_(td)); }();
-  // torch.flatten (scripts/api_coverage.txt:505)
+  // torch.flatten (scripts/api_coverage.txt:506)
   [&] { (void)(td::flatten(td, 0, 1)); }();
-  // torch.flip (scripts/api_coverage.txt:506)
+  // torch.flip (scripts/api_coverage.txt:507)
   [&] { (void)(td::flip(td, {0})); }();
-  // torch.fliplr (scripts/api_coverage.txt:507)
+  // torch.fliplr (scripts/api_coverage.txt:508)
   [&] { (void)(td::fliplr(td)); }();
-  // torch.flipud (scripts/api_coverage.txt:508)
+  // torch.flipud (scripts/api_coverage.txt:509)
   [&] { (void)(td::flipud(td)); }();
-  // torch.floor (scripts/api_coverage.txt:509)
+  // torch.floor (scripts/api_coverage.txt:510)
   [&] { (void)(td::floor(td)); }();
-  // torch.floor_ (scripts/api_coverage.txt:510)
+  // torch.floor_ (scripts/api_coverage.txt:511)
   [&] { (void)(td::floor_(td)); }();
-  // torch.frac (scripts/api_coverage.txt:511)
+  // torch.frac (scripts/api_coverage.txt:512)
   [&] { (void)(td::frac(td)); }();
-  // torch.frac_ (scripts/api_coverage.txt:512)
+  // torch.frac_ (scripts/api_coverage.txt:513)
   [&] { (void)(td::frac_(td)); }();
-  // torch.full_like (scripts/api_coverage.txt:513)
+  // torch.full_like (scripts/api_coverage.txt:514)
   [&] { (void)(td::full_like(td, 1)); }();
-  // torch.gather (scripts/api_coverage.txt:514)
+  // torch.gather (scripts/api_coverage.txt:515)
   [&] { (void)(td::gather(td, 0, index)); }();
-  // torch.grad (scripts/api_coverage.txt:515)
+  // torch.grad (scripts/api_coverage.txt:516)
   [&] { (void)(td::autograd_grad(td, other)); }();
-  // torch.isfinite (scripts/api_coverage.txt:516)
+  // torch.isfinite (scripts/api_coverage.txt:517)
   [&] { (void)(td::isfinite(td)); }();
-  // torch.isnan (scripts/api_coverage.txt:517)
+  // torch.isnan (scripts/api_coverage.txt:518)
   [&] { (void)(td::isnan(td)); }();
-  // torch.isneginf (scripts/api_coverage.txt:518)
+  // torch.isneginf (scripts/api_coverage.txt:519)
   [&] { (void)(td::isneginf(td)); }();
-  // torch.isposinf (scripts/api_coverage.txt:519)
+  // torch.isposinf (scripts/api_coverage.txt:520)
   [&] { (void)(td::isposinf(td)); }();
-  // torch.isreal (scripts/api_coverage.txt:520)
+  // torch.isreal (scripts/api_coverage.txt:521)
   [&] { (void)(td::isreal(td)); }();
-  // torch.l1_loss (scripts/api_coverage.txt:521)
+  // torch.l1_loss (scripts/api_coverage.txt:522)
   [&] { (void)(td::l1_loss(td, other)); }();
-  // torch.lerp (scripts/api_coverage.txt:522)
+  // torch.lerp (scripts/api_coverage.txt:523)
   [&] { (void)(td::lerp(td, other, 0.5)); }();
-  // torch.lgamma (scripts/api_coverage.txt:523)
+  // torch.lgamma (scripts/api_coverage.txt:524)
   [&] { (void)(td::lgamma(td)); }();
-  // torch.log (scripts/api_coverage.txt:524)
+  // torch.log (scripts/api_coverage.txt:525)
   [&] { (void)(td::log(td)); }();
-  // torch.log10 (scripts/api_coverage.txt:525)
+  // torch.log10 (scripts/api_coverage.txt:526)
   [&] { (void)(td::log10(td)); }();
-  // torch.log10_ (scripts/api_coverage.txt:526)
+  // torch.log10_ (scripts/api_coverage.txt:527)
   [&] { (void)(td::log10_(td)); }();
-  // torch.log1p (scripts/api_coverage.txt:527)
+  // torch.log1p (scripts/api_coverage.txt:528)
   [&] { (void)(td::log1p(td)); }();
-  // torch.log1p_ (scripts/api_coverage.txt:528)
+  // torch.log1p_ (scripts/api_coverage.txt:529)
   [&] { (void)(td::log1p_(td)); }();
-  // torch.log2 (scripts/api_coverage.txt:529)
+  // torch.log2 (scripts/api_coverage.txt:530)
   [&] { (void)(td::log2(td)); }();
-  // torch.log2_ (scripts/api_coverage.txt:530)
+  // torch.log2_ (scripts/api_coverage.txt:531)
   [&] { (void)(td::log2_(td)); }();
-  // torch.log_ (scripts/api_coverage.txt:531)
+  // torch.log_ (scripts/api_coverage.txt:532)
   [&] { (void)(td::log_(td)); }();
-  // torch.logical_and (scripts/api_coverage.txt:532)
+  // torch.logical_and (scripts/api_coverage.txt:533)
   [&] { (void)(td::logical_and(td, other)); }();
-  // torch.masked_select (scripts/api_coverage.txt:533)
+  // torch.masked_select (scripts/api_coverage.txt:534)
   [&] { (void)(td::masked_select(td, mask)); }();
-  // torch.maximum (scripts/api_coverage.txt:534)
+  // torch.maximum (scripts/api_coverage.txt:535)
   [&] { (void)(td::maximum(td, other)); }();
-  // torch.mean (scripts/api_coverage.txt:535)
+  // torch.mean (scripts/api_coverage.txt:536)
   [&] { (void)(td::mean(td, 0)); }();
-  // torch.minimum (scripts/api_coverage.txt:536)
+  // torch.minimum (scripts/api_coverage.txt:537)
   [&] { (void)(td::minimum(td, other)); }();
-  // torch.moveaxis (scripts/api_coverage.txt:537)
+  // torch.moveaxis (scripts/api_coverage.txt:538)
   [&] { (void)(td::moveaxis(td, 0, 1)); }();
-  // torch.movedim (scripts/api_coverage.txt:538)
+  // torch.movedim (scripts/api_coverage.txt:539)
   [&] { (void)(td::movedim(td, 0, 1)); }();
-  // torch.mse_loss (scripts/api_coverage.txt:539)
+  // torch.mse_loss (scripts/api_coverage.txt:540)
   [&] { (void)(td::mse_loss(td, other)); }();
-  // torch.mul (scripts/api_coverage.txt:540)
+  // torch.mul (scripts/api_coverage.txt:541)
   [&] { (void)(td::mul(td, other)); }();
-  // torch.narrow (scripts/api_coverage.txt:541)
+  // torch.narrow (scripts/api_coverage.txt:542)
   [&] { (void)(td::narrow(td, 0, 0, 1)); }();
-  // torch.neg (scripts/api_coverage.txt:542)
+  // torch.neg (scripts/api_coverage.txt:543)
   [&] { (void)(td::neg(td)); }();
-  // torch.neg_ (scripts/api_coverage.txt:543)
+  // torch.neg_ (scripts/api_coverage.txt:544)
   [&] { (void)(td::neg_(td)); }();
-  // torch.ones_like (scripts/api_coverage.txt:544)
+  // torch.ones_like (scripts/api_coverage.txt:545)
   [&] { (void)(td::ones_like(td)); }();
-  // torch.permute (scripts/api_coverage.txt:545)
+  // torch.permute (scripts/api_coverage.txt:546)
   [&] { (void)(td::permute(td, {1, 0})); }();
-  // torch.pow (scripts/api_coverage.txt:546)
+  // torch.pow (scripts/api_coverage.txt:547)
   [&] { (void)(td::pow(td, 2)); }();
-  // torch.rand_like (scripts/api_coverage.txt:547)
+  // torch.rand_like (scripts/api_coverage.txt:548)
   [&] { (void)(td::rand_like(td)); }();
-  // torch.randn_like (scripts/api_coverage.txt:548)
+  // torch.randn_like (scripts/api_coverage.txt:549)
   [&] { (void)(td::randn_like(td)); }();
-  // torch.reciprocal (scripts/api_coverage.txt:549)
+  // torch.reciprocal (scripts/api_coverage.txt:550)
   [&] { (void)(td::reciprocal(td)); }();
-  // torch.reciprocal_ (scripts/api_coverage.txt:550)
+  // torch.reciprocal_ (scripts/api_coverage.txt:551)
   [&] { (void)(td::reciprocal_(td)); }();
-  // torch.repeat_interleave (scripts/api_coverage.txt:551)
+  // torch.repeat_interleave (scripts/api_coverage.txt:552)
   [&] { (void)(td::repeat_interleave(td, 2, 0)); }();
-  // torch.reshape (scripts/api_coverage.txt:552)
+  // torch.reshape (scripts/api_coverage.txt:553)
   [&] { (void)(td::reshape(td, {-1})); }();
-  // torch.roll (scripts/api_coverage.txt:553)
+  // torch.roll (scripts/api_coverage.txt:554)
   [&] { (void)(td::roll(td, 1, 0)); }();
-  // torch.rot90 (scripts/api_coverage.txt:554)
+  // torch.rot90 (scripts/api_coverage.txt:555)
   [&] { (void)(td::rot90(td)); }();
-  // torch.round (scripts/api_coverage.txt:555)
+  // torch.round (scripts/api_coverage.txt:556)
   [&] { (void)(td::round(td)); }();
-  // torch.round_ (scripts/api_coverage.txt:556)
+  // torch.round_ (scripts/api_coverage.txt:557)
   [&] { (void)(td::round_(td)); }();
-  // torch.rsub (scripts/api_coverage.txt:557)
+  // torch.rsub (scripts/api_coverage.txt:558)
   [&] { (void)(td::rsub(td, other)); }();
-  // torch.sigmoid (scripts/api_coverage.txt:558)
+  // torch.sigmoid (scripts/api_coverage.txt:559)
   [&] { (void)(td::sigmoid(td)); }();
-  // torch.sigmoid_ (scripts/api_coverage.txt:559)
+  // torch.sigmoid_ (scripts/api_coverage.txt:560)
   [&] { (void)(td::sigmoid_(td)); }();
-  // torch.sign (scripts/api_coverage.txt:560)
+  // torch.sign (scripts/api_coverage.txt:561)
   [&] { (void)(td::sign(td)); }();
-  // torch.sin (scripts/api_coverage.txt:561)
+  // torch.sin (scripts/api_coverage.txt:562)
   [&] { (void)(td::sin(td)); }();
-  // torch.sin_ (scripts/api_coverage.txt:562)
+  // torch.sin_ (scripts/api_coverage.txt:563)
   [&] { (void)(td::sin_(td)); }();
-  // torch.sinh (scripts/api_coverage.txt:563)
+  // torch.sinh (scripts/api_coverage.txt:564)
   [&] { (void)(td::sinh(td)); }();
-  // torch.sinh_ (scripts/api_coverage.txt:564)
+  // torch.sinh_ (scripts/api_coverage.txt:565)
   [&] { (void)(td::sinh_(td)); }();
-  // torch.smooth_l1_loss (scripts/api_coverage.txt:565)
+  // torch.smooth_l1_loss (scripts/api_coverage.txt:566)
   [&] { (void)(td::smooth_l1_loss(td, other)); }();
-  // torch.split (scripts/api_coverage.txt:566)
+  // torch.split (scripts/api_coverage.txt:567)
   [&] { (void)(td::split(td, 2)); }();
-  // torch.sqrt (scripts/api_coverage.txt:567)
+  // torch.sqrt (scripts/api_coverage.txt:568)
   [&] { (void)(td::sqrt(td)); }();
-  // torch.sqrt_ (scripts/api_coverage.txt:568)
+  // torch.sqrt_ (scripts/api_coverage.txt:569)
   [&] { (void)(td::sqrt_(td)); }();
-  // torch.squeeze (scripts/api_coverage.txt:569)
+  // torch.squeeze (scripts/api_coverage.txt:570)
   [&] { (void)(td::squeeze(td)); }();
-  // torch.stack (scripts/api_coverage.txt:570)
+  // torch.stack (scripts/api_coverage.txt:571)
   [&] { (void)(td::stack(tds, 0)); }();
-  // torch.std (scripts/api_coverage.txt:571)
+  // torch.std (scripts/api_coverage.txt:572)
   [&] { (void)(td::std(td, 0)); }();
-  // torch.sub (scripts/api_coverage.txt:572)
+  // torch.sub (scripts/api_coverage.txt:573)
   [&] { (void)(td::sub(td, other)); }();
-  // torch.sum (scripts/api_coverage.txt:573)
+  // torch.sum (scripts/api_coverage.txt:574)
   [&] { (void)(td::sum(td, 0)); }();
-  // torch.swapaxes (scripts/api_coverage.txt:574)
+  // torch.swapaxes (scripts/api_coverage.txt:575)
   [&] { (void)(td::swapaxes(td, 0, 1)); }();
-  // torch.swapdims (scripts/api_coverage.txt:575)
+  // torch.swapdims (scripts/api_coverage.txt:576)
   [&] { (void)(td::swapdims(td, 0, 1)); }();
-  // torch.tan (scripts/api_coverage.txt:576)
+  // torch.tan (scripts/api_coverage.txt:577)
   [&] { (void)(td::tan(td)); }();
-  // torch.tan_ (scripts/api_coverage.txt:577)
+  // torch.tan_ (scripts/api_coverage.txt:578)
   [&] { (void)(td::tan_(td)); }();
-  // torch.tanh (scripts/api_coverage.txt:578)
+  // torch.tanh (scripts/api_coverage.txt:579)
   [&] { (void)(td::tanh(td)); }();
-  // torch.tanh_ (scripts/api_coverage.txt:579)
+  // torch.tanh_ (scripts/api_coverage.txt:580)
   [&] { (void)(td::tanh_(td)); }();
-  // torch.tensor_split (scripts/api_coverage.txt:580)
+  // torch.tensor_split (scripts/api_coverage.txt:581)
   [&] { (void)(td::tensor_split(td, 2)); }();
-  // torch.tile (scripts/api_coverage.txt:581)
+  // torch.tile (scripts/api_coverage.txt:582)
   [&] { (void)(td::tile(td, {2})); }();
-  // torch.transpose (scripts/api_coverage.txt:582)
+  // torch.transpose (scripts/api_coverage.txt:583)
   [&] { (void)(td::transpose(td, 0, 1)); }();
-  // torch.trunc (scripts/api_coverage.txt:583)
+  // torch.trunc (scripts/api_coverage.txt:584)
   [&] { (void)(td::trunc(td)); }();
-  // torch.trunc_ (scripts/api_coverage.txt:584)
+  // torch.trunc_ (scripts/api_coverage.txt:585)
   [&] { (void)(td::trunc_(td)); }();
-  // torch.unbind (scripts/api_coverage.txt:585)
+  // torch.unbind (scripts/api_coverage.txt:586)
   [&] { (void)(td::unbind(td, 0)); }();
-  // torch.unflatten (scripts/api_coverage.txt:586)
+  // torch.unflatten (scripts/api_coverage.txt:587)
   [&] { (void)(td::unflatten(td, 0, {2, 3})); }();
-  // torch.unsqueeze (scripts/api_coverage.txt:587)
+  // torch.unsqueeze (scripts/api_coverage.txt:588)
   [&] { (void)(td::unsqueeze(td, 0)); }();
-  // torch.var (scripts/api_coverage.txt:588)
+  // torch.var (scripts/api_coverage.txt:589)
   [&] { (void)(td::var(td, 0)); }();
-  // torch.where (scripts/api_coverage.txt:589)
+  // torch.where (scripts/api_coverage.txt:590)
   [&] { (void)(td::where(mask, td, other)); }();
-  // torch.zeros_like (scripts/api_coverage.txt:590)
+  // torch.zeros_like (scripts/api_coverage.txt:591)
   [&] { (void)(td::zeros_like(td)); }();
 }

@@ -727,7 +727,7 @@ TEST_CASE("pack and PackLayout::unpack: columns in sorted key order, any dim, an
   CHECK_THROWS_WITH_AS(layout.unpack(torch::zeros({2, 5})), doctest::Contains("has 5 columns; the layout has 4"), td::BatchSizeError);
 }
 
-#if TENSORDICT_HAS_WIDE_UINT
+#if TENSORDICT_HAS_UINT_DTYPES
 TEST_CASE("uint16, uint32, uint64: casts of libtorch 2.3 and later") {
   TensorDict t(td::BatchSize{3});
   t.set("a", torch::tensor({0.f, 7.f, 65535.f}));
@@ -738,3 +738,33 @@ TEST_CASE("uint16, uint32, uint64: casts of libtorch 2.3 and later") {
   CHECK(t.uint16().get("a").to(torch::kFloat).equal(t.get("a")));
 }
 #endif
+
+TEST_CASE("attrs and to(attrs): leaf by leaf devices and dtypes") {
+  TensorDict t(td::BatchSize{3});
+  t.set("a", torch::zeros({3, 2}));
+  t.set({"n", "b"}, torch::zeros({3}, torch::kInt));
+  t.set({"n", "c"}, torch::zeros({3}, torch::kBool));
+  t.set("tag", "kept");
+  const TensorDict a = t.attrs();
+  CHECK(a.batch_size().empty());
+  CHECK(a.entry("a").non_tensor().value == td::Json::parse(R"({"device":"cpu","dtype":"torch.float32","shape":[3,2]})"));
+  CHECK(a.entry({"n", "b"}).non_tensor().value["dtype"].str() == "torch.int32");
+  CHECK_FALSE(a.contains("tag"));
+  TensorDict other(td::BatchSize{3});
+  other.set("a", torch::ones({3, 2}, torch::kDouble));
+  other.set({"n", "b"}, torch::ones({3}));
+  other.set({"n", "c"}, torch::ones({3}, torch::kLong));
+  const TensorDict cast = other.to(a);
+  CHECK((cast.get("a").scalar_type() == torch::kFloat));
+  CHECK((cast.get({"n", "b"}).scalar_type() == torch::kInt));
+  CHECK((cast.get({"n", "c"}).scalar_type() == torch::kBool));
+  CHECK(cast.get({"n", "b"}).equal(torch::ones({3}, torch::kInt)));
+  CHECK((other.get("a").scalar_type() == torch::kDouble));  // the source is unchanged
+  const TensorDict only_shape = td::attrs(t, {"shape"});
+  CHECK(only_shape.entry("a").non_tensor().value["dtype"].is_null());
+  CHECK((other.to(only_shape).get("a").scalar_type() == torch::kDouble));  // nothing to cast to
+  TensorDict extra = other.clone();
+  extra.set("z", torch::zeros({3}));
+  CHECK_THROWS_WITH_AS(extra.to(a), doctest::Contains("'z' has no attributes"), td::KeyError);
+  CHECK_THROWS_WITH_AS(td::attrs(t, {"size"}), doctest::Contains("not \"size\""), td::Error);
+}

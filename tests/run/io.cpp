@@ -863,6 +863,9 @@ TEST_CASE("interop: the saves Python checks") {
     td::make_memmap(made, {"new", "deep"}, {2}, torch::kDouble).copy_(torch::tensor({1.5, 2.5}, torch::kDouble));
     td::make_memmap_from_tensor(made, "copied key/x", torch::arange(4).view({2, 2}));
   }
+  // A save packed into one archive (Python maps it with load_memmap).
+  td::memmap(grow, out / "to_pack", {.overwrite = true});
+  td::pack_memmap(out / "to_pack", out / "packed.tdz");
   // Tables: JSON records and JSON Lines, nested keys joined by "/".
   {
     TensorDict rec(BatchSize{3});
@@ -1092,6 +1095,18 @@ TEST_CASE("interop: Python's dim names, TensorDict subclasses, list fields, lazy
   write(tmp.path / "n" / "meta.json", j.dump());
   CHECK_THROWS_WITH_AS(td::load_memmap(tmp.path / "n"), doctest::Contains("meta.json: set_names: the name 'b' names two dims"),
                        td::FormatError);
+}
+
+TEST_CASE("interop: an archive written by Python's save(\"x.tdz\") unpacks and loads") {
+  const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "python";
+  CHECK(td::is_memmap_archive(data / "packed.tdz"));
+  const fs::path dir = fs::temp_directory_path() / ("td_unpacked_" + std::to_string(::getpid()));
+  td::unpack_memmap(data / "packed.tdz", dir);
+  const TensorDict t = td::load_memmap(dir);
+  CHECK(t["x"].equal(torch::arange(5, torch::kFloat)));
+  CHECK(t.get({"s", "z"}).equal(torch::ones({5, 2}, torch::kShort)));
+  CHECK(t.get<std::string>("name") == "py");
+  fs::remove_all(dir);
 }
 
 TEST_CASE("interop: records written by Python's to_json read with from_json, and C++'s read by Python") {

@@ -717,6 +717,13 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// Every tensor cast to `dtype` (`tensordict::to`).
   template <class = void>
   [[nodiscard]] TensorDict to(c10::ScalarType dtype) const { return tensordict::to(*this, dtype); }
+  /// Each tensor cast to the device and dtype that `attrs` records for its key (Python's
+  /// `td.to(td.attrs())`; `tensordict::attrs` in dict/functions.hpp).
+  template <class D = TensorDict>
+  [[nodiscard]] TensorDict to(const D& attrs) const { return to_attrs_impl(*this, attrs); }
+  /// Each tensor leaf's device, dtype and shape (`tensordict::attrs`).
+  template <class D = TensorDict>
+  [[nodiscard]] D attrs(const std::vector<std::string>& fields = {"device", "dtype", "shape"}) const { return attrs_impl(static_cast<const D&>(*this), fields); }
 
 
   /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested

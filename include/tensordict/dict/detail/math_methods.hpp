@@ -1,5 +1,4 @@
 #pragma once
-#include <torch/version.h>
 /// \file
 /// `TensorDict`'s arithmetic methods, with Python tensordict's names: each is the free function
 /// of math.hpp (one foreach call per operation over all tensors, in-place forms without
@@ -12,14 +11,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "../../dtype.hpp"
 #include "../../math.hpp"
-
-/// 1 where libtorch has the uint16, uint32 and uint64 dtypes (2.3 and later), else 0.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
-#define TENSORDICT_HAS_WIDE_UINT 1
-#else
-#define TENSORDICT_HAS_WIDE_UINT 0
-#endif
 
 namespace tensordict::detail {
 
@@ -319,7 +312,7 @@ class TensorDictMath {
   [[nodiscard]] D int32() const { return self().to(at::kInt); }
   [[nodiscard]] D int64() const { return self().to(at::kLong); }
   [[nodiscard]] D uint8() const { return self().to(at::kByte); }
-#if TENSORDICT_HAS_WIDE_UINT
+#if TENSORDICT_HAS_UINT_DTYPES
   /// The unsigned dtypes of libtorch 2.3 and later (none before: the methods are absent there).
   [[nodiscard]] D uint16() const { return self().to(at::kUInt16); }
   [[nodiscard]] D uint32() const { return self().to(at::kUInt32); }
