@@ -99,3 +99,43 @@ TEST_CASE("io: growing a save in place") {
   CHECK(td::load_memmap(dir).batch_size() == td::BatchSize{120});
   fs::remove_all(dir);
 }
+
+TEST_CASE("io: entries added to a mapped save") {
+  const fs::path dir = fresh_dir("make");
+  td::TensorDict td({{"obs", torch::rand({100, 4})}}, td::BatchSize{100});
+  td::memmap_(td, dir);                                    // saved, leaves now map the files
+  at::Tensor q = td::make_memmap(td, {"stats", "q"}, {100, 2}, torch::kFloat);
+  q.fill_(1);                                              // written into the save
+  td::make_memmap_from_tensor(td, "mask", torch::ones({100}, torch::kBool));
+  CHECK(td::saved_path(td) == fs::absolute(dir).lexically_normal());
+  td::TensorDict reader = td::load_memmap(dir);
+  td::append_memmap(dir, td::zeros_like(td::index(td, {torch::indexing::Slice(0, 10)})));
+  td::memmap_refresh_(reader);                             // sees the 110 rows
+  CHECK(reader.batch_size() == td::BatchSize{110});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("io: tables") {
+  const fs::path dir = fresh_dir("tables");
+  fs::create_directories(dir);
+  td::TensorDict td({{"step", torch::arange(3)}, {"obs", td::TensorDict({{"x", torch::rand({3})}}, td::BatchSize{3})}},
+                    td::BatchSize{3});
+  td::to_csv(td, dir / "log.csv", {.separator = "."});     // step,obs.x
+  td::TensorDict back = td::from_csv(dir / "log.csv", {.separator = "."});
+  td::to_json(td, dir / "log.jsonl", {.separator = "/", .lines = true});
+  td::TensorDict records = td::from_json(dir / "log.jsonl", {.separator = "/", .lines = true});
+  CHECK(back.get({"obs", "x"}).to(torch::kFloat).equal(td.get({"obs", "x"})));
+  CHECK(records.get("step").equal(td.get("step")));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("io: one-file archives") {
+  const fs::path dir = fresh_dir("archive");
+  td::TensorDict td({{"obs", torch::rand({10, 4})}}, td::BatchSize{10});
+  td::memmap(td, dir / "save");
+  td::pack_memmap(dir / "save", dir / "save.tdz");         // Python's load_memmap maps it
+  CHECK(td::is_memmap_archive(dir / "save.tdz"));
+  td::unpack_memmap(dir / "save.tdz", dir / "unpacked");   // and Python's save("x.tdz") unpacks
+  CHECK(td::load_memmap(dir / "unpacked").get("obs").equal(td.get("obs")));
+  fs::remove_all(dir);
+}

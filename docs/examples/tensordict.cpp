@@ -186,3 +186,29 @@ TEST_CASE("TensorDict: padding episodes of different lengths, and back") {
   CHECK(thirds[0].batch_size() == td::BatchSize({2}));
   CHECK(td::equal(into, td::stack({short_ep, short_ep})));
 }
+
+TEST_CASE("TensorDict: one tensor of features, and back") {
+  TensorDict obs({{"p", torch::zeros({5})}, {"v", torch::ones({5, 3})}}, td::BatchSize({5}));
+  obs.set({"nested", "stress"}, torch::ones({5, 3, 3}));
+  auto [flat, layout] = td::pack(obs);                                      // flat, layout = td.pack()
+  TensorDict rows = layout.unpack(flat.index_select(0, torch::tensor({0, 2})));  // layout.unpack(...)
+  auto [again, same] = td::pack(obs, -1, layout);                           // td.pack(layout=layout)
+  CHECK(flat.sizes() == torch::IntArrayRef({5, 13}));                       // [batch, 9 + 1 + 3]
+  CHECK(rows.batch_size() == td::BatchSize({2}));
+  CHECK(same == layout);
+}
+
+TEST_CASE("TensorDict: new trees from data, pytrees, per-leaf casts") {
+  TensorDict td({{"x", torch::zeros({3, 4})}, {"i", torch::zeros({3}, torch::kLong)}}, td::BatchSize({3}));
+  TensorDict copies = td.new_tensor(torch::tensor({1.5, 2.5}));             // td.new_tensor([1.5, 2.5])
+  std::vector<torch::Tensor> pytree{torch::zeros({3}), torch::ones({3, 2})};
+  TensorDict from = td::from_pytree(pytree, std::nullopt, true);           // from_pytree(..., auto_batch_size=True)
+  auto back = td::to_pytree<std::vector<torch::Tensor>>(from);              // from.to_pytree()
+  TensorDict cast = td::ones_like(td).to(torch::kDouble).to(td.attrs());    // other.to(td.attrs())
+  TensorDict q = td.to(torch::kFloat).quantile(torch::tensor({0.1, 0.9}), 0);  // td.quantile(q_tensor, dim=0)
+  CHECK(copies.get("i").equal(torch::tensor({1, 2})));                      // each leaf's dtype
+  CHECK(from.batch_size() == td::BatchSize({3}));
+  CHECK(back.size() == 2);
+  CHECK(cast.get("i").scalar_type() == torch::kLong);
+  CHECK(q.batch_size() == td::BatchSize({2}));
+}

@@ -545,7 +545,7 @@ def make_case(rng, cid):
         elif name == "rearrange":
             fn = rng.choice(["roll", "flip", "narrow", "repeat", "repeat_interleave", "tile",
                              "gather", "expand_as", "fliplr", "flipud", "pad", "pad",
-                             "rot90", "movedim", "swapdims", "atleast_3d", "softmax", "mod", "rsub"])
+                             "rot90", "movedim", "swapdims", "atleast_3d", "softmax", "mod", "rsub", "pack"])
             op["fn"] = fn
             if fn == "roll":
                 k = rng.randint(1, max(1, nd))
@@ -594,6 +594,9 @@ def make_case(rng, cid):
             elif fn in ("mod", "rsub"):
                 op["value"] = rng.choice([2, 3, -2, 1.5])
                 run = lambda: getattr(td, fn)(op["value"])
+            elif fn == "pack":
+                op["dim"] = rng.randint(-nd - 2, nd + 1)
+                run = lambda: td.pack(op["dim"])[0]
             elif fn == "pad":
                 k = 2 * rng.randint(0, nd) + (1 if rng.random() < 0.05 else 0) + (2 if rng.random() < 0.05 else 0)
                 op["pad_size"] = [rng.choice([0, 0, 1, 2, 3, -1]) for _ in range(k)]
@@ -603,7 +606,7 @@ def make_case(rng, cid):
                 run = getattr(td, fn)
         elif name == "create":
             fn = rng.choice(["zeros_like", "ones_like", "full_like", "new_zeros", "new_ones",
-                             "new_full", "param_count", "bytes"])
+                             "new_full", "param_count", "bytes", "new_tensor"])
             op["fn"] = fn
             op["size"] = [rng.choice([0, 1, 2, 3]) for _ in range(rng.randint(0, 3))]
             op["value"] = rng.choice([0, 1, -3, 2.5])
@@ -614,7 +617,8 @@ def make_case(rng, cid):
                    "new_ones": lambda: td.new_ones(*op["size"]),
                    "new_full": lambda: td.new_full(op["size"], op["value"]),
                    "param_count": lambda: td.param_count(),
-                   "bytes": lambda: td.bytes()}[fn]
+                   "bytes": lambda: td.bytes(),
+                   "new_tensor": lambda: td.new_tensor(torch.full(op["size"], op["value"]))}[fn]
         elif name == "reduce":
             run = make_reduce(rng, td, batch, op)
             case["input"] = enc_td(td)  # make_reduce may have rewritten the values

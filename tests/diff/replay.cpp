@@ -448,6 +448,7 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
     if (fn == "softmax") return as_td(td::softmax(t, i64("dim")));
     if (fn == "mod") return as_td(td::mod(t, dec_scalar(op.at("value"))));
     if (fn == "rsub") return as_td(td::rsub(t, dec_scalar(op.at("value"))));
+    if (fn == "pack") return Ts{td::pack(t, i64("dim")).first};
   }
   if (name == "create") {
     const auto fn = op.at("fn").get<std::string>();
@@ -461,6 +462,7 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
     if (fn == "new_full") return as_td(td::new_full(t, size, v));
     if (fn == "param_count") return td::param_count(t);
     if (fn == "bytes") return td::bytes(t);
+    if (fn == "new_tensor") return as_td(td::new_tensor(t, torch::full(size, v)));
   }
   if (name == "masked_select") return as_td(td::masked_select(t, dec_tensor(op.at("mask"))));
   if (name == "masked_fill_") {
