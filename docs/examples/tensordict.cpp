@@ -209,6 +209,6 @@ TEST_CASE("TensorDict: new trees from data, pytrees, per-leaf casts") {
   CHECK(copies.get("i").equal(torch::tensor({1, 2})));                      // each leaf's dtype
   CHECK(from.batch_size() == td::BatchSize({3}));
   CHECK(back.size() == 2);
-  CHECK(cast.get("i").scalar_type() == torch::kLong);
+  CHECK((cast.get("i").scalar_type() == torch::kLong));
   CHECK(q.batch_size() == td::BatchSize({2}));
 }

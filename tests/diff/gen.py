@@ -596,6 +596,9 @@ def make_case(rng, cid):
                 run = lambda: getattr(td, fn)(op["value"])
             elif fn == "pack":
                 op["dim"] = rng.randint(-nd - 2, nd + 1)
+                if rng.random() < 0.8:  # most trees packable: one dtype, no non-tensor entries
+                    td = td.filter_non_tensor_data().to(rng.choice([torch.float32, torch.int64, torch.bool]))
+                    case["input"] = enc_td(td)
                 run = lambda: td.pack(op["dim"])[0]
             elif fn == "pad":
                 k = 2 * rng.randint(0, nd) + (1 if rng.random() < 0.05 else 0) + (2 if rng.random() < 0.05 else 0)

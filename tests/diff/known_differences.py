@@ -203,6 +203,14 @@ KNOWN = [
             "leaves and the levels they emptied, as Python does when only some go.",
      "match": lambda c: _op(c) == "apply" and not _ok(c)
      and "'NoneType' object has no attribute 'keys'" in c["expect"]["error"]},
+    {"name": "repeat_nothing_0d_leaf", "kind": "python_bug",
+     "why": "repeat() with no repeats of a tree without batch dims raises TypeError in Python "
+            "when a leaf has no dims (torch's Python binding refuses an empty repeat list; "
+            "leaves with dims get one repeat each and pass); C++ returns the tree, as Python "
+            "does for every other tree without batch dims.",
+     "match": lambda c: _op(c) == "rearrange" and c["op"].get("fn") == "repeat" and not _ok(c)
+     and c["op"]["repeats"] == [] and _batch(c) == []
+     and "missing 1 required positional arguments" in c["expect"]["error"]},
     {"name": "stack_dim_out_of_range", "kind": "cpp_stricter",
      "why": "torch.stack / lazy_stack / torch.cat of TensorDicts accept a dim outside the batch "
             "dims in Python (stack gives a batch size its leaves do not have, lazy_stack wraps "
@@ -265,6 +273,15 @@ KNOWN = [
             "has and drops the others without a word; C++ refuses, naming the keys of both "
             "trees, as stack does (a dropped observation is data lost).",
      "match": lambda c: _op(c) == "pad_sequence" and _ok(c) and _keys_differ(c)},
+    {"name": "rot90_dims_past_batch_dims", "kind": "cpp_stricter",
+     "why": "rot90 with a dim outside the batch dims, or twice the same dim: Python returns "
+            "the tree unchecked when k is a multiple of 4, and otherwise rotates the leaves' own "
+            "dims (a negative dim counted from each leaf's last dim); C++ raises an error naming "
+            "the dims and the batch size whatever k, as torch.rot90 does.",
+     "match": lambda c: _op(c) == "rearrange" and c["op"].get("fn") == "rot90" and _ok(c)
+     and (any(not -len(_batch(c)) <= d < len(_batch(c)) for d in c["op"]["dims"])
+          or (c["op"]["k"] % 4 == 0 and len(_batch(c)) >= 2
+              and c["op"]["dims"][0] % len(_batch(c)) == c["op"]["dims"][1] % len(_batch(c))))},
     {"name": "pad_sequence_broadcasts_size_one", "kind": "python_bug",
      "why": "pad_sequence of leaves that differ outside pad_dim where one has size 1 there: "
             "Python copies it across the other's size (torch's pad_sequence broadcasts), "

@@ -448,7 +448,7 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
     if (fn == "softmax") return as_td(td::softmax(t, i64("dim")));
     if (fn == "mod") return as_td(td::mod(t, dec_scalar(op.at("value"))));
     if (fn == "rsub") return as_td(td::rsub(t, dec_scalar(op.at("value"))));
-    if (fn == "pack") return Ts{td::pack(t, i64("dim")).first};
+    if (fn == "pack") return std::vector<torch::Tensor>{td::pack(t, i64("dim")).first};
   }
   if (name == "create") {
     const auto fn = op.at("fn").get<std::string>();
@@ -596,7 +596,10 @@ int main(int argc, char** argv) {
   for (const json& c : all.at("cases")) {
     ++n;
     const json& op = c.at("op");
-    g_close = op.at("name").get<std::string>() == "reduce" || op.at("name").get<std::string>() == "unary";
+    // Computed values (reductions, elementwise math, softmax) compare within a tolerance: the
+    // kernels of libtorch 1.x and 2.x round differently (float16 softmax by one unit).
+    g_close = op.at("name").get<std::string>() == "reduce" || op.at("name").get<std::string>() == "unary" ||
+              (op.contains("fn") && op.at("fn").is_string() && op.at("fn").get<std::string>() == "softmax");
     std::vector<TensorDict> inputs;
     if (c.contains("inputs")) {
       for (const auto& t : c.at("inputs")) inputs.push_back(dec_td(t));

@@ -40,10 +40,10 @@ inline std::vector<int64_t> torch_pad(c10::IntArrayRef pad_size, int64_t rank) {
   return out;
 }
 
-// `constant_pad_nd`, also for an empty tensor (libtorch 1.x refuses one: "negative output size").
+// `constant_pad_nd`, also for an empty tensor or an empty result (libtorch 1.x refuses both:
+// "negative output size").
 template <class = void>
 inline at::Tensor constant_pad(const at::Tensor& x, c10::IntArrayRef p, const at::Scalar& value) {
-  if (x.numel() != 0) return at::constant_pad_nd(x, p, value);
   std::vector<int64_t> shape = x.sizes().vec();
   for (std::size_t i = 0; i < p.size() / 2; ++i) {
     int64_t& s = shape[shape.size() - 1 - i];
@@ -54,6 +54,8 @@ inline at::Tensor constant_pad(const at::Tensor& x, c10::IntArrayRef p, const at
                               " a negative size");
     }
   }
+  const bool empty_out = std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end();
+  if (x.numel() != 0 && !empty_out) return at::constant_pad_nd(x, p, value);
   return at::full(shape, value, x.options());
 }
 

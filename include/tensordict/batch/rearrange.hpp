@@ -145,7 +145,7 @@ template <tree T>
 template <tree T>
 [[nodiscard]] T repeat(const T& t, c10::IntArrayRef repeats) {
   const BatchSize bs = batch_size(t);
-  if (repeats.size() != bs.size() || repeats.empty()) {
+  if (repeats.size() != bs.size()) {  // none for a tree without batch dims, as Python's
     throw Error("repeat: " + std::to_string(repeats.size()) + " repeats for the batch size " + detail::bs_str(bs) +
                 "; give one per batch dim");
   }

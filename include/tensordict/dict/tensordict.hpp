@@ -719,7 +719,8 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   [[nodiscard]] TensorDict to(c10::ScalarType dtype) const { return tensordict::to(*this, dtype); }
   /// Each tensor cast to the device and dtype that `attrs` records for its key (Python's
   /// `td.to(td.attrs())`; `tensordict::attrs` in dict/functions.hpp).
-  template <class D = TensorDict>
+  template <class D>
+    requires std::is_same_v<D, TensorDict>
   [[nodiscard]] TensorDict to(const D& attrs) const { return to_attrs_impl(*this, attrs); }
   /// Each tensor leaf's device, dtype and shape (`tensordict::attrs`).
   template <class D = TensorDict>

@@ -65,7 +65,13 @@ template <tree T>
   const BatchSize* own = detail::own_batch_size(t);
   const BatchSize bs = own ? *own : BatchSize{};
   const int64_t d = detail::batch_dim("softmax", dim, bs.size(), bs);
-  return detail::leafwise("softmax", t, [&](const at::Tensor& x) { return dtype ? at::softmax(x, d, *dtype) : at::softmax(x, d); });
+  return detail::leafwise("softmax", t, [&](const at::Tensor& x) {
+    if (dtype) return at::softmax(x, d, *dtype);
+    // libtorch 1.x has no float16 CPU kernel: computed in float32 and rounded back, as torch 2.x
+    // computes it.
+    if (x.is_cpu() && x.scalar_type() == at::kHalf) return at::softmax(x.to(at::kFloat), d).to(at::kHalf);
+    return at::softmax(x, d);
+  });
 }
 
 namespace detail {
