@@ -1,5 +1,6 @@
 // The TensorDict operations added for Python's API (padding sequences, packing into one tensor,
-// new trees from data, quantiles of several q, growing a save in place, archives, tables), one
+// new trees from data, quantiles of several q, growing a save in place, archives, tables, lazy
+// stacks of unlike elements padded or chosen from), one
 // thread, on the trees bench/compare_python_api.py builds the same way: a tree of 64 leaves (8
 // levels of 8, batch size [32, 16], each leaf [32, 16, 4] float32), 8 episodes of 16 leaves of
 // 10 to 24 steps, a table of 1000 rows and 8 columns. Prints one JSON object of microseconds per
@@ -71,6 +72,13 @@ int main(int argc, char** argv) {
   const torch::Tensor q = torch::tensor({0.1, 0.5, 0.9});
   const torch::Tensor data = torch::arange(32, torch::kFloat);
   int made = 0;
+  // 8 episodes of 10 to 24 steps, every other one with one more key: a lazy stack, padded or
+  // chosen from element by element (a condition per step).
+  std::vector<td::TensorDict> hetero = episodes, hetero_other;
+  for (std::size_t e = 0; e < hetero.size(); e += 2) hetero[e] = hetero[e].clone().set("extra", torch::zeros({hetero[e].batch_size()[0]}));
+  for (const auto& e : hetero) hetero_other.push_back(td::zeros_like(e));
+  const auto ragged = td::lazy_stack(hetero), ragged_other = td::lazy_stack(hetero_other);
+  const torch::Tensor pick = torch::tensor({true, false, true, false, true, false, true, false});
 
   std::vector<Case> cases = {
       {"pad_sequence_mask", 20, [&] { (void)td::pad_sequence(episodes, {.return_mask = true}); }},
@@ -79,8 +87,14 @@ int main(int argc, char** argv) {
       {"unpack", 20, [&] { (void)layout.unpack(flat); }},
       {"new_tensor", 20, [&] { (void)tree.new_tensor(data); }},
       {"quantile_3q_dim0", 5, [&] { (void)tree.quantile(q, 0); }},
-      {"append_memmap_2rows", 5, [&] { td::append_memmap(dir / "grow", rows); }},
-      {"make_memmap", 5, [&] { (void)td::make_memmap(mapped, "new_" + std::to_string(made++), {B, T, 4}); }},
+      // Python flushes nothing to disk: the cases beside its figures do not either (sync = false);
+      // the _synced ones are the library's default, durable across a crash of the machine.
+      {"append_memmap_2rows", 5, [&] { td::append_memmap(dir / "grow", rows, {.sync = false}); }},
+      {"append_memmap_2rows_synced", 5, [&] { td::append_memmap(dir / "grow", rows); }},
+      {"make_memmap", 5, [&] { (void)td::make_memmap(mapped, "new_" + std::to_string(made++), {B, T, 4}, torch::kFloat, {.sync = false}); }},
+      {"make_memmap_synced", 5, [&] { (void)td::make_memmap(mapped, "new_" + std::to_string(made++), {B, T, 4}); }},
+      {"lazy_to_padded", 20, [&] { (void)ragged.to_padded_tensor(0); }},
+      {"lazy_where", 20, [&] { (void)ragged.where(pick, ragged_other); }},
       {"pack_memmap", 3, [&] { td::pack_memmap(dir / "save", dir / "save.tdz"); }},
       {"unpack_memmap", 3, [&] { td::unpack_memmap(dir / "save.tdz", dir / "unpacked"); }},
       {"to_json_1000_rows", 3, [&] { td::to_json(table, dir / "t.json"); }},

@@ -16,7 +16,7 @@ import warnings
 warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
-from tensordict import TensorDict, append_memmap, pack_memmap, pad_sequence, unpack_memmap  # noqa: E402
+from tensordict import TensorDict, append_memmap, lazy_stack, pack_memmap, pad_sequence, unpack_memmap  # noqa: E402
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 torch.set_num_threads(1)
@@ -37,6 +37,10 @@ flat, layout = tree.pack()
 q = torch.tensor([0.1, 0.5, 0.9])
 data = torch.arange(32, dtype=torch.float32)
 made = [0]
+hetero = [e.clone().set("extra", torch.zeros(e.batch_size[0])) if i % 2 == 0 else e for i, e in enumerate(episodes)]
+ragged = lazy_stack(hetero)
+ragged_other = lazy_stack([torch.zeros_like(e) for e in hetero])
+pick = torch.tensor([True, False] * 4)
 
 
 def make():
@@ -53,6 +57,8 @@ cases = {
     "quantile_3q_dim0": (5, lambda: tree.quantile(q, dim=0)),
     "append_memmap_2rows": (5, lambda: append_memmap(os.path.join(d, "grow"), rows)),
     "make_memmap": (5, make),
+    "lazy_to_padded": (20, lambda: ragged.densify(layout=torch.strided).to_padded_tensor(0)),
+    "lazy_where": (20, lambda: ragged.where(pick, ragged_other)),
     "pack_memmap": (3, lambda: pack_memmap(os.path.join(d, "save"), os.path.join(d, "save.tdz"))),
     "unpack_memmap": (3, lambda: unpack_memmap(os.path.join(d, "save.tdz"), os.path.join(d, "unpacked"))),
     "to_json_1000_rows": (3, lambda: table.to_json(os.path.join(d, "t.json"))),

@@ -73,6 +73,19 @@ TEST_CASE("batch: a lazy stack along another dim") {
   CHECK(ls.dim() == 1);
 }
 
+TEST_CASE("batch: a lazy stack whose elements differ in keys and shapes") {
+  std::vector<td::TensorDict> episodes{
+      td::TensorDict({{"obs", torch::ones({3, 2})}, {"reward", torch::ones({3})}}, td::BatchSize{3}),
+      td::TensorDict({{"obs", torch::ones({5, 2})}, {"info", torch::ones({5})}}, td::BatchSize{5})};
+  auto ls = td::lazy_stack(episodes);
+  CHECK(ls.keys().size() == 1);                                   // obs: what every element has
+  td::TensorDict batch = ls.to_padded_tensor(/*padding=*/0, td::NestedKey("mask"));
+  CHECK(batch.batch_size() == td::BatchSize{2, 5});              // reward and info: 0 where missing
+  CHECK(batch["mask"].sum().item<int64_t>() == 8);
+  auto kept = ls.where(torch::tensor({true, false}), /*other=*/0.);  // element by element
+  CHECK(kept[1]["obs"].sum().item<double>() == 0);
+}
+
 TEST_CASE("batch: consolidate for one transfer") {
   State s{.pos = torch::zeros({4, 3}), .vel = torch::ones({4, 3}), .batch_size = {4}};
   State packed = td::consolidate(s);  // one storage, leaves are views into it

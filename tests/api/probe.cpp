@@ -166,6 +166,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.data_ptr()); }();
   // TensorDict.del_ (scripts/api_coverage.txt:85)
   [&] { (void)(td.del_("a")); }();
+  // TensorDict.densify (scripts/api_coverage.txt:86)
+  [&] { (void)(ls.to_padded_tensor(0.0)); }();
   // TensorDict.depth (scripts/api_coverage.txt:87)
   [&] { (void)(td.depth()); }();
   // TensorDict.detach (scripts/api_coverage.txt:88)
@@ -628,6 +630,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::to_module(td, module)); }();
   // TensorDict.to_namedtuple (scripts/api_coverage.txt:335)
   [&] { (void)(td::from_tensordict<Probe>(td)); }();
+  // TensorDict.to_padded_tensor (scripts/api_coverage.txt:336)
+  [&] { (void)(ls.to_padded_tensor(0.0, td::NestedKey("mask"))); }();
   // TensorDict.to_pytree (scripts/api_coverage.txt:339)
   [&] { (void)(td::to_pytree<std::map<std::string, torch::Tensor>>(td)); }();
   // TensorDict.to_tensordict (scripts/api_coverage.txt:342)

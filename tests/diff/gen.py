@@ -271,7 +271,8 @@ def make_case(rng, cid):
           ["stack", "cat", "unbind", "split", "split_sizes", "chunk"] * 1 + \
           ["where", "masked_fill", "to", "select", "exclude", "split_keys", "update", "replace",
            "flatten_keys", "unflatten_keys", "apply", "lazy_stack"] + ["reduce"] * 8 + \
-          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4 + ["create"] * 2 + ["rearrange"] * 4 + ["pad_sequence"] * 3
+          ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4 + ["create"] * 2 + ["rearrange"] * 4 + ["pad_sequence"] * 3 + \
+          ["lazy_padded"] * 2 + ["lazy_where"] * 2
     name = rng.choice(ops)
     use_struct = name in STRUCT_OPS and rng.random() < 0.35
     batch = rand_batch(rng)
@@ -279,6 +280,53 @@ def make_case(rng, cid):
     case = {"id": cid, "struct": "Episode" if use_struct else None}
     op = {"name": name}
     nd = len(batch)
+
+    if name in ("lazy_padded", "lazy_where"):
+        # A lazy stack of elements ragged in batch dims, feature dims and (lazy_where) keys:
+        # padded (Python: densify(layout=torch.strided).to_padded_tensor, stack dim 0), or
+        # where against another lazy stack of the same shapes, element by element.
+        shared = rand_schema(rng)
+        k = rng.randint(1, 3)
+        batches = [list(batch) for _ in range(k)]
+        for b in batches:
+            for d in range(nd):
+                if rng.random() < 0.4:
+                    b[d] = rng.choice([1, 2, 3, 4])
+        trees = [build_schema(rng, b, shared) for b in batches]
+        if rng.random() < 0.5:  # a leaf one element has more features of
+            i = rng.randrange(k)
+            leaf = rng.choice(nested_keys(trees[i], leaves_only=True))
+            x = trees[i].get(leaf)
+            if x.dim() > nd:
+                trees[i].set(leaf, torch.cat([x, x[..., :1]], -1))
+        case["inputs"] = [enc_td(t) for t in trees]
+        ls = lazy_stack(trees, 0)
+        if name == "lazy_padded":
+            op["padding"] = rng.choice([0, 1, -3])
+            ragged_batch = any(b == -1 for b in ls.batch_size)
+            op["mask_key"] = rng.choice([None, "mask", ["m", "valid"]]) if ragged_batch else None
+            mk = tuple(op["mask_key"]) if isinstance(op["mask_key"], list) else op["mask_key"]
+            # Python's densify orders keys as a set does: compared in the first element's order
+            run = lambda: order_like(ls.densify(layout=torch.strided).to_padded_tensor(op["padding"], mask_key=mk),
+                                     trees[0])
+        else:
+            others = [build_like(rng, t) for t in trees]
+            op["pad"] = None
+            if rng.random() < 0.5:
+                op["pad"] = rng.choice([0, 2, -1])
+                if k > 1 or rng.random() < 0.5:
+                    i = rng.randrange(k)
+                    drop = rng.choice(nested_keys(others[i], leaves_only=True))
+                    if len(nested_keys(others[i], leaves_only=True)) > 1:
+                        others[i] = others[i].exclude(py_key(drop))
+            op["others"] = [enc_td(t) for t in others]
+            cond = torch.rand(k) > 0.5
+            op["cond"] = enc_tensor(cond)
+            ols = lazy_stack(others, 0)
+            run = lambda: list(ls.where(cond, ols, pad=op["pad"]).tensordicts)
+        op["dim"] = 0
+        case["op"] = op
+        return case, run
 
     if name in ("stack", "cat", "lazy_stack", "pad_sequence"):
         shared = STRUCT_SCHEMA if use_struct else rand_schema(rng)

@@ -114,6 +114,20 @@ def _lazy_differ(case):
     return any(keys(t) != keys(ins[0]) or t["batch_size"] != ins[0]["batch_size"] for t in ins)
 
 
+def _ragged_features(case):
+    """Whether a leaf of the inputs differs between them in a dim past the batch dims."""
+    def feats(td, out, pre=()):
+        nb = len(td["batch_size"])
+        for k, v in td["entries"]:
+            if "td" in v:
+                feats(v["td"], out, pre + (k,))
+            elif "tensor" in v:
+                out[pre + (k,)] = tuple(v["tensor"]["shape"][nb:])
+        return out
+    all_feats = [feats(t, {}) for t in case["inputs"]]
+    return any(f.get(k, s) != s for f in all_feats for k, s in all_feats[0].items())
+
+
 def _reduce_dims(case):
     """The int dims of a reduce=True reduction, or []."""
     op = case["op"]
@@ -268,6 +282,20 @@ KNOWN = [
             "those elements exists.",
      "match": lambda c: _op(c) == "lazy_stack" and _ok(c) and c["expect"].get("dense")
      and _lazy_differ(c)},
+    {"name": "padded_mask_from_last_feature", "kind": "python_bug",
+     "why": "to_padded_tensor(mask_key=...) of a densified lazy stack takes the mask from the "
+            "last feature entry of the first padded leaf, so an element whose features are "
+            "shorter than the longest is masked out entirely; C++'s mask marks the batch "
+            "positions each element has.",
+     "match": lambda c: _op(c) == "lazy_padded" and _ok(c) and c["op"]["mask_key"] is not None
+     and _ragged_features(c)},
+    {"name": "lazy_where_empty_elements", "kind": "python_bug",
+     "why": "where on a lazy stack whose elements have an empty batch dim: Python expands the "
+            "condition over the batch shape and tests an empty slice as one bool (RuntimeError: "
+            "Boolean value of Tensor with no values is ambiguous); C++ gives each element the "
+            "condition's value at its index, and the empty result.",
+     "match": lambda c: _op(c) == "lazy_where" and not _ok(c)
+     and "Boolean value of Tensor with no values is ambiguous" in c["expect"]["error"]},
     {"name": "pad_sequence_keys_differ", "kind": "cpp_stricter",
      "why": "pad_sequence of trees whose leaf keys differ: Python pads the keys that every tree "
             "has and drops the others without a word; C++ refuses, naming the keys of both "

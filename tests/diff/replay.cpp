@@ -515,6 +515,21 @@ Result run_dict_op(const json& op, const std::vector<TensorDict>& in) {
     if (ls.is_dense()) info.dense = ls.densify();
     return info;
   }
+  if (name == "lazy_padded") {
+    std::optional<td::NestedKey> mask_key;
+    const json& mk = op.at("mask_key");
+    if (mk.is_string()) mask_key = td::NestedKey(mk.get<std::string>());
+    if (mk.is_array()) mask_key = dec_key(mk);
+    return td::lazy_stack(in, 0).to_padded_tensor(op.at("padding").get<int64_t>(), mask_key);
+  }
+  if (name == "lazy_where") {
+    std::vector<TensorDict> others;
+    for (const auto& o : op.at("others")) others.push_back(dec_td(o));
+    const auto ls = td::lazy_stack(in, 0), ols = td::lazy_stack(others, 0);
+    const torch::Tensor cond = dec_tensor(op.at("cond"));
+    const auto w = op.at("pad").is_null() ? ls.where(cond, ols) : ls.where(cond, ols, op.at("pad").get<int64_t>());
+    return w.elements();
+  }
   const TensorDict& t = in.at(0);
   auto keys = [&] {
     std::vector<td::NestedKey> ks;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "helpers.hpp"
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -18,16 +19,8 @@ using td::TensorDict;
 
 namespace {
 
-struct ArDir {
-  fs::path path;
-  ArDir() {
-    path = fs::temp_directory_path() / ("td_archive_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~ArDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+struct ArDir : th::TempDir {
+  ArDir() : th::TempDir("td_archive") {}
 };
 
 std::string bytes_of(const fs::path& p) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <unordered_map>
 
+#include "helpers.hpp"
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -552,13 +553,8 @@ TEST_CASE("containers: batch operations go through vectors and maps") {
 // ---- conversion and save/load ----------------------------------------------------------------
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("tdcpp-containers-" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : th::TempDir {
+  TempDir() : th::TempDir("tdcpp-containers") {}
 };
 }  // namespace
 

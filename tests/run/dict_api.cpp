@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "helpers.hpp"
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -22,11 +23,7 @@ using td::TensorDict;
 
 namespace {
 
-std::vector<std::string> joined(const std::vector<NestedKey>& ks) {
-  std::vector<std::string> out;
-  for (const auto& k : ks) out.push_back(k.join());
-  return out;
-}
+using th::joined;
 
 TensorDict sample() {
   return TensorDict({{"b", torch::zeros({2})},

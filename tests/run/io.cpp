@@ -22,6 +22,7 @@
 
 #include <tensordict/safetensors.hpp>
 
+#include "helpers.hpp"
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -32,16 +33,8 @@ using td::TensorDict;
 namespace {
 
 // A fresh folder under the system's temporary folder, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("tdcpp-io-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static inline int counter = 0;
+struct TempDir : th::TempDir {
+  TempDir() : th::TempDir("tdcpp-io") {}
 };
 
 std::string read(const fs::path& p) {

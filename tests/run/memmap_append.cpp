@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "helpers.hpp"
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -20,16 +21,8 @@ using td::TensorDict;
 
 namespace {
 
-struct Dir {
-  fs::path path;
-  Dir() {
-    path = fs::temp_directory_path() / ("td_append_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~Dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+struct Dir : th::TempDir {
+  Dir() : th::TempDir("td_append") {}
 };
 
 TensorDict rows_of(int64_t n, int64_t start, c10::ScalarType dt) {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "helpers.hpp"
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -115,10 +116,8 @@ Agent agent(bool head = true) {
 }
 std::vector<std::string> names(const Agent& a) { return td::key_paths(a); }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("tdcpp-nodes-" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : th::TempDir {
+  TempDir() : th::TempDir("tdcpp-nodes") {}
 };
 
 }  // namespace

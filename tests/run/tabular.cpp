@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "helpers.hpp"
 #include "types.hpp"
 
 namespace td = tensordict;
@@ -18,16 +19,8 @@ using td::TensorDict;
 
 namespace {
 
-struct TmpDir {
-  fs::path path;
-  TmpDir() {
-    path = fs::temp_directory_path() / ("td_tab_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+struct TmpDir : th::TempDir {
+  TmpDir() : th::TempDir("td_tab") {}
   fs::path file(const std::string& name, const std::string& text) const {
     std::ofstream(path / name, std::ios::binary) << text;
     return path / name;

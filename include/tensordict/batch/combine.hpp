@@ -292,6 +292,44 @@ template <tree T>
   check(out, "where");
   return out;
 }
+namespace detail {
+// Python's `pad` of `where`: `into` gets every entry of `from` it lacks, a tensor as `pad` in
+// the other's shape and dtype, a nested level with its batch size, non-tensor data as it is.
+inline void where_pad_missing(TensorDict& into, const TensorDict& from, const at::Scalar& pad) {
+  for (const auto& [key, ref] : from.items()) {
+    const std::string& name = key.back();
+    const Entry& e = ref.get();
+    if (!into.contains(name)) {
+      if (e.is_tensor()) {
+        into.set(name, at::full_like(e.tensor(), pad));
+        continue;
+      }
+      if (!e.is_tensordict()) {
+        into.set(name, e);
+        continue;
+      }
+      into.set(name, e.tensordict().empty());
+    }
+    if (e.is_tensordict()) {
+      Entry& mine = into.entry(name);
+      if (!mine.is_tensordict()) {
+        throw SpecMismatchError("where: key '" + name + "' is a tensor in one tree and a TensorDict in the other");
+      }
+      where_pad_missing(mine.tensordict(), e.tensordict(), pad);
+    }
+  }
+}
+}  // namespace detail
+
+/// `where(cond, a, b)` for TensorDicts whose keys may differ (Python's `where(..., pad=)`): a
+/// key only one of them has takes `pad` where the other would be chosen. The result has `a`'s
+/// keys, then those only `b` has.
+inline TensorDict where(const at::Tensor& cond, const TensorDict& a, const TensorDict& b, const at::Scalar& pad) {
+  TensorDict a2 = a, b2 = b;
+  detail::where_pad_missing(a2, b, pad);
+  detail::where_pad_missing(b2, a, pad);
+  return where(cond, a2, b2);
+}
 /// `where(cond, a, b)` written into `out`'s tensors (Python's `out=`), which must have the
 /// structure and shapes of the result; returns `out`.
 template <tree T>
@@ -338,6 +376,27 @@ template <tree T>
   const at::Tensor qs = q.detach().to(at::kCPU, at::kDouble).contiguous();
   if (q.dim() == 0) return quantile(t, qs.item<double>(), dim, keepdim, interpolation);
   if (qs.numel() == 0) throw Error("quantile: q is empty");
+  if (dim.kind() != Dims::Kind::elements) {
+    // One torch.quantile per leaf for every q (its q dim last while the batch dims lead, then
+    // first), rather than one pass over the tree per q.
+    detail::require_one_dim("quantile", dim);
+    for (int64_t i = 0; i < qs.numel(); ++i) detail::check_quantile(qs.data_ptr<double>()[i], interpolation);
+    const c10::string_view interp(interpolation.data(), interpolation.size());
+    const int64_t nq = qs.numel();
+    T r = detail::td_reduce("quantile", t, dim, keepdim, detail::Nested::own, [&](const at::Tensor& x, c10::IntArrayRef d, bool k) {
+      detail::check_quantile_dtype(x);
+      return at::quantile(x, qs.to(x.device(), x.scalar_type()), d[0], k, interp).movedim(0, -1);
+    });
+    std::vector<int64_t> to = batch_size(r).dims().vec();
+    to.insert(to.begin(), nq);
+    auto first = [](const at::Tensor& x) { return x.movedim(-1, 0); };
+    auto copies = [nq](const at::Tensor& pos) {
+      std::vector<int64_t> shape = pos.sizes().vec();
+      shape.insert(shape.begin(), nq);
+      return pos.unsqueeze(0).expand(shape);
+    };
+    return detail::rebatch("quantile", r, first, BatchSize(to), copies, false);
+  }
   std::vector<T> parts;
   for (int64_t i = 0; i < qs.numel(); ++i) parts.push_back(quantile(t, qs.data_ptr<double>()[i], dim, keepdim, interpolation));
   T out = stack(std::span<const T>(parts), 0);

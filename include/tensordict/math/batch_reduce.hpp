@@ -159,14 +159,18 @@ template <tree T>
   });
 }
 namespace detail {
-// torch.quantile of one leaf along `d` (every element when empty; keepdim then keeps a size-1
-// dim for each of the leaf's dims, as Python).
 template <class = void>
-inline at::Tensor leaf_quantile(const at::Tensor& x, double q, c10::IntArrayRef d, bool k, c10::string_view interpolation) {
+inline void check_quantile_dtype(const at::Tensor& x) {
   // As torch (2.x too): float16 and bfloat16 are refused, not computed in float32.
   if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble) {
     throw Error(std::string("quantile: the values must be float or double, got ") + c10::toString(x.scalar_type()));
   }
+}
+// torch.quantile of one leaf along `d` (every element when empty; keepdim then keeps a size-1
+// dim for each of the leaf's dims, as Python).
+template <class = void>
+inline at::Tensor leaf_quantile(const at::Tensor& x, double q, c10::IntArrayRef d, bool k, c10::string_view interpolation) {
+  check_quantile_dtype(x);
   if (d.empty()) {
     const at::Tensor r = at::quantile(x.reshape({-1}), q, c10::nullopt, false, interpolation);
     return k ? r.reshape(std::vector<int64_t>(static_cast<std::size_t>(x.dim()), 1)) : r;

@@ -147,7 +147,7 @@ inline void plan_append(const memmap_format::Node& n, const TensorDict& rows, in
 }
 
 template <class = void>
-inline void append_bytes(const AppendLeaf& l) {
+inline void append_bytes(const AppendLeaf& l, bool sync) {
   auto failed = [&](const char* what, int fd) {
     const int err = errno;
     if (fd >= 0) ::close(fd);
@@ -171,7 +171,7 @@ inline void append_bytes(const AppendLeaf& l) {
     off += w;
     n -= static_cast<std::size_t>(w);
   }
-  if (::fsync(fd) != 0) failed("flush", fd);
+  if (sync && ::fsync(fd) != 0) failed("flush", fd);
   if (::close(fd) != 0) failed("close", -1);
 }
 }  // namespace detail
@@ -184,8 +184,9 @@ inline void append_bytes(const AppendLeaf& l) {
 /// equal the saved ones (they stay as saved). Everything is checked before the first write: a
 /// bad call leaves the save as it was. A killed append leaves the old rows readable; its
 /// `.meta.json.append.tmp` files tell how far it came (see docs/io.md). One writer at a time.
+/// `o.sync = false` skips the flushes to disk, as Python does.
 template <class = void>
-void append_memmap(const std::filesystem::path& dir, const TensorDict& rows) {
+void append_memmap(const std::filesystem::path& dir, const TensorDict& rows, GrowOptions o = {}) {
   const std::string root = detail::root_string(dir);
   const auto node = memmap_format::read_save(root, LoadOptions{.write_through = false});
   if (rows.batch_size().empty()) throw BatchSizeError("append_memmap: the rows have no batch dim (batch size [])");
@@ -194,12 +195,12 @@ void append_memmap(const std::filesystem::path& dir, const TensorDict& rows) {
   std::vector<detail::AppendMeta> metas;
   detail::plan_append(*node, rows, added, "", leaves, metas);
   if (added == 0) return;
-  for (const auto& l : leaves) detail::append_bytes(l);
+  for (const auto& l : leaves) detail::append_bytes(l, o.sync);
   // The new meta.json files all written first, the top level's (planned last) renamed first.
   std::vector<std::filesystem::path> tmps;
   for (const auto& m : metas) {
     const std::filesystem::path tmp = m.file.parent_path() / ".meta.json.append.tmp";
-    detail::write_json(tmp, m.meta, true);
+    detail::write_json(tmp, m.meta, o.sync);
     tmps.push_back(tmp);
   }
   for (std::size_t i = metas.size(); i-- > 0;) {
@@ -211,8 +212,8 @@ void append_memmap(const std::filesystem::path& dir, const TensorDict& rows) {
 /// `append_memmap` of a struct's rows (a save of that struct as a tensorclass).
 template <tree T>
   requires(!std::is_same_v<T, TensorDict>)
-void append_memmap(const std::filesystem::path& dir, const T& rows) {
-  append_memmap(dir, to_tensordict(rows));
+void append_memmap(const std::filesystem::path& dir, const T& rows, GrowOptions o = {}) {
+  append_memmap(dir, to_tensordict(rows), o);
 }
 
 namespace detail {
@@ -245,9 +246,9 @@ inline std::optional<std::filesystem::path> level_dir(const TensorDict& td) {
 
 // Replaces `file` by `j` through a temporary file beside it: a reader sees the old or the new one.
 template <class = void>
-inline void replace_json(const std::filesystem::path& file, const Json& j) {
+inline void replace_json(const std::filesystem::path& file, const Json& j, bool sync) {
   const std::filesystem::path tmp = file.parent_path() / ".meta.json.make.tmp";
-  write_json(tmp, j, true);
+  write_json(tmp, j, sync);
   std::error_code ec;
   std::filesystem::rename(tmp, file, ec);
   if (ec) throw Error("make_memmap: cannot replace " + file.string() + " (" + ec.message() + ")");
@@ -258,7 +259,7 @@ inline void replace_json(const std::filesystem::path& file, const Json& j) {
 // that a reader never sees an entry without its file. Returns the mapped tensor.
 template <class = void>
 inline at::Tensor make_memmap_impl(TensorDict& td, const Key& key, c10::IntArrayRef shape, at::ScalarType dtype,
-                                   const at::Tensor* data, const char* op) {
+                                   const at::Tensor* data, const char* op, bool sync) {
   const NestedKey nk(key);
   const std::string ks = nk.join(".");
   const auto root = level_dir(td);
@@ -304,7 +305,7 @@ inline at::Tensor make_memmap_impl(TensorDict& td, const Key& key, c10::IntArray
   const std::size_t nbytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
   at::Tensor host;
   if (data) host = data->detach().to(at::kCPU).to(dtype).contiguous();
-  if (numel > 0) write_file(leaf_dir / file, data ? host.data_ptr() : nullptr, nbytes, true);
+  if (numel > 0) write_file(leaf_dir / file, data ? host.data_ptr() : nullptr, nbytes, sync);
   // meta.json of the level holding the leaf, then of each new level upwards.
   const Json leaf_meta = Json::object({{"device", "cpu"}, {"shape", shape_json(shape)}, {"dtype", dtype_name(dtype)}, {"is_nested", false}});
   std::filesystem::path level = leaf_dir;
@@ -319,7 +320,7 @@ inline at::Tensor make_memmap_impl(TensorDict& td, const Key& key, c10::IntArray
                                       {"_class", "tensordict:TensorDict"}})
                       : read_json_file(level / "meta.json");
     meta[child] = child_meta;
-    replace_json(level / "meta.json", meta);
+    replace_json(level / "meta.json", meta, sync);
     if (!fresh) break;
     child = parts[i - 1];
     child_meta = Json::object({{"type", "TensorDict"}});
@@ -330,8 +331,14 @@ inline at::Tensor make_memmap_impl(TensorDict& td, const Key& key, c10::IntArray
   if (numel == 0) {
     mapped = at::empty(shape, at::TensorOptions().dtype(dtype));
   } else {
-    TensorDict loaded = load_memmap(leaf_dir, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
-    mapped = loaded.entry(parts.back()).tensor();
+    // Only the new file mapped, as a load of its level would map it (not the level's others).
+    const std::string level_root = root_string(leaf_dir);
+    const memmap_format::Fd dfd = memmap_format::detail::open_root(level_root);
+    const memmap_format::Bytes bytes =
+        memmap_format::detail::read_leaf(dfd.get(), (leaf_dir / file).string(), file, static_cast<int64_t>(nbytes), LoadOptions{}, false);
+    const memmap_format::Leaf leaf{dtype_name(dtype), static_cast<int64_t>(c10::elementSize(dtype)), shape.vec(), numel,
+                                   static_cast<int64_t>(nbytes)};
+    mapped = leaf_tensor(leaf, bytes, (leaf_dir / "meta.json").string(), level_root);
   }
   const bool locked = td.is_locked();
   if (locked) td.unlock_();
@@ -384,20 +391,21 @@ inline TensorDict& memmap_refresh_(TensorDict& td) {
 /// save, and returns it (Python's `td.make_memmap(key, shape, dtype=)`): written into its file,
 /// it is part of the save. `shape` starts with the batch size of the level that holds it;
 /// missing nested levels are created; a locked `td` takes it too. Other trees mapping the same
-/// save see it after `memmap_refresh_`.
+/// save see it after `memmap_refresh_`. `o.sync = false` skips the flushes to disk, as Python.
 template <class = void>
 inline at::Tensor make_memmap(TensorDict& td, const Key& key, c10::IntArrayRef shape,
-                              at::ScalarType dtype = c10::typeMetaToScalarType(at::get_default_dtype())) {
-  return detail::make_memmap_impl(td, key, shape, dtype, nullptr, "make_memmap");
+                              at::ScalarType dtype = c10::typeMetaToScalarType(at::get_default_dtype()), GrowOptions o = {}) {
+  return detail::make_memmap_impl(td, key, shape, dtype, nullptr, "make_memmap", o.sync);
 }
 /// Adds a memory-mapped copy of `tensor` at `key` to the memory-mapped `td` and its save, and
 /// returns it (Python's `td.make_memmap_from_tensor(key, tensor)`); it shares no storage with
 /// `tensor`. With `copy_data = false` the file holds zeros of its shape and dtype.
 template <class = void>
-inline at::Tensor make_memmap_from_tensor(TensorDict& td, const Key& key, const at::Tensor& tensor, bool copy_data = true) {
+inline at::Tensor make_memmap_from_tensor(TensorDict& td, const Key& key, const at::Tensor& tensor, bool copy_data = true,
+                                          GrowOptions o = {}) {
   if (!tensor.defined()) throw Error("make_memmap_from_tensor('" + NestedKey(key).join(".") + "'): an undefined tensor");
   return detail::make_memmap_impl(td, key, tensor.sizes(), tensor.scalar_type(), copy_data ? &tensor : nullptr,
-                                  "make_memmap_from_tensor");
+                                  "make_memmap_from_tensor", o.sync);
 }
 
 }  // namespace tensordict

@@ -20,4 +20,14 @@ struct MemmapOptions {
   bool sync = true;
 };
 
+/// Options of the calls that grow a save in place (`append_memmap`, `make_memmap`,
+/// `make_memmap_from_tensor`).
+struct GrowOptions {
+  /// Flush each written file to disk before the `meta.json` that names it is replaced, so that a
+  /// crash of the machine leaves the old save or the new one. Readers in other processes see
+  /// the old or the new save either way; Python tensordict does not flush (false costs what
+  /// Python's does).
+  bool sync = true;
+};
+
 }  // namespace tensordict

@@ -227,6 +227,9 @@ class TensorDictMath {
   [[nodiscard]] D where(const at::Tensor& cond, const Scalar& other) const { return detail::adl::call_where(cond, self(), other); }
   template <class = void>
   D& where(const at::Tensor& cond, const D& other, D& out) const { return detail::adl::call_where(cond, self(), other, out); }
+  // With `pad`, keys only one side has take `pad` on the other (Python's `where(..., pad=)`).
+  template <class = void>
+  [[nodiscard]] D where(const at::Tensor& cond, const D& other, const Scalar& pad) const { return detail::adl::call_where(cond, self(), other, pad); }
   template <class = void>
   [[nodiscard]] D masked_fill(const at::Tensor& mask, const Scalar& value) const { return detail::adl::call_masked_fill(self(), mask, value); }
   template <class = void>
