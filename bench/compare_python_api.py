@@ -16,7 +16,7 @@ import warnings
 warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
-from tensordict import TensorDict, append_memmap, lazy_stack, pack_memmap, pad_sequence, unpack_memmap  # noqa: E402
+from tensordict import TensorDict, append_memmap, group_by, lazy_stack, pack_memmap, pad_sequence, unpack_memmap  # noqa: E402
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 torch.set_num_threads(1)
@@ -57,6 +57,7 @@ cases = {
     "quantile_3q_dim0": (5, lambda: tree.quantile(q, dim=0)),
     "append_memmap_2rows": (5, lambda: append_memmap(os.path.join(d, "grow"), rows)),
     "make_memmap": (5, make),
+    "group_by_100_groups": (5, lambda: group_by(table, "i0")),
     "lazy_to_padded": (20, lambda: ragged.densify(layout=torch.strided).to_padded_tensor(0)),
     "lazy_where": (20, lambda: ragged.where(pick, ragged_other)),
     "pack_memmap": (3, lambda: pack_memmap(os.path.join(d, "save"), os.path.join(d, "save.tdz"))),

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "helpers.hpp"
@@ -99,6 +100,21 @@ TEST_CASE("archives: bad calls and hostile archives are refused, nothing written
   CHECK_THROWS_WITH_AS(td::pack_memmap(d.path / "s", d.path / "s" / "in.tdz"), doctest::Contains("must be outside"), td::Error);
   td::pack_memmap(d.path / "s", d.path / "s.tdz");
   const std::string good = bytes_of(d.path / "s.tdz");
+  // A link to a folder inside a save (it could loop) is refused; the archive stays as it was.
+  {
+    td::memmap(t, d.path / "looped");
+    std::filesystem::create_directory_symlink(d.path / "looped", d.path / "looped" / "back");
+    CHECK_THROWS_WITH_AS(td::pack_memmap(d.path / "looped", d.path / "s.tdz"), doctest::Contains("link to a folder"), td::Error);
+    CHECK(bytes_of(d.path / "s.tdz") == good);
+  }
+  // Threads packing at once: each gets a whole archive (their temporary files never collide).
+  {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; ++i) threads.emplace_back([&] { td::pack_memmap(d.path / "s", d.path / "same.tdz"); });
+    for (auto& th : threads) th.join();
+    td::unpack_memmap(d.path / "same.tdz", d.path / "same");
+    CHECK(td::load_memmap(d.path / "same").get("a").equal(t.get("a")));
+  }
   CHECK_FALSE(td::is_memmap_archive(d.path / "missing.tdz"));
   write_bytes(d.path / "text.tdz", "not a zip at all, but long enough to be read as one maybe");
   CHECK_FALSE(td::is_memmap_archive(d.path / "text.tdz"));
@@ -134,5 +150,29 @@ TEST_CASE("archives: bad calls and hostile archives are refused, nothing written
     std::string b = good;
     for (std::size_t at = 0; (at = b.find(std::string("PK\x01\x02", 4), at)) != std::string::npos; at += 4) b[at + 10] = 8;
     refused(b, "is compressed");
+  }
+}
+
+TEST_CASE("archives: CRC-32 as zip computes it, whatever the lengths and splits") {
+  const std::string check = "123456789";
+  CHECK(td::detail::zip::crc32(0, reinterpret_cast<const unsigned char*>(check.data()), check.size()) == 0xCBF43926u);
+  // Against the bit-by-bit definition, on random lengths split at random points
+  auto bitwise = [](const std::string& s) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (unsigned char b : s) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+  };
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string s(rng() % 100, '\0');
+    for (auto& ch : s) ch = static_cast<char>(rng());
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    const std::size_t cut = s.empty() ? 0 : rng() % (s.size() + 1);
+    const uint32_t whole = td::detail::zip::crc32(0, p, s.size());
+    CHECK(whole == bitwise(s));
+    CHECK(td::detail::zip::crc32(td::detail::zip::crc32(0, p, cut), p + cut, s.size() - cut) == whole);
   }
 }

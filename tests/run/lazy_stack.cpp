@@ -153,6 +153,11 @@ TEST_CASE("to_padded_tensor and mask: Python's padded values, any stack dim, ran
   // Mixed dtypes or numbers of dims under one key are refused, naming the key and the elements
   const std::vector<TensorDict> mixed{TensorDict({{"k", torch::zeros({2})}}), TensorDict({{"k", torch::zeros({2}, torch::kLong)}})};
   CHECK_THROWS_WITH_AS((void)td::lazy_stack(mixed).to_padded_tensor(), doctest::Contains("'k'"), td::SpecMismatchError);
+  const std::vector<TensorDict> depths{TensorDict({{"n", TensorDict({{"z", torch::zeros({2, 3})}}, {2, 3})}}, {2}),
+                                       TensorDict({{"n", TensorDict({{"z", torch::zeros({2, 3})}}, {2})}}, {2})};
+  CHECK_THROWS_WITH_AS((void)td::lazy_stack(depths).to_padded_tensor(), doctest::Contains("nested level 'n'"), td::SpecMismatchError);
+  CHECK_THROWS_WITH_AS((void)td::lazy_stack(std::vector<TensorDict>{depths[1], depths[0]}).to_padded_tensor(),
+                       doctest::Contains("nested level 'n'"), td::SpecMismatchError);
   const std::vector<TensorDict> levels{TensorDict({{"k", torch::zeros({2})}}), TensorDict({{"k", TensorDict()}})};
   CHECK_THROWS_WITH_AS((void)td::lazy_stack(levels).to_padded_tensor(), doctest::Contains("a TensorDict in element 1"), td::SpecMismatchError);
 }

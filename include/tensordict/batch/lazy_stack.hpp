@@ -90,6 +90,11 @@ void pad_slots(const TensorDict& level, std::vector<std::string>& path, std::siz
                                 tensordict::dtype_name(s.dtype) + " with " + std::to_string(s.shape.size()) +
                                 " dims in element " + std::to_string(s.first) + "; padding needs one dtype and number of dims");
       }
+      if (kind == PadSlot::level && sizes.size() != s.shape.size()) {
+        throw SpecMismatchError("lazy stack: the nested level " + id + " has batch size " + shape_str(sizes) + " in element " +
+                                std::to_string(element) + " and " + std::to_string(s.shape.size()) + " batch dims in element " +
+                                std::to_string(s.first) + "; padding needs one number of batch dims per level");
+      }
       if (kind != PadSlot::data) merge_sizes(s.shape, sizes);
     }
     if (kind == PadSlot::level) pad_slots(e.tensordict(), path, element, slots, where);

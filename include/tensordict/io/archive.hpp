@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,18 +36,32 @@ inline constexpr uint32_t end64_sig = 0x06064b50, locator64_sig = 0x07064b50;
 inline constexpr uint16_t pad_extra_id = 0x6474;  // Python tensordict's alignment block ("td")
 inline constexpr uint64_t alignment = 64;
 
+// CRC-32 (zip's, reflected 0xEDB88320) eight bytes at a time: table k holds the CRC of a byte
+// followed by k zero bytes, so eight lookups replace eight dependent steps.
 inline uint32_t crc32(uint32_t crc, const unsigned char* p, std::size_t n) {
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
+  static const auto t = [] {
+    std::array<std::array<uint32_t, 256>, 8> t{};
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
       for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
+      t[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i) {
+      for (std::size_t k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
     }
     return t;
   }();
+  auto le32 = [](const unsigned char* q) {
+    return static_cast<uint32_t>(q[0]) | static_cast<uint32_t>(q[1]) << 8 | static_cast<uint32_t>(q[2]) << 16 |
+           static_cast<uint32_t>(q[3]) << 24;
+  };
   crc = ~crc;
-  for (std::size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  for (; n >= 8; p += 8, n -= 8) {
+    const uint32_t lo = crc ^ le32(p), hi = le32(p + 4);
+    crc = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^ t[3][hi & 0xFF] ^
+          t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+  }
+  for (; n > 0; ++p, --n) crc = t[0][(crc ^ *p) & 0xFF] ^ (crc >> 8);
   return ~crc;
 }
 
@@ -224,7 +240,10 @@ inline void save_files(const fs::path& dir, const std::string& rel, std::vector<
     if (e.is_regular_file() && e.path().filename() != "meta.json") out.emplace_back(e.path(), name(e));
   }
   for (const auto& e : es) {
-    if (e.is_directory()) save_files(e.path(), name(e) + "/", out);
+    if (!e.is_directory()) continue;
+    // A link to a folder could lead back up the save (a loop) or out of it.
+    if (e.is_symlink()) throw Error("pack_memmap: " + e.path().string() + " is a link to a folder, which a save does not hold");
+    save_files(e.path(), name(e) + "/", out);
   }
 }
 
@@ -264,7 +283,10 @@ std::filesystem::path pack_memmap(const std::filesystem::path& prefix, const std
   }
   std::vector<std::pair<fs::path, std::string>> files;
   z::save_files(src, "", files);
-  const fs::path tmp = dst.parent_path() / ("." + dst.filename().string() + ".pack-" + std::to_string(::getpid()));
+  // One temporary name per call, so that threads packing to the same archive never share it.
+  static std::atomic<unsigned> calls{0};
+  const fs::path tmp = dst.parent_path() / ("." + dst.filename().string() + ".pack-" + std::to_string(::getpid()) + "-" +
+                                            std::to_string(calls++));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("pack_memmap: cannot create " + tmp.string() + " (" + std::strerror(errno) + ")");
   uint64_t off = 0;
@@ -445,13 +467,17 @@ std::filesystem::path unpack_memmap(const std::filesystem::path& archive, const 
   }
   detail::atomic_save(prefix, MemmapOptions{.overwrite = true}, [&](const fs::path& tmp) {
     std::vector<char> buf(1 << 20);
+    std::set<std::string> made;  // folders created already: one check per folder, not per file
+    auto folder = [&](const fs::path& d) {
+      if (made.insert(d.string()).second) fs::create_directories(d);
+    };
     for (const auto& e : *es) {
       if (e.name.back() == '/') {
-        fs::create_directories(tmp / e.name);
+        folder(tmp / e.name);
         continue;
       }
       const fs::path out = tmp / e.name;
-      fs::create_directories(out.parent_path());
+      folder(out.parent_path());
       const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
       if (fd < 0) throw FormatError(archive.string() + ": the entry '" + e.name + "' cannot be written (" + std::strerror(errno) + ")");
       uint32_t crc = 0;
