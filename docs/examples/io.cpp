@@ -136,6 +136,7 @@ TEST_CASE("io: one-file archives") {
   td::pack_memmap(dir / "save", dir / "save.tdz");         // Python's load_memmap maps it
   CHECK(td::is_memmap_archive(dir / "save.tdz"));
   td::unpack_memmap(dir / "save.tdz", dir / "unpacked");   // and Python's save("x.tdz") unpacks
+  td::unpack_memmap(dir / "save.tdz", dir / "unpacked", {.in_place = true});  // over it, as Python
   CHECK(td::load_memmap(dir / "unpacked").get("obs").equal(td.get("obs")));
   fs::remove_all(dir);
 }

@@ -393,6 +393,14 @@ class Json {
     const auto* u = reinterpret_cast<const unsigned char*>(s.data());
     const std::size_t n = s.size();
     for (std::size_t i = 0; i < n;) {
+      // A run of characters written as they are, appended at once.
+      std::size_t j = i;
+      while (j < n && u[j] >= 0x20 && u[j] < 0x80 && u[j] != '"' && u[j] != '\\') ++j;
+      if (j > i) {
+        out.append(s, i, j - i);
+        i = j;
+        continue;
+      }
       const unsigned c = u[i];
       if (c >= 0x80) {
         const std::size_t len = detail::utf8_length(u + i, n - i);

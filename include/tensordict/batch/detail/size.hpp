@@ -36,7 +36,7 @@ std::span<const T> trees(std::initializer_list<T> ts) noexcept {
 // level's) extends the inherited one, and every present leaf starts with the batch size in
 // force. `c` holds the path.
 template <class M>
-void check_own_batch(const char* op, const M& v, const BatchSize* own, const BatchSize& inherited,
+void check_own_batch(const char* op, const M& /*node*/, const BatchSize* own, const BatchSize& inherited,
                      const Cursor& c) {
   if (own && !starts_with(own->dims(), inherited)) {
     const std::string where = c.depth() ? std::string(c.path().dotted) : std::string(type_name_v<M>);
