@@ -1,0 +1,71 @@
+// Modules that read and write keys (nn/module.hpp, nn/sequential.hpp), one thread, under
+// torch::NoGradGuard, beside bench/compare_python_nn.py (Python tensordict.nn on the same
+// networks): a three-module policy (an MLP encoder 4→64→64 with tanh, an actor head 64→2, a
+// critic head 64→1, as a TensorDictSequential) on one observation and on a batch of 64; and what
+// the wrapper costs: the same three networks called directly on tensors, a TensorDictModule
+// around one Linear against the Linear alone. Prints one JSON object of microseconds per call
+// (medians of ROUNDS rounds of CALLS calls).
+//
+//   bench_nn [ROUNDS]
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+
+#include "timing.hpp"
+
+namespace td = tensordict;
+namespace tdnn = tensordict::nn;
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::stoi(argv[1]) : 15;
+  at::set_num_threads(1);
+  torch::manual_seed(0);
+  torch::NoGradGuard no_grad;
+  torch::nn::Sequential encoder(torch::nn::Linear(4, 64), torch::nn::Tanh(), torch::nn::Linear(64, 64), torch::nn::Tanh());
+  torch::nn::Linear actor(64, 2), critic(64, 1);
+  tdnn::TensorDictSequential policy(tdnn::TensorDictModule(encoder, {"observation"}, {"hidden"}),
+                                    tdnn::TensorDictModule(actor, {"hidden"}, {"logits"}),
+                                    tdnn::TensorDictModule(critic, {"hidden"}, {"state_value"}));
+  torch::nn::Linear lin(4, 2);
+  tdnn::TensorDictModule wrapped(lin, {"observation"}, {"y"});
+  struct Case {
+    std::string name;
+    int calls;
+    std::function<void()> f;
+  };
+  std::vector<Case> cases;
+  for (int64_t batch : {1, 64}) {
+    const std::string b = std::to_string(batch);
+    // Python's policy(td) on a TensorDict of batch size [batch] (one observation: [1]).
+    auto data = std::make_shared<td::TensorDict>(td::BatchSize{batch});
+    data->set("observation", torch::randn({batch, 4}));
+    const at::Tensor obs = data->get("observation");
+    cases.push_back({"policy_batch" + b, 2000, [=]() mutable { (void)policy(*data); }});
+    cases.push_back({"networks_direct_batch" + b, 2000, [=] {
+                       const at::Tensor h = encoder->forward(obs);
+                       (void)actor(h);
+                       (void)critic(h);
+                     }});
+    cases.push_back({"module_linear_batch" + b, 2000, [=]() mutable { (void)wrapped(*data); }});
+    cases.push_back({"linear_direct_batch" + b, 2000, [=] { (void)lin(obs); }});
+  }
+  std::printf("{");
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto& c = cases[k];
+    for (int w = 0; w < 50; ++w) c.f();
+    std::vector<double> us;
+    for (int r = 0; r < rounds; ++r) {
+      us.push_back(bench::time_ms([&] {
+                     for (int i = 0; i < c.calls; ++i) c.f();
+                   }) * 1000.0 / c.calls);
+    }
+    std::printf("%s\"%s\": %.3f", k ? ", " : "", c.name.c_str(), bench::median(us));
+    std::fflush(stdout);
+  }
+  std::printf("}\n");
+}
