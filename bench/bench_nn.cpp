@@ -46,13 +46,13 @@ int main(int argc, char** argv) {
     data->set("observation", torch::randn({batch, 4}));
     const at::Tensor obs = data->get("observation");
     cases.push_back({"policy_batch" + b, 2000, [=]() mutable { (void)policy(*data); }});
-    cases.push_back({"networks_direct_batch" + b, 2000, [=] {
+    cases.push_back({"networks_direct_batch" + b, 2000, [=]() mutable {
                        const at::Tensor h = encoder->forward(obs);
                        (void)actor(h);
                        (void)critic(h);
                      }});
     cases.push_back({"module_linear_batch" + b, 2000, [=]() mutable { (void)wrapped(*data); }});
-    cases.push_back({"linear_direct_batch" + b, 2000, [=] { (void)lin(obs); }});
+    cases.push_back({"linear_direct_batch" + b, 2000, [=]() mutable { (void)lin(obs); }});
   }
   std::printf("{");
   for (std::size_t k = 0; k < cases.size(); ++k) {

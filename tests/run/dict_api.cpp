@@ -630,6 +630,39 @@ TEST_CASE("quantile of a tensor of q, clamp_min/clamp_max with tree and tensor b
     CHECK(all.get("a").allclose(at::quantile(t.get("a").reshape({-1}), q.to(torch::kDouble))));
     CHECK(td::quantile(t, torch::tensor(0.5)).get("a").allclose(td::quantile(t, 0.5).get("a")));
   }
+  // Many leaves of one dtype and length (computed in one joined call): each exactly as one
+  // torch::quantile of its own, every interpolation, nested levels with more batch dims, and
+  // gradients flowing back to each leaf; an empty leaf is refused as torch refuses it.
+  for (const char* interp : {"linear", "lower", "higher", "midpoint", "nearest"}) {
+    CAPTURE(interp);
+    TensorDict t{td::BatchSize{5, 3}};
+    for (int i = 0; i < 6; ++i) t.set("x" + std::to_string(i), torch::randn({5, 3, 1 + int64_t(rng() % 3)}));
+    t.set({"lvl", "y"}, torch::randn({5, 3, 2, 2}, torch::kDouble));
+    t.set({"lvl", "z"}, torch::randn({5, 3, 2}, torch::kDouble));
+    t.get<TensorDict>("lvl").set_batch_size(td::BatchSize{5, 3, 2});
+    const at::Tensor q = torch::tensor({0.1, 0.5, 0.75});
+    for (int64_t d : {0, 1, -1, -2}) {
+      for (bool keep : {false, true}) {
+        const TensorDict r = t.quantile(q, d, keep, interp);
+        const int64_t pd = d < 0 ? d + 2 : d;
+        for (const auto& k : t.keys(td::KeysOptions{.include_nested = true, .leaves_only = true})) {
+          const at::Tensor x = t.get(k);
+          CHECK(torch::equal(r.get(k), at::quantile(x, q.to(x.scalar_type()), pd, keep, interp)));
+        }
+      }
+    }
+    TensorDict g{td::BatchSize{4}};
+    g.set("a", torch::randn({4, 2}).requires_grad_()).set("b", torch::randn({4, 3}).requires_grad_());
+    const TensorDict gr = g.quantile(q, 0, false, interp);
+    (gr.get("a").sum() + gr.get("b").sum()).backward();
+    const at::Tensor a = g.get("a").detach().requires_grad_();
+    at::quantile(a, q.to(torch::kFloat), 0, false, interp).sum().backward();
+    CHECK(torch::allclose(g.get("a").grad(), a.grad()));
+    CHECK(g.get("b").grad().defined());
+    TensorDict e = t.clone();
+    e.set("empty", torch::randn({5, 3, 0}));
+    CHECK_THROWS_WITH_AS((void)e.quantile(q, 0), doctest::Contains("leaf 'empty'"), td::Error);
+  }
   TensorDict one(td::BatchSize{3});
   one.set("a", torch::rand({3}));
   CHECK_THROWS_WITH_AS(one.quantile(torch::ones({2, 2}) * 0.5), doctest::Contains("1-d tensor"), td::Error);
