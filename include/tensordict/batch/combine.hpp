@@ -5,7 +5,6 @@
 /// `masked_select`.
 
 #include <map>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -396,7 +395,7 @@ template <tree T>
     struct Member {
       at::Tensor rows, out;
     };
-    std::map<std::tuple<int, std::string, int64_t>, std::vector<Member>> groups;
+    std::map<std::tuple<int, int, int, int64_t>, std::vector<Member>> groups;  // dtype, device, n
     T r = detail::td_reduce("quantile", t, dim, keepdim, detail::Nested::own, [&](const at::Tensor& x, c10::IntArrayRef d, bool k) {
       detail::check_quantile_dtype(x);
       const int64_t n = x.size(d[0]);
@@ -409,7 +408,7 @@ template <tree T>
       }
       shape.push_back(nq);
       at::Tensor out = at::empty(shape, x.options());
-      groups[{static_cast<int>(x.scalar_type()), x.device().str(), n}].push_back({x.movedim(d[0], -1).reshape({-1, n}), out});
+      groups[{static_cast<int>(x.scalar_type()), static_cast<int>(x.device().type()), x.device().index(), n}].push_back({x.movedim(d[0], -1).reshape({-1, n}), out});
       return out;
     });
     for (auto& [key, members] : groups) {

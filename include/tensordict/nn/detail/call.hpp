@@ -20,6 +20,7 @@
 
 #include "../../dict.hpp"
 #include "../../errors.hpp"
+#include "../../node/sequence.hpp"
 
 namespace tensordict::nn::detail {
 
@@ -30,19 +31,12 @@ using Outputs = std::vector<at::Tensor>;
 // Calls the wrapped callable on `args` (one per in_key) and appends its outputs to `out`.
 using Invoker = std::function<void(const at::Tensor* args, Outputs& out, const std::vector<NestedKey>& out_keys)>;
 
-template <class T>
-struct is_tuple : std::false_type {};
-template <class... Ts>
-struct is_tuple<std::tuple<Ts...>> : std::true_type {};
-template <class A, class B>
-struct is_tuple<std::pair<A, B>> : std::true_type {};
-
 template <class R>
 void collect(R&& r, Outputs& out, const std::vector<NestedKey>& out_keys) {
   using D = std::remove_cvref_t<R>;
   if constexpr (std::is_convertible_v<D, at::Tensor>) {
     out.push_back(std::forward<R>(r));
-  } else if constexpr (is_tuple<D>::value) {
+  } else if constexpr (tensordict::detail::is_pair_or_tuple<D>::value) {
     std::apply([&](auto&&... x) { (collect(std::forward<decltype(x)>(x), out, out_keys), ...); }, std::forward<R>(r));
   } else if constexpr (std::is_same_v<D, std::vector<at::Tensor>>) {
     out.insert(out.end(), r.begin(), r.end());
