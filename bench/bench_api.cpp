@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
       {"quantile_3q_dim0", 5, [&] { (void)tree.quantile(q, 0); }},
       // Python flushes nothing to disk: the cases beside its figures do not either (sync = false).
       {"append_memmap_2rows", 5, [&] { td::append_memmap(dir / "grow", rows, {.sync = false}); }},
-      {"make_memmap", 5, [&] { (void)td::make_memmap(mapped, "new_" + std::to_string(made++), {B, T, 4}, torch::kFloat, {.sync = false}); }},
+      // Python rewrites meta.json in place: so does meta_in_place.
+      {"make_memmap", 5,
+       [&] { (void)td::make_memmap(mapped, "new_" + std::to_string(made++), {B, T, 4}, torch::kFloat, {.sync = false, .meta_in_place = true}); }},
       {"group_by_100_groups", 5, [&] { (void)td::group_by(table, "i0"); }},
       {"lazy_to_padded", 20, [&] { (void)ragged.to_padded_tensor(0); }},
       {"lazy_where", 20, [&] { (void)ragged.where(pick, ragged_other); }},
@@ -101,6 +103,7 @@ int main(int argc, char** argv) {
       // The library's default, durable across a crash of the machine: last, so that the disk's
       // write-back of their flushes does not slow the cases that Python's figures stand beside.
       {"append_memmap_2rows_synced", 5, [&] { td::append_memmap(dir / "grow", rows); }},
+      {"make_memmap_renamed_meta", 5, [&] { (void)td::make_memmap(mapped, "new_" + std::to_string(made++), {B, T, 4}, torch::kFloat, {.sync = false}); }},
       {"make_memmap_synced", 5, [&] { (void)td::make_memmap(mapped, "new_" + std::to_string(made++), {B, T, 4}); }},
       // The default: a fresh folder swapped in whole (its new files cost most of the time).
       {"unpack_memmap_atomic", 3, [&] { td::unpack_memmap(dir / "save.tdz", dir / "unpacked_atomic"); }},

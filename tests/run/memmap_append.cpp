@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sys/stat.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -270,4 +271,69 @@ TEST_CASE("make_memmap, make_memmap_from_tensor, saved_path, memmap_refresh_") {
   Episode e{torch::zeros({2, 4}), torch::ones({2}), "cartpole", {2}};
   td::memmap_(e, d.path / "e");
   CHECK(td::saved_path(e) == fs::absolute(d.path / "e").lexically_normal());
+}
+
+TEST_CASE("GrowOptions::meta_in_place: the same saves as the renaming path; shared or linked meta.json left alone") {
+  Dir d;
+  auto read = [](const fs::path& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  auto inode = [](const fs::path& p) {
+    struct stat st {};
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  std::mt19937 rng(7);
+  for (int round = 0; round < 6; ++round) {
+    CAPTURE(round);
+    // One tree grown twice, by renames and in place, with the same calls.
+    TensorDict a = rows_of(3, 0, torch::kFloat), b = rows_of(3, 0, torch::kFloat);
+    td::memmap_(a, d.path / ("a" + std::to_string(round)));
+    td::memmap_(b, d.path / ("b" + std::to_string(round)));
+    const fs::path ab = td::saved_path(a), bb = td::saved_path(b);
+    const auto top = inode(bb / "meta.json"), inner = inode(bb / "inner" / "meta.json");
+    const td::GrowOptions in_place{.sync = false, .meta_in_place = true};
+    for (int k = 0; k < 4; ++k) {
+      const int64_t cols = std::uniform_int_distribution<int64_t>(0, 3)(rng);
+      const td::NestedKey key = (k % 2) ? td::NestedKey{"inner", "m" + std::to_string(k)} : td::NestedKey{"new" + std::to_string(k), "leaf"};
+      const at::Tensor v = torch::randn({3, cols});
+      td::make_memmap_from_tensor(a, key, v);
+      td::make_memmap_from_tensor(b, key, v, true, in_place);
+    }
+    for (int k = 0; k < 2; ++k) {
+      const int64_t n = std::uniform_int_distribution<int64_t>(1, 3)(rng);
+      const TensorDict more = td::index(td::load_memmap(ab), {torch::indexing::Slice(0, n)}).clone();
+      td::append_memmap(ab, more);
+      td::append_memmap(bb, more, in_place);
+    }
+    // Same bytes in every meta.json, and the rewritten ones kept their inode.
+    for (const auto& e : fs::recursive_directory_iterator(ab)) {
+      if (e.path().filename() != "meta.json") continue;
+      const fs::path rel = fs::relative(e.path(), ab);
+      CHECK_MESSAGE(read(e.path()) == read(bb / rel), rel.string());
+    }
+    CHECK(inode(bb / "meta.json") == top);
+    CHECK(inode(bb / "inner" / "meta.json") == inner);
+    CHECK(!fs::exists(bb / ".meta.json.make.tmp"));
+    CHECK_NOTHROW(td::assert_close(td::load_memmap(ab), td::load_memmap(bb)));
+  }
+  // A hard-linked copy of the save keeps its meta.json; a meta.json that is a link is replaced,
+  // not written through.
+  TensorDict c = rows_of(2, 0, torch::kLong);
+  td::memmap_(c, d.path / "c");
+  fs::create_directories(d.path / "copy");
+  fs::create_hard_link(d.path / "c" / "meta.json", d.path / "copy" / "meta.json");
+  const std::string before = read(d.path / "copy" / "meta.json");
+  td::make_memmap(c, "extra", {2}, torch::kFloat, {.sync = false, .meta_in_place = true});
+  CHECK(read(d.path / "copy" / "meta.json") == before);
+  CHECK(read(d.path / "c" / "meta.json").find("extra") != std::string::npos);
+  fs::create_directories(d.path / "elsewhere");
+  fs::rename(d.path / "c" / "inner" / "meta.json", d.path / "elsewhere" / "meta.json");
+  fs::create_symlink(d.path / "elsewhere" / "meta.json", d.path / "c" / "inner" / "meta.json");
+  const std::string target = read(d.path / "elsewhere" / "meta.json");
+  td::make_memmap(c, {"inner", "w"}, {2}, torch::kFloat, {.sync = false, .meta_in_place = true});
+  CHECK(read(d.path / "elsewhere" / "meta.json") == target);
+  CHECK(!fs::is_symlink(d.path / "c" / "inner" / "meta.json"));
+  CHECK(td::load_memmap(d.path / "c").contains({"inner", "w"}));
 }

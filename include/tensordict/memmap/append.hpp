@@ -174,6 +174,40 @@ inline void append_bytes(const AppendLeaf& l, bool sync) {
   if (sync && ::fsync(fd) != 0) failed("flush", fd);
   if (::close(fd) != 0) failed("close", -1);
 }
+
+// Rewrites `file` in place with `j` (GrowOptions::meta_in_place). Returns false, having written
+// nothing, when `file` is a link, not a regular file or has other hard links: the caller then
+// writes a new file, so that another save sharing it is not changed.
+template <class = void>
+inline bool rewrite_json_in_place(const std::filesystem::path& file, const Json& j, bool sync) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    ::close(fd);
+    return false;
+  }
+  auto failed = [&](const char* what) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(std::string("memmap: cannot ") + what + " " + file.string() + " (" + memmap_format::detail::os_reason(err) + ")");
+  };
+  const std::string s = j.dump();
+  std::size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t w = ::pwrite(fd, s.data() + done, s.size() - done, static_cast<off_t>(done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      failed("write");
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::ftruncate(fd, static_cast<off_t>(s.size())) != 0) failed("size");
+  if (sync && ::fsync(fd) != 0) failed("flush");
+  if (::close(fd) != 0) failed("close");
+  return true;
+}
 }  // namespace detail
 
 /// `rows` appended along the first batch dim of the TensorDict (or tensorclass) saved in `dir`
@@ -196,6 +230,15 @@ void append_memmap(const std::filesystem::path& dir, const TensorDict& rows, Gro
   detail::plan_append(*node, rows, added, "", leaves, metas);
   if (added == 0) return;
   for (const auto& l : leaves) detail::append_bytes(l, o.sync);
+  // In place, the top level (planned last) first, as the renames below; a file that cannot be
+  // rewritten in place takes the renaming path.
+  if (o.meta_in_place) {
+    std::vector<detail::AppendMeta> rest;
+    for (std::size_t i = metas.size(); i-- > 0;) {
+      if (!detail::rewrite_json_in_place(metas[i].file, metas[i].meta, o.sync)) rest.insert(rest.begin(), std::move(metas[i]));
+    }
+    metas = std::move(rest);
+  }
   // The new meta.json files all written first, the top level's (planned last) renamed first.
   std::vector<std::filesystem::path> tmps;
   for (const auto& m : metas) {
@@ -246,7 +289,8 @@ inline std::optional<std::filesystem::path> level_dir(const TensorDict& td) {
 
 // Replaces `file` by `j` through a temporary file beside it: a reader sees the old or the new one.
 template <class = void>
-inline void replace_json(const std::filesystem::path& file, const Json& j, bool sync) {
+inline void replace_json(const std::filesystem::path& file, const Json& j, bool sync, bool in_place = false) {
+  if (in_place && rewrite_json_in_place(file, j, sync)) return;
   const std::filesystem::path tmp = file.parent_path() / ".meta.json.make.tmp";
   write_json(tmp, j, sync);
   std::error_code ec;
@@ -259,7 +303,7 @@ inline void replace_json(const std::filesystem::path& file, const Json& j, bool 
 // that a reader never sees an entry without its file. Returns the mapped tensor.
 template <class = void>
 inline at::Tensor make_memmap_impl(TensorDict& td, const Key& key, c10::IntArrayRef shape, at::ScalarType dtype,
-                                   const at::Tensor* data, const char* op, bool sync) {
+                                   const at::Tensor* data, const char* op, bool sync, bool meta_in_place) {
   const NestedKey nk(key);
   const std::string ks = nk.join(".");
   const auto root = level_dir(td);
@@ -320,7 +364,7 @@ inline at::Tensor make_memmap_impl(TensorDict& td, const Key& key, c10::IntArray
                                       {"_class", "tensordict:TensorDict"}})
                       : read_json_file(level / "meta.json");
     meta[child] = child_meta;
-    replace_json(level / "meta.json", meta, sync);
+    replace_json(level / "meta.json", meta, sync, meta_in_place && !fresh);
     if (!fresh) break;
     child = parts[i - 1];
     child_meta = Json::object({{"type", "TensorDict"}});
@@ -395,7 +439,7 @@ inline TensorDict& memmap_refresh_(TensorDict& td) {
 template <class = void>
 inline at::Tensor make_memmap(TensorDict& td, const Key& key, c10::IntArrayRef shape,
                               at::ScalarType dtype = c10::typeMetaToScalarType(at::get_default_dtype()), GrowOptions o = {}) {
-  return detail::make_memmap_impl(td, key, shape, dtype, nullptr, "make_memmap", o.sync);
+  return detail::make_memmap_impl(td, key, shape, dtype, nullptr, "make_memmap", o.sync, o.meta_in_place);
 }
 /// Adds a memory-mapped copy of `tensor` at `key` to the memory-mapped `td` and its save, and
 /// returns it (Python's `td.make_memmap_from_tensor(key, tensor)`); it shares no storage with
@@ -405,7 +449,7 @@ inline at::Tensor make_memmap_from_tensor(TensorDict& td, const Key& key, const 
                                           GrowOptions o = {}) {
   if (!tensor.defined()) throw Error("make_memmap_from_tensor('" + NestedKey(key).join(".") + "'): an undefined tensor");
   return detail::make_memmap_impl(td, key, tensor.sizes(), tensor.scalar_type(), copy_data ? &tensor : nullptr,
-                                  "make_memmap_from_tensor", o.sync);
+                                  "make_memmap_from_tensor", o.sync, o.meta_in_place);
 }
 
 }  // namespace tensordict

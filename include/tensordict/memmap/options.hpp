@@ -28,6 +28,12 @@ struct GrowOptions {
   /// the old or the new save either way; Python tensordict does not flush (false costs what
   /// Python's does).
   bool sync = true;
+  /// Rewrite each `meta.json` in place, as Python tensordict does, instead of writing a new one
+  /// and renaming it over the old. One file fewer per level (on a busy disk, making a file is
+  /// most of the cost of a small `make_memmap`), but a reader in another process can meet a half
+  /// written `meta.json`, and a crash can leave one. A `meta.json` that is a link or has other
+  /// hard links is still replaced by a new file, so that no other save is changed.
+  bool meta_in_place = false;
 };
 
 }  // namespace tensordict
