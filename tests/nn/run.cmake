@@ -1,19 +1,23 @@
-# Python tensordict.nn builds random models (tests/nn/make_fixtures.py, seed SEED) and the C++
-# modules rebuilt from the same descriptions give the same numbers (tensordict_nn_compare).
-# Prints a TENSORDICT_SKIPPED line (CTest marks the test skipped) only when Python tensordict or
-# safetensors is not installed.
-execute_process(COMMAND "${PYTHON}" -c "import tensordict.nn, safetensors" RESULT_VARIABLE has_td OUTPUT_QUIET ERROR_QUIET)
+# Python builds random cases (GENERATOR: tests/nn/make_fixtures.py, models of tensordict.nn, or
+# tests/nn/distributions.py, distributions of torch, TorchRL and tensordict.nn; seed SEED, COUNT
+# of them) and the C++ side (COMPARE) rebuilt from the same descriptions gives the same numbers.
+# Prints a TENSORDICT_SKIPPED line (CTest marks the test skipped) only when a Python module the
+# generator needs (IMPORTS) is not installed.
+if(NOT DEFINED IMPORTS)
+  set(IMPORTS "tensordict.nn, safetensors")
+endif()
+execute_process(COMMAND "${PYTHON}" -c "import ${IMPORTS}" RESULT_VARIABLE has_td OUTPUT_QUIET ERROR_QUIET)
 if(NOT has_td EQUAL 0)
-  message("TENSORDICT_SKIPPED: Python tensordict or safetensors is not installed")
+  message("TENSORDICT_SKIPPED: a Python module of '${IMPORTS}' is not installed")
   return()
 endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-execute_process(COMMAND "${PYTHON}" "${GENERATOR}" "${WORK_DIR}" --seed "${SEED}" --models 12 RESULT_VARIABLE rc)
+execute_process(COMMAND "${PYTHON}" "${GENERATOR}" "${WORK_DIR}" --seed "${SEED}" "${COUNT_FLAG}" "${COUNT}" RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "the model generator failed")
+  message(FATAL_ERROR "the generator ${GENERATOR} failed")
 endif()
 execute_process(COMMAND "${COMPARE}" "${WORK_DIR}" RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "C++ and Python tensordict.nn disagree (models in ${WORK_DIR})")
+  message(FATAL_ERROR "C++ and Python disagree (cases in ${WORK_DIR})")
 endif()

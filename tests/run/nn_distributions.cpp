@@ -1,0 +1,122 @@
+// Distributions (nn/distributions.hpp) on their own: samples follow the distribution, stay in
+// its support and carry gradients where they should; bad parameters are refused by name. The
+// numbers against Python's are checked by tests/nn/distributions.cpp.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <torch/torch.h>
+#include <tensordict/nn/distributions.hpp>
+
+namespace nn = tensordict::nn;
+using tensordict::Error;
+using P = nn::Categorical::Param;
+
+TEST_CASE("distributions: samples follow their distribution, for several shapes and dtypes") {
+  torch::manual_seed(11);
+  for (auto dt : {torch::kFloat, torch::kDouble}) {
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{3}, {2, 4}, {2, 1, 3}}) {
+      CAPTURE(shape.size());
+      const at::Tensor loc = torch::randn(shape, dt), scale = torch::rand(shape, dt) + 0.5;
+      const nn::Normal n(loc, scale);
+      const at::Tensor s = n.sample({20000});
+      std::vector<int64_t> want{20000};
+      want.insert(want.end(), shape.begin(), shape.end());
+      CHECK(s.sizes().vec() == want);
+      CHECK((s.scalar_type() == dt));
+      CHECK(torch::allclose(s.mean(0), loc, 0, 0.06));
+      CHECK(torch::allclose(s.std(0), scale, 0, 0.06));
+      CHECK(!s.requires_grad());
+      // TanhNormal: every sample inside (low, high), whatever the bounds.
+      const at::Tensor low = -torch::rand({shape.back()}, dt) - 0.5, high = torch::rand({shape.back()}, dt) + 0.5;
+      const nn::TanhNormal t(loc * 3, scale, {.low = low, .high = high});
+      const at::Tensor ts = t.sample({500});
+      CHECK((ts >= low).all().item<bool>());
+      CHECK((ts <= high).all().item<bool>());
+      CHECK(t.log_prob(ts).isfinite().all().item<bool>());
+      CHECK(t.batch_shape() == std::vector<int64_t>(shape.begin(), shape.end() - 1));
+      CHECK(t.event_shape() == std::vector<int64_t>{shape.back()});
+      // Categorical frequencies follow the probabilities; masked classes never come out.
+      const at::Tensor logits = torch::randn({shape.back() + 2}, dt);
+      const nn::Categorical c(logits);
+      const at::Tensor draws = c.sample({40000});
+      const at::Tensor freq = torch::bincount(draws, {}, shape.back() + 2).to(dt) / 40000;
+      CHECK(torch::allclose(freq, logits.softmax(-1), 0, 0.02));
+      at::Tensor mask = torch::ones({shape.back() + 2}, torch::kBool);
+      mask[0] = false;
+      const auto m = nn::MaskedCategorical::with_mask(logits, mask);
+      CHECK((m.sample({2000}) != 0).all().item<bool>());
+      CHECK(std::isinf(m.log_prob(torch::zeros({}, torch::kLong)).item<double>()));
+      const auto sparse = nn::MaskedCategorical::with_indices(logits, torch::tensor({1, 3}));
+      const at::Tensor sp = sparse.sample({500});
+      CHECK(((sp == 1) | (sp == 3)).all().item<bool>());
+      // Bernoulli: the frequency of ones, and a mode of NaN at exactly one half.
+      const at::Tensor probs = torch::tensor({0.2, 0.5, 0.9}, dt);
+      const nn::Bernoulli b(probs, P::probs);
+      CHECK(torch::allclose(b.sample({40000}).mean(0), probs, 0, 0.02));
+      const at::Tensor mode = b.mode();
+      CHECK(mode[0].item<double>() == 0);
+      CHECK(std::isnan(mode[1].item<double>()));
+      CHECK(mode[2].item<double>() == 1);
+    }
+  }
+}
+
+TEST_CASE("distributions: rsample carries gradients; sample does not") {
+  const at::Tensor loc = torch::zeros({4}, torch::requires_grad()), scale = torch::ones({4}, torch::requires_grad());
+  const nn::TanhNormal t(loc, scale);
+  const at::Tensor a = t.rsample({8});
+  CHECK(a.requires_grad());
+  a.sum().backward();
+  CHECK(loc.grad().defined());
+  CHECK(scale.grad().defined());
+  CHECK(!t.sample().requires_grad());
+  // OneHotCategorical's rsample passes the gradient straight to the probabilities.
+  const at::Tensor logits = torch::randn({3, 5}, torch::requires_grad());
+  const nn::OneHotCategorical oh(logits);
+  const at::Tensor x = oh.rsample();
+  CHECK((x.sum(-1) == 1).all().item<bool>());
+  (x * torch::arange(5)).sum().backward();
+  CHECK(logits.grad().abs().sum().item<double>() > 0);
+  CHECK_THROWS_WITH_AS((void)nn::Categorical(logits).rsample(), doctest::Contains("Categorical has no rsample"), Error);
+}
+
+TEST_CASE("distributions: Delta, IndependentNormal's tanh_loc, NormalParamExtractor") {
+  const at::Tensor p = torch::tensor({{1.0, 2.0}, {3.0, 4.0}});
+  const nn::Delta d(p);
+  CHECK(d.batch_shape() == std::vector<int64_t>{2});
+  const at::Tensor lp = d.log_prob(torch::tensor({{1.0, 2.0}, {3.0, 4.5}}));
+  CHECK(lp[0].item<double>() == std::numeric_limits<double>::infinity());
+  CHECK(lp[1].item<double>() == -std::numeric_limits<double>::infinity());
+  CHECK(d.sample({3}).sizes() == c10::IntArrayRef({3, 2, 2}));
+  const nn::IndependentNormal in(torch::full({2, 3}, 100.0), torch::ones({2, 3}), {.upscale = 2.0, .tanh_loc = true});
+  CHECK(torch::allclose(in.mean(), torch::full({2, 3}, 2.0)));
+  CHECK(in.log_prob(torch::zeros({2, 3})).sizes() == c10::IntArrayRef({2}));
+  const nn::NormalParamExtractor ex;
+  const auto [l, s] = ex(torch::zeros({4, 5}));
+  CHECK(l.size(-1) == 3);
+  CHECK(s.size(-1) == 2);
+  CHECK(torch::allclose(s, torch::ones({4, 2}), 1e-6, 1e-6));  // an input of 0 gives a scale of 1
+}
+
+TEST_CASE("distributions: bad parameters are refused with the distribution and the cause") {
+  CHECK_THROWS_WITH_AS(nn::Normal(torch::zeros({3}), torch::tensor({1.0, 0.0, 1.0})), doctest::Contains("Normal: the scale must be positive"), Error);
+  CHECK_THROWS_WITH_AS(nn::Normal(torch::zeros({3}), torch::tensor({1.0, -2.0, 1.0})), doctest::Contains("holds -2"), Error);
+  CHECK_THROWS_WITH_AS(nn::TanhNormal(torch::zeros({3}), torch::full({3}, NAN)), doctest::Contains("scale must be positive"), Error);
+  CHECK_THROWS_WITH_AS(nn::Normal(torch::zeros({3}), torch::ones({4})), doctest::Contains("loc [3] and the scale [4] do not broadcast"), Error);
+  CHECK_THROWS_WITH_AS(nn::TanhNormal(torch::zeros({3}), torch::ones({3}), {.low = 1.0, .high = 1.0}), doctest::Contains("high values must be strictly greater"),
+                       Error);
+  CHECK_THROWS_WITH_AS(nn::TanhNormal(torch::zeros({3}), torch::ones({3}), {.low = -2 * torch::ones({4}), .high = torch::ones({4})}),
+                       doctest::Contains("do not broadcast to the location [3]"), Error);
+  CHECK_THROWS_WITH_AS((void)nn::TanhNormal(torch::zeros({3}), torch::ones({3})).mode(), doctest::Contains("no analytical mode"), Error);
+  CHECK_THROWS_WITH_AS((void)nn::TanhNormal(torch::zeros({3}), torch::ones({3})).entropy(), doctest::Contains("no closed-form entropy"), Error);
+  CHECK_THROWS_WITH_AS(nn::IndependentNormal(torch::zeros({3}), torch::ones({3}), {.event_dim = 2}), doctest::Contains("event_dim 2"), Error);
+  CHECK_THROWS_WITH_AS(nn::Categorical(torch::zeros({})), doctest::Contains("at least one dim"), Error);
+  CHECK_THROWS_WITH_AS(nn::MaskedCategorical::with_mask(torch::zeros({3}), torch::ones({3})), doctest::Contains("must be boolean"), Error);
+  CHECK_THROWS_WITH_AS((void)nn::NormalParamExtractor{.scale_mapping = "cube"}(torch::zeros({4})), doctest::Contains("unknown scale mapping 'cube'"), Error);
+  CHECK_THROWS_WITH_AS((void)nn::NormalParamExtractor{}(torch::zeros({3, 1})), doctest::Contains("less than 2"), Error);
+  // validate = false skips the check, as Python's validate_args=False.
+  CHECK_NOTHROW(nn::Normal(torch::zeros({3}), torch::zeros({3}), false));
+}
