@@ -288,6 +288,7 @@ class TanhNormal : public Distribution {
     if (!loc_in.defined()) throw Error("TanhNormal: loc is an undefined tensor");
     low_ = o.low.on(loc_in);
     high_ = o.high.on(loc_in);
+    (void)detail::broadcast("TanhNormal", "low", low_, "high", high_);
     if (!(high_ > low_).all().item<bool>()) throw Error("TanhNormal: high values must be strictly greater than low values");
     affine_ = (high_ != 1.0).any().item<bool>() || (low_ != -1.0).any().item<bool>();
     at::Tensor loc = loc_in;
@@ -303,7 +304,13 @@ class TanhNormal : public Distribution {
       shift_ = (high_ + low_) / 2;
       half_ = (high_ - low_) / 2;
       const auto full = detail::cat_shapes(batch_shape_, event_shape_);
-      if (at::infer_size(at::infer_size(full, shift_.sizes()), half_.sizes()) != full) {
+      bool fits = true;
+      try {
+        fits = at::infer_size(at::infer_size(full, shift_.sizes()), half_.sizes()) == full;
+      } catch (const c10::Error&) {
+        fits = false;
+      }
+      if (!fits) {
         throw Error("TanhNormal: low " + detail::shape_of(low_.sizes()) + " and high " + detail::shape_of(high_.sizes()) +
                     " do not broadcast to the location " + detail::shape_of(full));
       }
