@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 #include <tensordict/checkpoint/state_dict.hpp>
+#include <tensordict/nn.hpp>
 #include <tensordict/tensordict.hpp>
 
 namespace td = tensordict;
@@ -61,6 +62,45 @@ std::vector<td::NestedKey> keys(const json& ks) {
   return out;
 }
 
+// The probabilistic head of tests/nn/make_fixtures.py: NormalParamExtractor and a distribution,
+// or a categorical (or Delta) over the last output.
+void build_head(const json& h, std::vector<nn::ModuleRef>& mods) {
+  const std::string dist = h["dist"];
+  const td::NestedKey from(h["from"].get<std::vector<std::string>>());
+  const json& o = h["opts"];
+  nn::ProbabilisticOptions po{.return_log_prob = h["return_log_prob"]};
+  const std::string it = h["interaction"];
+  for (auto t : {nn::InteractionType::mode, nn::InteractionType::mean, nn::InteractionType::random, nn::InteractionType::deterministic}) {
+    if (it == nn::to_string(t)) po.default_interaction_type = t;
+  }
+  if (h.contains("log_prob_key")) po.log_prob_key = td::NestedKey(h["log_prob_key"].get<std::vector<std::string>>());
+  const td::NestedKey out(h["out_key"].get<std::vector<std::string>>());
+  if (dist == "TanhNormal" || dist == "Normal" || dist == "IndependentNormal") {
+    const nn::NormalParamExtractor ex{.scale_mapping = h["mapping"]};
+    mods.emplace_back(nn::TensorDictModule([ex](const at::Tensor& x) { return ex(x); }, {from}, {"loc", "scale"}));
+    nn::DistributionFactory f;
+    if (dist == "Normal") {
+      f = nn::distribution_class<nn::Normal>();
+    } else if (dist == "IndependentNormal") {
+      f = nn::distribution_class<nn::IndependentNormal>();
+    } else {
+      nn::TanhNormalOptions t;
+      if (o.contains("low")) t.low = o["low"].get<double>();
+      if (o.contains("high")) t.high = o["high"].get<double>();
+      if (o.contains("upscale")) t.upscale = o["upscale"];
+      if (o.contains("tanh_loc")) t.tanh_loc = o["tanh_loc"];
+      if (o.contains("safe_tanh")) t.safe_tanh = o["safe_tanh"];
+      f = nn::distribution_class<nn::TanhNormal>(t);
+    }
+    mods.emplace_back(nn::ProbabilisticTensorDictModule({"loc", "scale"}, {out}, f, po));
+  } else if (dist == "Delta") {
+    mods.emplace_back(nn::ProbabilisticTensorDictModule(nn::ParamKeys{{"param", from}}, {out}, nn::distribution_class<nn::Delta>(), po));
+  } else {
+    const auto f = dist == "Categorical" ? nn::distribution_class<nn::Categorical>() : nn::distribution_class<nn::OneHotCategorical>();
+    mods.emplace_back(nn::ProbabilisticTensorDictModule(nn::ParamKeys{{"logits", from}}, {out}, f, po));
+  }
+}
+
 nn::TensorDictSequential build(const json& desc) {
   std::vector<nn::ModuleRef> mods;
   for (const auto& m : desc) {
@@ -88,12 +128,28 @@ std::vector<std::string> sorted_leaves(const td::TensorDict& t) {
   return out;
 }
 
+// The model: a TensorDictSequential, or a ProbabilisticTensorDictSequential ending in its head.
+std::shared_ptr<nn::TensorDictSequentialImpl> build_model(const json& desc) {
+  if (!desc.contains("head") || desc["head"].is_null()) return build(desc["modules"]).ptr();
+  std::vector<nn::ModuleRef> mods;
+  const nn::TensorDictSequential body = build(desc["modules"]);
+  for (const auto& m : *body) mods.emplace_back(m);
+  build_head(desc["head"], mods);
+  return nn::ProbabilisticTensorDictSequential(mods).ptr();
+}
+
 void check_model(const fs::path& dir) {
   json desc;
   std::ifstream(dir / "model.json") >> desc;
+  const bool has_head = desc.contains("head") && !desc["head"].is_null();
+  // A random head (or an empirical mean) gives Python's numbers only on Python's libtorch.
+  const std::string here = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + ".";
+  const bool same_torch = desc.value("torch", std::string()).rfind(here, 0) == 0;
+  const bool random_head = has_head && (desc["head"]["interaction"] == "random" ||
+                                        (desc["head"]["interaction"] == "mean" && desc["head"]["dist"] == "TanhNormal"));
   for (const char* file : {"weights.pt", "weights.safetensors"}) {
     const std::string where = dir.filename().string() + " (" + file + ")";
-    nn::TensorDictSequential seq = build(desc["modules"]);
+    std::shared_ptr<nn::TensorDictSequentialImpl> seq = build_model(desc);
     if (!desc["selected_out_keys"].is_null()) seq->select_out_keys(keys(desc["selected_out_keys"]));
     const td::TensorDict weights = std::string(file) == "weights.pt" ? td::load_state_dict(dir / file) : td::load_safetensors(dir / file);
     td::TensorDict params = td::from_module(*seq);
@@ -108,7 +164,17 @@ void check_model(const fs::path& dir) {
     td::TensorDict result;
     {
       torch::NoGradGuard no_grad;
-      result = seq(data);
+      if (has_head) torch::manual_seed(desc["head"]["seed"].get<uint64_t>());
+      result = seq->forward(data);
+    }
+    // The sample and its log-probability, when drawn at random on another libtorch: shapes only.
+    std::vector<std::string> drawn;
+    if (random_head && !same_torch) {
+      const json& h = desc["head"];
+      drawn.push_back(td::NestedKey(h["out_key"].get<std::vector<std::string>>()).join("."));
+      std::vector<std::string> lp = h.contains("log_prob_key") ? h["log_prob_key"].get<std::vector<std::string>>() : h["out_key"].get<std::vector<std::string>>();
+      if (!h.contains("log_prob_key")) lp.back() += "_log_prob";
+      drawn.push_back(td::NestedKey(lp).join("."));
     }
     std::vector<std::string> want = sorted_leaves(expected);
     if (!desc["selected_out_keys"].is_null()) {
@@ -125,7 +191,11 @@ void check_model(const fs::path& dir) {
     for (const auto& k : expected.keys(td::KeysOptions{.include_nested = true, .leaves_only = true})) {
       if (!result.contains(k)) continue;
       const at::Tensor a = result.get(k), b = expected.get(k);
-      if (a.sizes() != b.sizes() || !torch::allclose(a, b, 1e-5, 1e-5)) {
+      if (std::find(drawn.begin(), drawn.end(), k.join(".")) != drawn.end()) {
+        if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) fail(where + ": '" + k.join(".") + "' differs in shape or dtype");
+        continue;
+      }
+      if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type() || !torch::allclose(a, b, 1e-5, 1e-5, /*equal_nan=*/true)) {
         fail(where + ": '" + k.join(".") + "' differs (max abs diff " +
              (a.sizes() == b.sizes() ? std::to_string((a - b).abs().max().item<double>()) : std::string("shape")) + ")");
       }

@@ -120,3 +120,101 @@ TEST_CASE("distributions: bad parameters are refused with the distribution and t
   // validate = false skips the check, as Python's validate_args=False.
   CHECK_NOTHROW(nn::Normal(torch::zeros({3}), torch::zeros({3}), false));
 }
+
+#include <tensordict/nn.hpp>
+#include <thread>
+
+namespace {
+tensordict::TensorDict policy_input(int64_t b) {
+  return tensordict::TensorDict({{"observation", torch::randn({b, 4})}}, {b});
+}
+}  // namespace
+
+TEST_CASE("ProbabilisticTensorDictModule: keys, interaction types and log-probabilities") {
+  using nn::InteractionType;
+  torch::manual_seed(3);
+  nn::TensorDictModule net(torch::nn::Linear(4, 6), {"observation"}, {"params"});
+  const nn::NormalParamExtractor ex;
+  nn::TensorDictModule split([ex](const at::Tensor& x) { return ex(x); }, {"params"}, {"loc", "scale"});
+  nn::ProbabilisticTensorDictModule head({"loc", "scale"}, {{"agent", "action"}}, nn::distribution_class<nn::TanhNormal>(),
+                                         {.default_interaction_type = InteractionType::random, .return_log_prob = true});
+  CHECK((head->log_prob_key() == tensordict::NestedKey{"agent", "action_log_prob"}));
+  CHECK(head->out_keys().size() == 2);
+  nn::ProbabilisticTensorDictSequential policy(net, split, head);
+  CHECK((policy->in_keys() == std::vector<tensordict::NestedKey>{"observation"}));
+  auto td = policy_input(5);
+  policy(td);
+  const at::Tensor a = td.get({"agent", "action"});
+  CHECK(a.sizes() == c10::IntArrayRef({5, 3}));
+  CHECK((a.abs() < 1).all().item<bool>());
+  // The log-probability written is that of the action under the distribution of the parameters.
+  CHECK(torch::allclose(td.get({"agent", "action_log_prob"}), policy->log_prob(td), 1e-4, 1e-4));
+  CHECK(torch::allclose(policy->get_dist(td)->log_prob(a), td.get({"agent", "action_log_prob"}), 1e-4, 1e-4));
+  // Random draws differ; the deterministic sample does not, and a guard sets it for its scope.
+  auto again = policy_input(5);
+  again.set("observation", td.get("observation"));
+  policy(again);
+  CHECK(!torch::equal(again.get({"agent", "action"}), a));
+  {
+    const nn::SetInteractionType guard(InteractionType::deterministic);
+    CHECK(nn::interaction_type() == InteractionType::deterministic);
+    {
+      const nn::SetInteractionType inner(InteractionType::random);
+      CHECK(nn::interaction_type() == InteractionType::random);
+    }
+    CHECK(nn::interaction_type() == InteractionType::deterministic);
+    policy(again);
+    const at::Tensor det = again.get({"agent", "action"});
+    CHECK(torch::allclose(det, td.get("loc").tanh()));
+    policy(again);
+    CHECK(torch::equal(again.get({"agent", "action"}), det));
+  }
+  CHECK(!nn::interaction_type().has_value());
+  // A thread-local guard does not reach other threads.
+  {
+    const nn::SetInteractionType local(InteractionType::mode, true);
+    std::optional<InteractionType> seen = InteractionType::mean;
+    std::thread([&] { seen = nn::interaction_type(); }).join();
+    CHECK(!seen.has_value());
+    CHECK(nn::interaction_type() == InteractionType::mode);
+  }
+  // Mean of a TanhNormal: no closed form, so an empirical mean (as Python's).
+  {
+    const nn::SetInteractionType guard(InteractionType::mean);
+    policy(again);
+    const at::Tensor reference = policy->get_dist(again)->sample({20000}).mean(0);
+    CHECK(torch::allclose(again.get({"agent", "action"}), reference, 0, 0.1));
+    const nn::SetInteractionType mode(InteractionType::mode);
+    CHECK_THROWS_WITH_AS(policy(again), doctest::Contains("no analytical mode"), nn::ModuleError);
+  }
+  // A categorical head from logits named by the pairs form.
+  nn::ProbabilisticTensorDictModule cat(nn::ParamKeys{{"logits", "params"}}, {"choice"}, nn::distribution_class<nn::Categorical>(),
+                                        {.return_log_prob = true, .log_prob_key = tensordict::NestedKey{"lp"}});
+  nn::ProbabilisticTensorDictSequential chooser(net, cat);
+  auto c = policy_input(7);
+  chooser(c);
+  CHECK(torch::equal(c.get("choice"), c.get("params").argmax(-1)));
+  CHECK(torch::allclose(c.get("lp"), c.get("params").log_softmax(-1).gather(-1, c.get("choice").unsqueeze(-1)).squeeze(-1), 1e-5, 1e-6));
+}
+
+TEST_CASE("ProbabilisticTensorDictModule: errors name the module, the keys and the cause") {
+  nn::ProbabilisticTensorDictModule head({"loc", "scale"}, {"action"}, nn::distribution_class<nn::Normal>());
+  tensordict::TensorDict bad({{"loc", torch::zeros({3, 2})}, {"scale", torch::tensor({{1.0, 1.0}, {1.0, -1.0}, {1.0, 1.0}}).to(torch::kFloat)}}, {3});
+  CHECK_THROWS_WITH_AS(head(bad), doctest::Contains("ProbabilisticTensorDictModule(in_keys=['loc', 'scale'], out_keys=['action']): Normal: the scale must be positive"),
+                       nn::ModuleError);
+  CHECK_THROWS_WITH_AS(head(bad), doctest::Contains("scale from 'scale'"), nn::ModuleError);
+  CHECK(!bad.contains("action"));
+  tensordict::TensorDict shapes({{"loc", torch::zeros({3, 2})}, {"scale", torch::ones({3, 5})}}, {3});
+  CHECK_THROWS_WITH_AS(head(shapes), doctest::Contains("the loc [3, 2] and the scale [3, 5] do not broadcast"), nn::ModuleError);
+  tensordict::TensorDict missing({{"loc", torch::zeros({3, 2})}}, {3});
+  CHECK_THROWS_WITH_AS(head(missing), doctest::Contains("the input 'scale' is missing (the TensorDict has: loc)"), tensordict::KeyError);
+  CHECK_THROWS_WITH_AS(nn::ProbabilisticTensorDictModule({"loc", "scale"}, {"loc"}, nn::distribution_class<nn::Normal>()),
+                       doctest::Contains("the out_key 'loc' collides with the in_key 'loc'"), Error);
+  CHECK_THROWS_WITH_AS(nn::ProbabilisticTensorDictModule({"loc", "scale"}, {"a", "b"}, nn::distribution_class<nn::Normal>()),
+                       doctest::Contains("one out_key (the sample) is needed, 2 given"), Error);
+  nn::ProbabilisticTensorDictModule wrong({"mu", "scale"}, {"action"}, nn::distribution_class<nn::Normal>());
+  tensordict::TensorDict mu({{"mu", torch::zeros({2})}, {"scale", torch::ones({2})}}, {});
+  CHECK_THROWS_WITH_AS(wrong(mu), doctest::Contains("Normal: unexpected parameter 'mu' (it takes loc, scale)"), nn::ModuleError);
+  nn::TensorDictModule net(torch::nn::Linear(4, 6), {"observation"}, {"params"});
+  CHECK_THROWS_WITH_AS(nn::ProbabilisticTensorDictSequential(head, net), doctest::Contains("the last module must be a ProbabilisticTensorDictModule"), Error);
+}

@@ -164,6 +164,12 @@ class Distribution {
   /// The value a module writes under `InteractionType::deterministic` (Python's
   /// `deterministic_sample`, or the mean or mode tensordict falls back on).
   [[nodiscard]] virtual at::Tensor deterministic_sample() const { return mean(); }
+  /// A sample and its log-probability computed together (TorchRL's `rsample_and_log_prob`,
+  /// which a module prefers when it draws at random and writes the log-probability), or
+  /// nothing where the distribution has no such path.
+  [[nodiscard]] virtual std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef /*sample_shape*/ = {}) const {
+    return std::nullopt;
+  }
 
  protected:
   [[nodiscard]] std::vector<int64_t> extended_shape(c10::IntArrayRef sample_shape) const {
@@ -348,6 +354,15 @@ class TanhNormal : public Distribution {
     throw Error("TanhNormal has no closed-form mean: estimate it as sample({N}).mean(0)");
   }
   [[nodiscard]] at::Tensor deterministic_sample() const override { return transform(base_->mean()); }
+  /// An rsample and its log-probability from the sample before the squashing, as TorchRL's
+  /// `rsample_and_log_prob` (no inverse tanh: exact where the sample is clamped at a bound).
+  [[nodiscard]] std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef s = {}) const override {
+    const at::Tensor x = base_->rsample(s);
+    const at::Tensor y = transform(x);
+    at::Tensor ladj = 2.0 * (std::log(2.0) - x - at::softplus(-2.0 * x));
+    if (affine_) ladj = ladj + half_.abs().log().expand(x.sizes());
+    return std::make_pair(y, base_->log_prob(x) - detail::sum_rightmost(ladj, static_cast<int64_t>(event_shape_.size())));
+  }
 
  private:
   std::optional<IndependentNormal> base_;
@@ -373,7 +388,8 @@ class Delta : public Distribution {
   }
   [[nodiscard]] std::string name() const override { return "Delta"; }
   [[nodiscard]] const at::Tensor& param() const noexcept { return param_; }
-  [[nodiscard]] bool has_rsample() const override { return true; }
+  /// False, as Python's (a module draws with `sample`), though `rsample` works.
+  [[nodiscard]] bool has_rsample() const override { return false; }
   [[nodiscard]] at::Tensor sample(c10::IntArrayRef s = {}) const override {
     at::NoGradGuard g;
     return rsample(s);
