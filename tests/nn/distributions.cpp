@@ -158,6 +158,24 @@ int main(int argc, char** argv) {
         }
       }
       compare(i, kind, "deterministic_sample", d->deterministic_sample(), T("deterministic"));
+      if (has("joint_sample")) {
+        // TorchRL's rsample_and_log_prob: the same draw on the same libtorch; everywhere, the
+        // log-probability of the sample where it is not clamped at a bound.
+        torch::manual_seed(c["seed"].get<int64_t>() + 2);
+        const auto joint = d->sample_and_log_prob(sample_shape);
+        if (!joint) {
+          fail(i, kind, "sample_and_log_prob", "none");
+        } else {
+          compare(i, kind, "joint sample", joint->first, T("joint_sample"), same_torch);
+          compare(i, kind, "joint log_prob", joint->second, T("joint_log_prob"), same_torch);
+          const auto& tn = dynamic_cast<const nn::TanhNormal&>(*d);
+          const at::Tensor inside = ((joint->first - tn.low()).abs() > 1e-3).logical_and((joint->first - tn.high()).abs() > 1e-3);
+          at::Tensor all_inside = inside;
+          for (std::size_t k = 0; k < d->event_shape().size(); ++k) all_inside = all_inside.all(-1);
+          const at::Tensor a = joint->second.masked_select(all_inside), b = d->log_prob(joint->first).masked_select(all_inside);
+          if (!at::allclose(a, b, 1e-3, 1e-3)) fail(i, kind, "joint log_prob", "differs from log_prob of the joint sample");
+        }
+      }
       if (has("rsample")) {
         torch::manual_seed(c["seed"].get<int64_t>() + 1);
         compare(i, kind, "rsample", d->rsample(sample_shape), T("rsample"), same_torch);

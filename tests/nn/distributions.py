@@ -141,6 +141,9 @@ def make_case(rng, i, kind):
         except (NotImplementedError, RuntimeError, AttributeError):
             case["raises"].append(name)
     t["deterministic"] = deterministic(d, kind)
+    if kind == "TanhNormal":
+        torch.manual_seed(case["seed"] + 2)
+        t["joint_sample"], t["joint_log_prob"] = d.rsample_and_log_prob(sample_shape)
     has_rsample = kind in ("Normal", "IndependentNormal", "TanhNormal", "Delta", "OneHotCategorical")
     if has_rsample:
         torch.manual_seed(case["seed"] + 1)
