@@ -49,3 +49,30 @@ TEST_CASE("nn: a module on a struct") {
   policy(s);                                           // s.action = linear(s.observation)
   CHECK(s.action.sizes() == at::IntArrayRef{8, 2});
 }
+
+TEST_CASE("nn: an actor with a TanhNormal and a critic") {
+  torch::manual_seed(0);
+  td::TensorDict data(td::BatchSize{32});
+  data.set("observation", torch::randn({32, 4}));
+
+  torch::nn::Sequential encoder(torch::nn::Linear(4, 64), torch::nn::Tanh());
+  const tdnn::NormalParamExtractor extractor;          // last dim split: loc, softplus scale
+  tdnn::ProbabilisticTensorDictSequential actor(
+      tdnn::TensorDictModule(encoder, {"observation"}, {"hidden"}),
+      tdnn::TensorDictModule(torch::nn::Linear(64, 2 * 3), {"hidden"}, {"params"}),
+      tdnn::TensorDictModule([extractor](const at::Tensor& x) { return extractor(x); }, {"params"}, {"loc", "scale"}),
+      tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::TanhNormal>({.low = -2.0, .high = 2.0}),
+                                          {.default_interaction_type = tdnn::InteractionType::random, .return_log_prob = true}));
+  tdnn::TensorDictModule critic(torch::nn::Linear(64, 1), {"hidden"}, {"state_value"});
+  tdnn::TensorDictSequential actor_critic(actor, critic);
+
+  actor_critic(data);                                  // action, action_log_prob, state_value
+  CHECK((data.get("action").abs() <= 2).all().item<bool>());
+  at::Tensor log_prob = actor->log_prob(data);         // of the stored action, differentiable
+  CHECK(torch::allclose(log_prob, data.get("action_log_prob"), 1e-4, 1e-4));
+  {
+    const tdnn::SetInteractionType greedy(tdnn::InteractionType::deterministic);
+    actor(data);                                       // action = 2 * tanh(loc): no noise
+  }
+  CHECK(torch::allclose(data.get("action"), 2 * data.get("loc").tanh()));
+}

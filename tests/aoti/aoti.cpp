@@ -326,3 +326,47 @@ static bool _check_aoti_runtime_check_inputs_env() {}
   CHECK(flat[0].is_contiguous());  // the contiguous layout export traces, not a guessed stride
   CHECK(flat[0].stride(0) == 3);
 }
+
+#include <tensordict/nn.hpp>
+
+TEST_CASE("aoti: a tensordict.nn sequence exported from Python: a TensorDict in, its out_keys out, as the C++ modules give") {
+  namespace tdnn = tensordict::nn;
+  if (!fs::exists(dir() / "sequence.pt2")) {
+    MESSAGE("no sequence.pt2 (Python without TorchRL): skipped");
+    return;
+  }
+  td::aoti::Package p(dir() / "sequence.pt2");
+  const TensorDict d = td::load_safetensors(dir() / "sequence.io.safetensors");
+  TensorDict obs({{"observation", d.get({"in", "observation"})}}, {5});
+  const TensorDict r = p.run(obs);
+  for (const auto& k : d.get<TensorDict>("out").keys(td::KeysOptions{.include_nested = true, .leaves_only = true})) {
+    CAPTURE(k.join("."));
+    CHECK((r.get(k) - d.get<TensorDict>("out").get(k)).abs().max().item<double>() <= 1e-5);
+  }
+  // The same sequence built with the C++ modules, Python's weights loaded by name: the same
+  // outputs as the package, on a batch of another size.
+  torch::nn::Sequential encoder(torch::nn::Linear(4, 16), torch::nn::Tanh());
+  const tdnn::NormalParamExtractor ex;
+  tdnn::ProbabilisticTensorDictSequential actor(
+      tdnn::TensorDictModule(encoder, {"observation"}, {"hidden"}), tdnn::TensorDictModule(torch::nn::Linear(16, 4), {"hidden"}, {"params"}),
+      tdnn::TensorDictModule([ex](const at::Tensor& x) { return ex(x); }, {"params"}, {"loc", "scale"}),
+      tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {{"agent", "action"}}, tdnn::distribution_class<tdnn::TanhNormal>({.low = -2.0, .high = 2.0}),
+                                          {.return_log_prob = true}));
+  tdnn::TensorDictSequential seq(actor, tdnn::TensorDictModule(torch::nn::Linear(16, 1), {"hidden"}, {"state_value"}));
+  {
+    torch::NoGradGuard g;
+    td::from_module(*seq).update_(td::load_safetensors(dir() / "sequence.weights.safetensors"));
+  }
+  TensorDict big({{"observation", torch::randn({11, 4})}}, {11});
+  const TensorDict from_package = p.run(big);
+  TensorDict mine = big;
+  {
+    torch::NoGradGuard g;
+    seq(mine);
+  }
+  CHECK(from_package.batch_size() == td::BatchSize{11});
+  for (const auto& k : seq->out_keys()) {
+    CAPTURE(k.join("."));
+    CHECK((from_package.get(k) - mine.get(k)).abs().max().item<double>() <= 1e-5);
+  }
+}

@@ -129,4 +129,50 @@ with torch.no_grad():
 record("plain", (d, t), {}, expected)
 got = torch._inductor.aoti_load_package(os.path.join(out_dir, "plain.pt2"))(d, t)
 assert (got["y"] - expected["y"]).abs().max() < 1e-5
+
+# A tensordict.nn sequence (an actor ending in a TanhNormal, and a critic), exported whole: a
+# TensorDict in, the sequence's out_keys out.
+from tensordict.nn import (NormalParamExtractor, ProbabilisticTensorDictModule,  # noqa: E402
+                           ProbabilisticTensorDictSequential, TensorDictModule, TensorDictSequential)
+
+try:
+    from torchrl.modules import TanhNormal  # noqa: E402
+except ImportError:
+    TanhNormal = None
+
+
+class ExportedSequence(torch.nn.Module):
+    """Runs a TensorDictSequential on a copy of its input's structure and returns its out_keys."""
+
+    def __init__(self, seq):
+        super().__init__()
+        self.seq = seq
+
+    def forward(self, td):
+        return self.seq(td.copy()).select(*self.seq.out_keys)
+
+
+if TanhNormal is not None:
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh()), ["observation"], ["hidden"]),
+        TensorDictModule(torch.nn.Linear(16, 4), ["hidden"], ["params"]),
+        TensorDictModule(NormalParamExtractor(), ["params"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(in_keys=["loc", "scale"], out_keys=[("agent", "action")], distribution_class=TanhNormal,
+                                      distribution_kwargs={"low": -2.0, "high": 2.0}, default_interaction_type="deterministic",
+                                      return_log_prob=True))
+    sequence = TensorDictSequential(actor, TensorDictModule(torch.nn.Linear(16, 1), ["hidden"], ["state_value"]))
+    exported = ExportedSequence(sequence).eval()
+    obs = TensorDict(observation=torch.randn(5, 4), batch_size=[5])
+    shapes = torch.export.ShapesCollection()
+    shapes[obs["observation"]] = {0: torch.export.Dim("batch", min=1, max=1024)}
+    tensordict_cpp.aoti_package(exported, (obs,), os.path.join(out_dir, "sequence.pt2"), dynamic_shapes=shapes.dynamic_shapes(exported, (obs,)))
+    with torch.no_grad():
+        expected = exported(obs)
+    save_file({"in.observation": obs["observation"].contiguous(),
+               **{"out." + ".".join(k if isinstance(k, tuple) else (k,)): v.contiguous() for k, v in expected.items(True, True)}},
+              os.path.join(out_dir, "sequence.io.safetensors"))
+    save_file({k: v.contiguous() for k, v in sequence.state_dict().items()}, os.path.join(out_dir, "sequence.weights.safetensors"))
+    got = torch._inductor.aoti_load_package(os.path.join(out_dir, "sequence.pt2"))(obs)
+    assert (got["agent", "action"] - expected["agent", "action"]).abs().max() < 1e-5
+
 print(f"packages written to {out_dir} in {time.time() - t0:.1f} s; Python's loader agrees")
