@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <tensordict/nn/composite.hpp>
 #include <tensordict/nn/distributions.hpp>
 #include <tensordict/tensordict.hpp>
 
@@ -95,6 +96,62 @@ std::unique_ptr<nn::Distribution> build(const json& c, const std::map<std::strin
   throw std::runtime_error("unknown distribution " + kind);
 }
 
+// Every leaf of `want` (Python's) in `got`, compared.
+void compare_tree(int i, const std::string& what, const td::TensorDict& got, const td::TensorDict& want, bool values = true) {
+  for (const auto& k : want.keys(td::KeysOptions{.include_nested = true, .leaves_only = true})) {
+    if (!got.contains(k)) {
+      fail(i, "Composite", what, "no '" + k.join(".") + "'");
+      continue;
+    }
+    compare(i, "Composite", what + " '" + k.join(".") + "'", got.get(k), want.get(k), values);
+  }
+  if (got.keys(td::KeysOptions{.include_nested = true, .leaves_only = true}).size() !=
+      want.keys(td::KeysOptions{.include_nested = true, .leaves_only = true}).size()) {
+    fail(i, "Composite", what, "another number of entries than Python's");
+  }
+}
+
+void check_composite(int i, const json& c, const td::TensorDict& t, bool same_torch) {
+  const json& o = c["opts"];
+  const td::BatchSize batch(o["batch"].get<std::vector<int64_t>>());
+  td::TensorDict params(batch);
+  nn::DistributionMap map;
+  for (const auto& comp : o["components"]) {
+    const td::NestedKey key(comp["key"].get<std::vector<std::string>>());
+    const td::TensorDict& p = t.get<td::TensorDict>("params").get<td::TensorDict>(key);
+    td::TensorDict level(batch);
+    for (const auto& [name, e] : p.entries()) level.set(std::string(name), e.tensor());
+    params.set(key, level);
+    const std::string dist = comp["dist"];
+    map.emplace_back(key, dist == "Normal"       ? nn::distribution_class<nn::Normal>()
+                          : dist == "TanhNormal" ? nn::distribution_class<nn::TanhNormal>()
+                          : dist == "Categorical" ? nn::distribution_class<nn::Categorical>()
+                                                  : nn::distribution_class<nn::Bernoulli>());
+  }
+  nn::NameMap names;
+  for (const auto& nm : o["name_map"]) {
+    names.emplace_back(td::NestedKey(nm[0].get<std::vector<std::string>>()), td::NestedKey(nm[1].get<std::vector<std::string>>()));
+  }
+  const nn::CompositeDistribution d(params, map, names);
+  const std::vector<int64_t> shape = c["sample_shape"].get<std::vector<int64_t>>();
+  torch::manual_seed(c["seed"].get<int64_t>());
+  compare_tree(i, "sample", d.sample(shape), t.get<td::TensorDict>("sample"), same_torch);
+  // Python's sample, with its batch size, for the log-probabilities.
+  std::vector<int64_t> sb(shape.begin(), shape.end());
+  sb.insert(sb.end(), batch.dims().begin(), batch.dims().end());
+  td::TensorDict sample(td::BatchSize{sb});
+  for (const auto& k : t.get<td::TensorDict>("sample").keys(td::KeysOptions{.include_nested = true, .leaves_only = true})) {
+    sample.set(k, t.get<td::TensorDict>("sample").get(k));
+  }
+  compare_tree(i, "log_prob", d.log_prob(sample), t.get<td::TensorDict>("log_prob"));
+  compare_tree(i, "deterministic_sample", d.deterministic_sample(), t.get<td::TensorDict>("deterministic"));
+  if (t.contains("entropy")) compare_tree(i, "entropy", d.entropy(4), t.get<td::TensorDict>("entropy"));
+  torch::manual_seed(c["seed"].get<int64_t>() + 1);
+  const auto [js, jl] = d.sample_and_log_prob(shape, false);
+  compare_tree(i, "joint sample", js, t.get<td::TensorDict>("joint_sample"), same_torch);
+  compare_tree(i, "joint log_prob", jl, t.get<td::TensorDict>("joint_log_prob"), same_torch);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,6 +190,10 @@ int main(int argc, char** argv) {
         const auto [loc, scale] = ex(T("x"));
         compare(i, kind, "loc", loc, T("out_loc"));
         compare(i, kind, "scale", scale, T("out_scale"));
+        continue;
+      }
+      if (kind == "Composite") {
+        check_composite(i, c, tensors.get<td::TensorDict>("c" + std::to_string(i)), same_torch);
         continue;
       }
       std::map<std::string, at::Tensor> p;

@@ -17,12 +17,13 @@ import random
 import torch
 import torch.distributions as D
 from safetensors.torch import save_file
-from tensordict.nn import NormalParamExtractor
+from tensordict import TensorDict
+from tensordict.nn import CompositeDistribution, NormalParamExtractor
 from tensordict.nn.distributions import Delta
 from torchrl.modules.distributions import IndependentNormal, MaskedCategorical, OneHotCategorical, TanhNormal
 
 KINDS = ["Normal", "IndependentNormal", "TanhNormal", "Delta", "Categorical", "OneHotCategorical",
-         "MaskedCategorical", "Bernoulli", "NormalParamExtractor"]
+         "MaskedCategorical", "Bernoulli", "NormalParamExtractor", "Composite"]
 MAPPINGS = ["biased_softplus_1.0", "biased_softplus_2.0_0.1", "biased_softplus", "softplus", "exp", "relu", "expln", "none"]
 
 
@@ -107,6 +108,8 @@ def make_case(rng, i, kind):
             case["params"]["mask"] = "sparse"
             d = MaskedCategorical(**{param_kind: p}, indices=idx, **o)
         case["opts"] = o
+    elif kind == "Composite":
+        return composite_case(rng, case, dtype)
     else:  # NormalParamExtractor
         s = shape(rng, 0, 2) + [rng.randint(2, 7)]
         m = rng.choice(MAPPINGS)
@@ -150,6 +153,57 @@ def make_case(rng, i, kind):
         t["rsample"] = d.rsample(sample_shape)
     # Gradients of the log-probability (and of an rsample) with respect to the parameters.
     grads(case, t, kind, value, sample_shape)
+    return case, t
+
+
+def composite_case(rng, case, dtype):
+    """Two or three components (Normal, TanhNormal, Categorical, Bernoulli) at plain and nested
+    keys, some written elsewhere (name_map); their parameters under "params.<key>"."""
+    batch = shape(rng, 0, 2)
+    comps = []
+    for j in range(rng.randint(2, 3)):
+        key = rng.choice([[f"k{j}"], ["agent", f"k{j}"]])
+        comps.append({"key": key, "dist": rng.choice(["Normal", "TanhNormal", "Categorical", "Bernoulli"])})
+    params, dmap, t = {}, {}, {}
+    for c in comps:
+        n = rng.randint(1, 3)
+        if c["dist"] in ("Normal", "TanhNormal"):
+            p = {"loc": torch.randn(*batch, n, dtype=dtype), "scale": torch.rand(*batch, n, dtype=dtype) + 0.1}
+        elif c["dist"] == "Categorical":
+            p = {"logits": torch.randn(*batch, n + 1, dtype=dtype)}
+        else:
+            p = {"logits": torch.randn(*batch, n, dtype=dtype)}
+        params[tuple(c["key"])] = TensorDict(p, batch)
+        dmap[tuple(c["key"])] = {"Normal": D.Normal, "TanhNormal": TanhNormal, "Categorical": D.Categorical, "Bernoulli": D.Bernoulli}[c["dist"]]
+        for name, v in p.items():
+            t["params." + ".".join(c["key"]) + "." + name] = v
+    name_map = {}
+    if rng.random() < 0.4:
+        name_map[tuple(comps[0]["key"])] = ("renamed", "x")
+    case["opts"] = {"components": comps, "name_map": [[list(k), list(v)] for k, v in name_map.items()], "batch": batch}
+    params_td = TensorDict(batch_size=batch)
+    for k, v in params.items():
+        params_td.set(k, v)
+    d = CompositeDistribution(params_td, dmap, name_map=name_map or None)
+    sample_shape = torch.Size(case["sample_shape"])
+    torch.manual_seed(case["seed"])
+    with torch.no_grad():
+        sample = d.sample(sample_shape)
+    for k, v in sample.items(True, True):
+        t["sample." + ".".join(k if isinstance(k, tuple) else (k,))] = v
+    lp = d.log_prob(sample)
+    for k, v in lp.items(True, True):
+        t["log_prob." + ".".join(k if isinstance(k, tuple) else (k,))] = v
+    with torch.no_grad():
+        det = d.deterministic_sample
+        torch.manual_seed(case["seed"] + 1)
+        joint_s, joint_lp = d.sample_and_log_prob(sample_shape)
+        ent = d.entropy(samples_mc=4) if all(c["dist"] != "TanhNormal" for c in comps) else None
+    for name, td_ in (("deterministic", det), ("joint_sample", joint_s), ("joint_log_prob", joint_lp), ("entropy", ent)):
+        if td_ is None:
+            continue
+        for k, v in td_.items(True, True):
+            t[name + "." + ".".join(k if isinstance(k, tuple) else (k,))] = v
     return case, t
 
 

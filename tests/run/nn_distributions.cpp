@@ -218,3 +218,37 @@ TEST_CASE("ProbabilisticTensorDictModule: errors name the module, the keys and t
   nn::TensorDictModule net(torch::nn::Linear(4, 6), {"observation"}, {"params"});
   CHECK_THROWS_WITH_AS(nn::ProbabilisticTensorDictSequential(head, net), doctest::Contains("the last module must be a ProbabilisticTensorDictModule"), Error);
 }
+
+TEST_CASE("ProbabilisticTensorDictModule over a composite distribution: one sample and log-probability per key") {
+  using nn::InteractionType;
+  torch::manual_seed(5);
+  tensordict::TensorDict data({{"params", tensordict::TensorDict({{"move", tensordict::TensorDict({{"loc", torch::randn({6, 2})}, {"scale", torch::rand({6, 2}) + 0.1}}, {6})},
+                                                                  {"jump", tensordict::TensorDict({{"logits", torch::randn({6})}}, {6})}},
+                                                                 {6})}},
+                              {6});
+  nn::ProbabilisticTensorDictModule head("params",
+                                         nn::CompositeSpec{{{"move", nn::distribution_class<nn::TanhNormal>()}, {"jump", nn::distribution_class<nn::Bernoulli>()}},
+                                                           {{"jump", {"agent", "jump"}}}},
+                                         {.default_interaction_type = InteractionType::random, .return_log_prob = true});
+  CHECK((head->out_keys() == std::vector<tensordict::NestedKey>{"move", {"agent", "jump"}, "move_log_prob", {"agent", "jump_log_prob"}}));
+  head(data);
+  CHECK(data.get("move").sizes() == c10::IntArrayRef({6, 2}));
+  CHECK(((data.get({"agent", "jump"}) == 0) | (data.get({"agent", "jump"}) == 1)).all().item<bool>());
+  const tensordict::TensorDict lp = head->log_prob_composite(data);
+  CHECK(torch::allclose(lp.get("move_log_prob"), data.get("move_log_prob"), 1e-4, 1e-4));
+  CHECK(torch::allclose(lp.get({"agent", "jump_log_prob"}), data.get({"agent", "jump_log_prob"})));
+  // Each component's log-probability is its own distribution's.
+  const nn::Bernoulli b(data.get({"params", "jump", "logits"}));
+  CHECK(torch::allclose(lp.get({"agent", "jump_log_prob"}), b.log_prob(data.get({"agent", "jump"}))));
+  {
+    const nn::SetInteractionType det(InteractionType::deterministic);
+    head(data);
+  }
+  CHECK(torch::allclose(data.get("move"), data.get({"params", "move", "loc"}).tanh()));
+  CHECK(torch::equal(data.get({"agent", "jump"}), b.mode()));
+  CHECK_THROWS_WITH_AS((void)head->get_dist(data), doctest::Contains("use get_composite"), Error);
+  tensordict::TensorDict missing({{"params", tensordict::TensorDict({{"move", tensordict::TensorDict({{"loc", torch::zeros({2})}, {"scale", torch::ones({2})}}, {})}}, {})}}, {});
+  CHECK_THROWS_WITH_AS(head(missing), doctest::Contains("no parameters at 'jump'"), nn::ModuleError);
+  CHECK_THROWS_WITH_AS(nn::ProbabilisticTensorDictModule("params", nn::CompositeSpec{{{"a", nn::distribution_class<nn::Normal>()}, {{"a", "b"}, nn::distribution_class<nn::Normal>()}}}),
+                       doctest::Contains("collide"), Error);
+}

@@ -14,6 +14,9 @@
 /// (TanhNormal's `mode` and `mean`, a Categorical's `rsample`), so does C++, with `Error`.
 
 #include <algorithm>
+#include <functional>
+#include <initializer_list>
+#include <string_view>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -205,7 +208,10 @@ class Distribution {
   /// A sample and its log-probability computed together (TorchRL's `rsample_and_log_prob`,
   /// which a module prefers when it draws at random and writes the log-probability), or
   /// nothing where the distribution has no such path.
-  [[nodiscard]] virtual std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef /*sample_shape*/ = {}) const {
+  /// With `reparameterize = false` the sample carries no gradient (TorchRL's
+  /// `sample_and_log_prob`); the log-probability does.
+  [[nodiscard]] virtual std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef /*sample_shape*/ = {},
+                                                                                           bool /*reparameterize*/ = true) const {
     return std::nullopt;
   }
 
@@ -417,7 +423,19 @@ class TanhNormal : public Distribution {
   [[nodiscard]] at::Tensor deterministic_sample() const override { return transform(base_->mean()); }
   /// An rsample and its log-probability from the sample before the squashing, as TorchRL's
   /// `rsample_and_log_prob` (no inverse tanh: exact where the sample is clamped at a bound).
-  [[nodiscard]] std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef s = {}) const override {
+  [[nodiscard]] std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef s = {},
+                                                                                   bool reparameterize = true) const override {
+    if (!reparameterize) {
+      // TorchRL's sample_and_log_prob: the draw before the tanh without gradient, its density
+      // and the log-Jacobian at it.
+      const at::Tensor x = base_->sample(s);
+      at::Tensor y;
+      {
+        at::NoGradGuard g;
+        y = transform(x);
+      }
+      return std::make_pair(y, base_->log_prob(x) - detail::sum_rightmost(ladj(x), static_cast<int64_t>(event_shape_.size())));
+    }
     // The normal's log-density from its own noise (z = eps), and the log-Jacobian beside it,
     // in one pass: -(eps²/2 + log(scale) + log(√(2π)) + 2 log 2 - 2 (x + softplus(-2x))
     // [+ log|half|]) summed over the event.
@@ -661,7 +679,9 @@ class MaskedCategorical : public Categorical {
       }
       logits = logits.gather(-1, idx);
       if (o.padding_value) logits.masked_fill_(pad, o.neg_inf);
-      mask_ = idx;
+      // The indices stay as given (padding included), as TorchRL keeps them for log_prob,
+      // sample and mode.
+
     }
     init(logits, Param::logits, "MaskedCategorical");
     num_samples_ = num;
@@ -789,5 +809,156 @@ struct NormalParamExtractor {
     throw Error("NormalParamExtractor: unknown scale mapping '" + m + "' (softplus, exp, relu, expln, none, biased_softplus_<bias>)");
   }
 };
+
+
+/// The named tensors a distribution is built from (Python's keyword arguments: `loc=`,
+/// `scale=`, `logits=`...), in the order of the module's in_keys.
+class DistParams {
+ public:
+  DistParams() = default;
+  explicit DistParams(std::vector<std::pair<std::string, at::Tensor>> items) : items_(std::move(items)) {}
+  void add(std::string name, at::Tensor t) { items_.emplace_back(std::move(name), std::move(t)); }
+  /// The tensor named `name`, or null.
+  [[nodiscard]] const at::Tensor* find(std::string_view name) const {
+    for (const auto& [n, t] : items_) {
+      if (n == name) return &t;
+    }
+    return nullptr;
+  }
+  /// The tensor named `name`; `Error` naming the distribution and what it takes when absent.
+  [[nodiscard]] const at::Tensor& get(const std::string& dist, std::string_view name) const {
+    if (const at::Tensor* t = find(name)) return *t;
+    throw Error(dist + ": no parameter '" + std::string(name) + "' (given: " + names() + ")");
+  }
+  /// Refuses a name `dist` does not take (Python's "unexpected keyword argument").
+  void only(const std::string& dist, std::initializer_list<std::string_view> allowed) const {
+    for (const auto& [n, t] : items_) {
+      if (std::find(allowed.begin(), allowed.end(), n) == allowed.end()) {
+        std::string a;
+        for (auto x : allowed) a += (a.empty() ? "" : ", ") + std::string(x);
+        throw Error(dist + ": unexpected parameter '" + n + "' (it takes " + a + ")");
+      }
+    }
+  }
+  [[nodiscard]] std::string names() const {
+    std::string s;
+    for (const auto& [n, t] : items_) s += (s.empty() ? "" : ", ") + n;
+    return s.empty() ? "none" : s;
+  }
+  [[nodiscard]] const std::vector<std::pair<std::string, at::Tensor>>& items() const noexcept { return items_; }
+
+ private:
+  std::vector<std::pair<std::string, at::Tensor>> items_;
+};
+
+/// Makes a distribution from its parameters (Python's `distribution_class` with its
+/// `distribution_kwargs`): `distribution_class<TanhNormal>({.upscale = 2})`, or a function of
+/// your own returning any `Distribution`.
+using DistributionFactory = std::function<std::shared_ptr<Distribution>(const DistParams&)>;
+
+/// Options of `Normal` as a module's distribution.
+struct NormalOptions {
+  bool validate = true;
+};
+/// Options of `Delta` as a module's distribution.
+struct DeltaOptions {
+  double atol = 1e-6, rtol = 1e-6;
+};
+/// Options of the categorical distributions and Bernoulli (none).
+struct CategoricalOptions {};
+
+/// How `distribution_class<D>` builds each of the library's distributions from named
+/// parameters. Specialize it for a distribution of your own to use `distribution_class<D>`.
+template <class D>
+struct distribution_traits;
+
+namespace detail {
+inline std::pair<at::Tensor, Categorical::Param> logits_or_probs(const DistParams& p, const std::string& dist,
+                                                                  std::initializer_list<std::string_view> allowed) {
+  p.only(dist, allowed);
+  const at::Tensor* l = p.find("logits");
+  const at::Tensor* q = p.find("probs");
+  if ((l == nullptr) == (q == nullptr)) throw Error(dist + ": give either 'logits' or 'probs', not both or neither (given: " + p.names() + ")");
+  return l ? std::make_pair(*l, Categorical::Param::logits) : std::make_pair(*q, Categorical::Param::probs);
+}
+}  // namespace detail
+
+template <>
+struct distribution_traits<Normal> {
+  using Options = NormalOptions;
+  static std::shared_ptr<Distribution> make(const DistParams& p, const Options& o) {
+    p.only("Normal", {"loc", "scale"});
+    return std::make_shared<Normal>(p.get("Normal", "loc"), p.get("Normal", "scale"), o.validate);
+  }
+};
+template <>
+struct distribution_traits<IndependentNormal> {
+  using Options = IndependentNormalOptions;
+  static std::shared_ptr<Distribution> make(const DistParams& p, const Options& o) {
+    p.only("IndependentNormal", {"loc", "scale"});
+    return std::make_shared<IndependentNormal>(p.get("IndependentNormal", "loc"), p.get("IndependentNormal", "scale"), o);
+  }
+};
+template <>
+struct distribution_traits<TanhNormal> {
+  using Options = TanhNormalOptions;
+  static std::shared_ptr<Distribution> make(const DistParams& p, Options o) {
+    p.only("TanhNormal", {"loc", "scale", "low", "high"});
+    if (const at::Tensor* t = p.find("low")) o.low = *t;
+    if (const at::Tensor* t = p.find("high")) o.high = *t;
+    return std::make_shared<TanhNormal>(p.get("TanhNormal", "loc"), p.get("TanhNormal", "scale"), o);
+  }
+};
+template <>
+struct distribution_traits<Delta> {
+  using Options = DeltaOptions;
+  static std::shared_ptr<Distribution> make(const DistParams& p, const Options& o) {
+    p.only("Delta", {"param"});
+    return std::make_shared<Delta>(p.get("Delta", "param"), o.atol, o.rtol);
+  }
+};
+template <>
+struct distribution_traits<Categorical> {
+  using Options = CategoricalOptions;
+  static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
+    auto [t, k] = detail::logits_or_probs(p, "Categorical", {"logits", "probs"});
+    return std::make_shared<Categorical>(t, k);
+  }
+};
+template <>
+struct distribution_traits<OneHotCategorical> {
+  using Options = CategoricalOptions;
+  static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
+    auto [t, k] = detail::logits_or_probs(p, "OneHotCategorical", {"logits", "probs"});
+    return std::make_shared<OneHotCategorical>(t, k);
+  }
+};
+template <>
+struct distribution_traits<Bernoulli> {
+  using Options = CategoricalOptions;
+  static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
+    auto [t, k] = detail::logits_or_probs(p, "Bernoulli", {"logits", "probs"});
+    return std::make_shared<Bernoulli>(t, k);
+  }
+};
+template <>
+struct distribution_traits<MaskedCategorical> {
+  using Options = MaskedCategoricalOptions;
+  static std::shared_ptr<Distribution> make(const DistParams& p, const Options& o) {
+    auto [t, k] = detail::logits_or_probs(p, "MaskedCategorical", {"logits", "probs", "mask", "indices"});
+    const at::Tensor* mask = p.find("mask");
+    const at::Tensor* idx = p.find("indices");
+    if ((mask == nullptr) == (idx == nullptr)) throw Error("MaskedCategorical: give either 'mask' or 'indices', not both or neither");
+    return std::make_shared<MaskedCategorical>(mask ? MaskedCategorical::with_mask(t, *mask, k, o) : MaskedCategorical::with_indices(t, *idx, k, o));
+  }
+};
+
+/// The factory of distribution `D` with its options (Python's `distribution_class=D,
+/// distribution_kwargs={...}`).
+template <class D>
+  requires requires { typename distribution_traits<D>::Options; }
+DistributionFactory distribution_class(typename distribution_traits<D>::Options o = {}) {
+  return [o](const DistParams& p) { return distribution_traits<D>::make(p, o); };
+}
 
 }  // namespace tensordict::nn

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "composite.hpp"
 #include "distributions.hpp"
 #include "module.hpp"
 #include "sequential.hpp"
@@ -100,156 +101,6 @@ class SetInteractionType {
   int prev_;
 };
 
-/// The named tensors a distribution is built from (Python's keyword arguments: `loc=`,
-/// `scale=`, `logits=`...), in the order of the module's in_keys.
-class DistParams {
- public:
-  DistParams() = default;
-  explicit DistParams(std::vector<std::pair<std::string, at::Tensor>> items) : items_(std::move(items)) {}
-  void add(std::string name, at::Tensor t) { items_.emplace_back(std::move(name), std::move(t)); }
-  /// The tensor named `name`, or null.
-  [[nodiscard]] const at::Tensor* find(std::string_view name) const {
-    for (const auto& [n, t] : items_) {
-      if (n == name) return &t;
-    }
-    return nullptr;
-  }
-  /// The tensor named `name`; `Error` naming the distribution and what it takes when absent.
-  [[nodiscard]] const at::Tensor& get(const std::string& dist, std::string_view name) const {
-    if (const at::Tensor* t = find(name)) return *t;
-    throw Error(dist + ": no parameter '" + std::string(name) + "' (given: " + names() + ")");
-  }
-  /// Refuses a name `dist` does not take (Python's "unexpected keyword argument").
-  void only(const std::string& dist, std::initializer_list<std::string_view> allowed) const {
-    for (const auto& [n, t] : items_) {
-      if (std::find(allowed.begin(), allowed.end(), n) == allowed.end()) {
-        std::string a;
-        for (auto x : allowed) a += (a.empty() ? "" : ", ") + std::string(x);
-        throw Error(dist + ": unexpected parameter '" + n + "' (it takes " + a + ")");
-      }
-    }
-  }
-  [[nodiscard]] std::string names() const {
-    std::string s;
-    for (const auto& [n, t] : items_) s += (s.empty() ? "" : ", ") + n;
-    return s.empty() ? "none" : s;
-  }
-  [[nodiscard]] const std::vector<std::pair<std::string, at::Tensor>>& items() const noexcept { return items_; }
-
- private:
-  std::vector<std::pair<std::string, at::Tensor>> items_;
-};
-
-/// Makes a distribution from its parameters (Python's `distribution_class` with its
-/// `distribution_kwargs`): `distribution_class<TanhNormal>({.upscale = 2})`, or a function of
-/// your own returning any `Distribution`.
-using DistributionFactory = std::function<std::shared_ptr<Distribution>(const DistParams&)>;
-
-/// Options of `Normal` as a module's distribution.
-struct NormalOptions {
-  bool validate = true;
-};
-/// Options of `Delta` as a module's distribution.
-struct DeltaOptions {
-  double atol = 1e-6, rtol = 1e-6;
-};
-/// Options of the categorical distributions and Bernoulli (none).
-struct CategoricalOptions {};
-
-/// How `distribution_class<D>` builds each of the library's distributions from named
-/// parameters. Specialize it for a distribution of your own to use `distribution_class<D>`.
-template <class D>
-struct distribution_traits;
-
-namespace detail {
-inline std::pair<at::Tensor, Categorical::Param> logits_or_probs(const DistParams& p, const std::string& dist,
-                                                                  std::initializer_list<std::string_view> allowed) {
-  p.only(dist, allowed);
-  const at::Tensor* l = p.find("logits");
-  const at::Tensor* q = p.find("probs");
-  if ((l == nullptr) == (q == nullptr)) throw Error(dist + ": give either 'logits' or 'probs', not both or neither (given: " + p.names() + ")");
-  return l ? std::make_pair(*l, Categorical::Param::logits) : std::make_pair(*q, Categorical::Param::probs);
-}
-}  // namespace detail
-
-template <>
-struct distribution_traits<Normal> {
-  using Options = NormalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options& o) {
-    p.only("Normal", {"loc", "scale"});
-    return std::make_shared<Normal>(p.get("Normal", "loc"), p.get("Normal", "scale"), o.validate);
-  }
-};
-template <>
-struct distribution_traits<IndependentNormal> {
-  using Options = IndependentNormalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options& o) {
-    p.only("IndependentNormal", {"loc", "scale"});
-    return std::make_shared<IndependentNormal>(p.get("IndependentNormal", "loc"), p.get("IndependentNormal", "scale"), o);
-  }
-};
-template <>
-struct distribution_traits<TanhNormal> {
-  using Options = TanhNormalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, Options o) {
-    p.only("TanhNormal", {"loc", "scale", "low", "high"});
-    if (const at::Tensor* t = p.find("low")) o.low = *t;
-    if (const at::Tensor* t = p.find("high")) o.high = *t;
-    return std::make_shared<TanhNormal>(p.get("TanhNormal", "loc"), p.get("TanhNormal", "scale"), o);
-  }
-};
-template <>
-struct distribution_traits<Delta> {
-  using Options = DeltaOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options& o) {
-    p.only("Delta", {"param"});
-    return std::make_shared<Delta>(p.get("Delta", "param"), o.atol, o.rtol);
-  }
-};
-template <>
-struct distribution_traits<Categorical> {
-  using Options = CategoricalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
-    auto [t, k] = detail::logits_or_probs(p, "Categorical", {"logits", "probs"});
-    return std::make_shared<Categorical>(t, k);
-  }
-};
-template <>
-struct distribution_traits<OneHotCategorical> {
-  using Options = CategoricalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
-    auto [t, k] = detail::logits_or_probs(p, "OneHotCategorical", {"logits", "probs"});
-    return std::make_shared<OneHotCategorical>(t, k);
-  }
-};
-template <>
-struct distribution_traits<Bernoulli> {
-  using Options = CategoricalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
-    auto [t, k] = detail::logits_or_probs(p, "Bernoulli", {"logits", "probs"});
-    return std::make_shared<Bernoulli>(t, k);
-  }
-};
-template <>
-struct distribution_traits<MaskedCategorical> {
-  using Options = MaskedCategoricalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options& o) {
-    auto [t, k] = detail::logits_or_probs(p, "MaskedCategorical", {"logits", "probs", "mask", "indices"});
-    const at::Tensor* mask = p.find("mask");
-    const at::Tensor* idx = p.find("indices");
-    if ((mask == nullptr) == (idx == nullptr)) throw Error("MaskedCategorical: give either 'mask' or 'indices', not both or neither");
-    return std::make_shared<MaskedCategorical>(mask ? MaskedCategorical::with_mask(t, *mask, k, o) : MaskedCategorical::with_indices(t, *idx, k, o));
-  }
-};
-
-/// The factory of distribution `D` with its options (Python's `distribution_class=D,
-/// distribution_kwargs={...}`).
-template <class D>
-  requires requires { typename distribution_traits<D>::Options; }
-DistributionFactory distribution_class(typename distribution_traits<D>::Options o = {}) {
-  return [o](const DistParams& p) { return distribution_traits<D>::make(p, o); };
-}
-
 /// In_keys named by the parameter each one is read as (Python's in_keys dict):
 /// `nn::ParamKeys{{"loc", {"agent", "mu"}}, {"scale", "sigma"}}` (spelled out: a bare
 /// `{{"param", key}}` also reads as a list of two keys).
@@ -272,6 +123,13 @@ struct ProbabilisticOptions {
   int64_t n_empirical_estimate = 1000;
 };
 
+/// The components of a module's composite distribution (Python's `distribution_class=
+/// CompositeDistribution, distribution_kwargs={"distribution_map": ..., "name_map": ...}`).
+struct CompositeSpec {
+  DistributionMap distribution_map;
+  NameMap name_map = {};
+};
+
 /// Reads distribution parameters from a TensorDict, builds the distribution, and writes a value
 /// of it (Python's `ProbabilisticTensorDictModule`). The in_keys are read as the parameters of
 /// the same names (`{"loc", "scale"}`; a nested key gives its last name), or as named in the
@@ -283,6 +141,29 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   ProbabilisticTensorDictModuleImpl(std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys, DistributionFactory dist,
                                     ProbabilisticOptions o = {})
       : ProbabilisticTensorDictModuleImpl(named(in_keys), std::move(out_keys), std::move(dist), std::move(o)) {}
+  /// A composite distribution: the TensorDict at `params_key` holds each component's parameters
+  /// at its key; the samples go to the components' keys (or where `name_map` sends them), their
+  /// log-probabilities to `"<key>_log_prob"`. Python's composite samples without
+  /// reparameterization; so does this one.
+  ProbabilisticTensorDictModuleImpl(const NestedKey& params_key, CompositeSpec spec, ProbabilisticOptions o = {})
+      : options_(std::move(o)), composite_(std::move(spec)) {
+    dist_keys_.push_back("params");
+    in_keys_.push_back(params_key);
+    if (composite_->distribution_map.empty()) throw Error(describe() + ": an empty distribution_map");
+    if (options_.log_prob_key) throw Error(describe() + ": a composite distribution writes one log-probability per key (\"<key>_log_prob\"); log_prob_key is for one sample key");
+    for (const auto& [k, f] : composite_->distribution_map) {
+      NestedKey write = k;
+      for (const auto& [from, to] : composite_->name_map) {
+        if (from == k) write = to;
+      }
+      sample_keys_.push_back(write);
+    }
+    out_keys_ = sample_keys_;
+    if (options_.return_log_prob) {
+      for (const auto& k : sample_keys_) out_keys_.push_back(detail::add_suffix(k, "_log_prob"));
+    }
+    check_keys();
+  }
   ProbabilisticTensorDictModuleImpl(ParamKeys params, std::vector<NestedKey> out_keys, DistributionFactory dist, ProbabilisticOptions o = {})
       : options_(std::move(o)), factory_(std::move(dist)) {
     for (auto& [n, k] : params.items) {
@@ -308,8 +189,43 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   [[nodiscard]] const NestedKey& log_prob_key() const noexcept { return log_prob_key_; }
   [[nodiscard]] const ProbabilisticOptions& options() const noexcept { return options_; }
 
+  /// Whether the module's distribution is a composite one (`get_composite`, `log_prob_composite`).
+  [[nodiscard]] bool is_composite() const noexcept { return composite_.has_value(); }
+  /// The composite distribution of the parameters in `td`.
+  [[nodiscard]] CompositeDistribution get_composite(const TensorDict& td) const {
+    if (!composite_) throw Error(describe() + ": not a composite distribution; use get_dist");
+    const NestedKey& k = in_keys_[0];
+    const Entry* e = nullptr;
+    try {
+      e = &td.entry(k);
+    } catch (const KeyError&) {
+      (void)input(td, k);  // the missing-key message
+    }
+    if (!e->is_tensordict()) throw Error(describe() + ": the parameters at '" + k.join(".") + "' are " + e->kind() + ", not a TensorDict");
+    try {
+      return CompositeDistribution(e->tensordict(), composite_->distribution_map, composite_->name_map);
+    } catch (const Error& err) {
+      throw ModuleError(describe() + ": " + err.what());
+    }
+  }
+  /// The `"<key>_log_prob"` entries of the samples stored in `td` (a composite distribution).
+  [[nodiscard]] TensorDict log_prob_composite(const TensorDict& td) const {
+    const CompositeDistribution d = get_composite(td);
+    TensorDict sample(td.batch_size());
+    for (const auto& k : sample_keys_) sample.set(k, input(td, k));
+    return d.log_prob(sample);
+  }
+  /// The keys the log-probabilities are written at.
+  [[nodiscard]] std::vector<NestedKey> log_prob_keys() const {
+    if (!composite_) return {log_prob_key_};
+    std::vector<NestedKey> out;
+    for (const auto& k : sample_keys_) out.push_back(detail::add_suffix(k, "_log_prob"));
+    return out;
+  }
+
   /// The distribution of the parameters in `td`.
   [[nodiscard]] std::shared_ptr<Distribution> get_dist(const TensorDict& td) const {
+    if (composite_) throw Error(describe() + ": a composite distribution; use get_composite");
     DistParams p;
     for (std::size_t i = 0; i < in_keys_.size(); ++i) p.add(dist_keys_[i], input(td, in_keys_[i]));
     try {
@@ -323,6 +239,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   /// The log-probability of the sample stored in `td` under the distribution of `td`'s
   /// parameters (or under `dist`).
   [[nodiscard]] at::Tensor log_prob(const TensorDict& td, const std::shared_ptr<Distribution>& dist = nullptr) const {
+    if (composite_) throw Error(describe() + ": a composite distribution has one log-probability per key; use log_prob_composite");
     const auto d = dist ? dist : get_dist(td);
     return d->log_prob(input(td, sample_keys_[0]));
   }
@@ -347,12 +264,13 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
 
   TensorDict& run(TensorDict& td, TensorDict& fresh) override {
     (void)fresh;
+    if (composite_) return run_composite(td);
     const auto d = get_dist(td);
     const InteractionType type = interaction_type().value_or(options_.default_interaction_type);
     at::Tensor sample, lp;
     try {
       if (options_.return_log_prob && type == InteractionType::random) {
-        if (auto joint = d->sample_and_log_prob()) std::tie(sample, lp) = std::move(*joint);
+        if (auto joint = d->sample_and_log_prob({}, d->has_rsample())) std::tie(sample, lp) = std::move(*joint);
       }
       if (!sample.defined()) sample = draw(*d, type);
       if (options_.return_log_prob && !lp.defined()) lp = d->log_prob(sample);
@@ -371,6 +289,49 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   }
 
  private:
+  TensorDict& run_composite(TensorDict& td) {
+    const CompositeDistribution d = get_composite(td);
+    const InteractionType type = interaction_type().value_or(options_.default_interaction_type);
+    TensorDict sample, lp;
+    try {
+      switch (type) {
+        case InteractionType::random:
+          if (options_.return_log_prob) {
+            std::tie(sample, lp) = d.sample_and_log_prob({}, false);
+          } else {
+            sample = d.sample();
+          }
+          break;
+        case InteractionType::deterministic: sample = d.deterministic_sample(); break;
+        case InteractionType::mode: sample = d.mode(); break;
+        case InteractionType::median: throw Error("CompositeDistribution has no median");
+        case InteractionType::mean:
+          try {
+            sample = d.mean();
+          } catch (const Error&) {
+            const std::vector<int64_t> n{options_.n_empirical_estimate};
+            const TensorDict draws = d.sample(n);
+            sample = TensorDict(BatchSize(d.batch_shape()));
+            for (const auto& k : sample_keys_) sample.set(k, draws.get(k).mean(0));
+          }
+          break;
+      }
+      if (options_.return_log_prob && lp.size() == 0) lp = d.log_prob(sample);
+    } catch (const Error& e) {
+      throw ModuleError(describe() + ": " + e.what());
+    } catch (const c10::Error& e) {
+      throw ModuleError(describe() + ": " + e.what_without_backtrace());
+    }
+    for (const auto& k : sample_keys_) write(td, k, sample.get(k));
+    if (options_.return_log_prob) {
+      for (const auto& k : sample_keys_) {
+        const NestedKey l = detail::add_suffix(k, "_log_prob");
+        write(td, l, lp.get(l));
+      }
+    }
+    return td;
+  }
+
   static ParamKeys named(const std::vector<NestedKey>& keys) {
     std::vector<std::pair<std::string, NestedKey>> out;
     for (const auto& k : keys) {
@@ -423,6 +384,13 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
         if (dist_keys_[i] == dist_keys_[j]) throw Error(describe() + ": the parameter '" + dist_keys_[i] + "' is read from two keys");
       }
     }
+    for (std::size_t i = 0; i < sample_keys_.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (overlaps(sample_keys_[i], sample_keys_[j])) {
+          throw Error(describe() + ": the sample keys '" + sample_keys_[j].join(".") + "' and '" + sample_keys_[i].join(".") + "' collide");
+        }
+      }
+    }
     for (const auto& o : out_keys_) {
       for (const auto& in : in_keys_) {
         if (overlaps(o, in)) {
@@ -431,7 +399,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
         }
       }
     }
-    if (options_.return_log_prob && overlaps(log_prob_key_, sample_keys_[0])) {
+    if (!composite_ && options_.return_log_prob && overlaps(log_prob_key_, sample_keys_[0])) {
       throw Error(describe() + ": the log-probability key '" + log_prob_key_.join(".") + "' collides with the sample key '" +
                   sample_keys_[0].join(".") + "'");
     }
@@ -439,6 +407,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
 
   ProbabilisticOptions options_;
   DistributionFactory factory_;
+  std::optional<CompositeSpec> composite_;
   std::vector<std::string> dist_keys_;
   std::vector<NestedKey> sample_keys_;
   NestedKey log_prob_key_;
@@ -452,6 +421,8 @@ class ProbabilisticTensorDictModule : public Holder<ProbabilisticTensorDictModul
       : Holder(std::make_shared<ProbabilisticTensorDictModuleImpl>(std::move(in_keys), std::move(out_keys), std::move(dist), std::move(o))) {}
   ProbabilisticTensorDictModule(ParamKeys params, std::vector<NestedKey> out_keys, DistributionFactory dist, ProbabilisticOptions o = {})
       : Holder(std::make_shared<ProbabilisticTensorDictModuleImpl>(std::move(params), std::move(out_keys), std::move(dist), std::move(o))) {}
+  ProbabilisticTensorDictModule(const NestedKey& params_key, CompositeSpec spec, ProbabilisticOptions o = {})
+      : Holder(std::make_shared<ProbabilisticTensorDictModuleImpl>(params_key, std::move(spec), std::move(o))) {}
   ProbabilisticTensorDictModule(std::nullptr_t) : Holder(nullptr) {}  // NOLINT: as torch's holders
   ProbabilisticTensorDictModule(std::shared_ptr<ProbabilisticTensorDictModuleImpl> p) : Holder(std::move(p)) {}  // NOLINT
 };
