@@ -820,6 +820,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::NonTensorData{td::Json(1)}); }();
   // tensordict.NonTensorStack (scripts/api_coverage.txt:459)
   [&] { (void)(td::NonTensorStack{}); }();
+  // tensordict.TensorDictParams (scripts/api_coverage.txt:464)
+  [&] { (void)(td::nn::TensorDictParams(td::from_module(module))); }();
   // tensordict.__version__ (scripts/api_coverage.txt:465)
   [&] { (void)(td::version); }();
   // torch.abs (scripts/api_coverage.txt:466)
