@@ -62,7 +62,7 @@ TEST_CASE("EnsembleModule: copies with their own parameters, in one vmap call") 
   CHECK(out.get("q").sizes() == c10::IntArrayRef({5, 7, 1}));
   // Copy i computes what the module computes with copy i's parameters.
   for (int64_t i = 0; i < 5; ++i) {
-    const auto swap = td::to_module(td::index(ens->params(), {i}), *q);
+    const auto swap = td::to_module(td::index(ens->params(), i), *q);
     TensorDict one = data;
     q(one);
     CHECK(torch::allclose(out.get("q")[i], one.get("q"), 1e-5, 1e-6));

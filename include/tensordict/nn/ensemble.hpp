@@ -75,7 +75,7 @@ class EnsembleModuleImpl : public TensorDictModuleBase {
     if (o.reset_parameters) {
       torch::NoGradGuard no_grad;
       for (int64_t i = 0; i < num_copies; ++i) {
-        const TensorDict row = index(stacked, {i});  // views: the reset writes into `stacked`
+        const TensorDict row = index(stacked, i);  // views: the reset writes into `stacked`
         const auto swap = to_module(row, *module_);
         detail::reset_known_layers(*module_);
       }
