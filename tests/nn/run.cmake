@@ -1,4 +1,5 @@
-# Python builds random cases (GENERATOR: tests/nn/make_fixtures.py, models of tensordict.nn, or
+# Python builds random cases (GENERATOR: tests/nn/make_fixtures.py, models of tensordict.nn;
+# tests/rl/value.py, value estimates of TorchRL; or
 # tests/nn/distributions.py, distributions of torch, TorchRL and tensordict.nn; seed SEED, COUNT
 # of them) and the C++ side (COMPARE) rebuilt from the same descriptions gives the same numbers.
 # Prints a TENSORDICT_SKIPPED line (CTest marks the test skipped) only when a Python module the
