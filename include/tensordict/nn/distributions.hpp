@@ -30,19 +30,14 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/functional/loss.h>
 
+#include "../detail/text.hpp"
 #include "../errors.hpp"
 
 namespace tensordict::nn {
 
 namespace detail {
 
-inline std::string shape_of(c10::IntArrayRef s) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << ']';
-  return os.str();
-}
+using tensordict::detail::shape_str;
 
 inline std::vector<int64_t> cat_shapes(c10::IntArrayRef a, c10::IntArrayRef b, c10::IntArrayRef c = {}) {
   std::vector<int64_t> out(a.begin(), a.end());
@@ -158,7 +153,7 @@ inline void check_positive(const char* dist, const char* what, const at::Tensor&
     const at::Tensor first = bad.reshape(-1).nonzero().select(0, 0).select(0, 0);
     std::ostringstream os;
     os << dist << ": the " << what << " must be positive; it holds " << t.reshape(-1).index({first}).item<double>()
-       << " (shape " << shape_of(t.sizes()) << ")";
+       << " (shape " << shape_str(t.sizes()) << ")";
     throw Error(os.str());
   }
 }
@@ -169,7 +164,7 @@ inline std::vector<at::Tensor> broadcast(const char* dist, const char* a, const 
   try {
     return at::broadcast_tensors({x, y});
   } catch (const c10::Error&) {
-    throw Error(std::string(dist) + ": the " + a + " " + shape_of(x.sizes()) + " and the " + b + " " + shape_of(y.sizes()) +
+    throw Error(std::string(dist) + ": the " + a + " " + shape_str(x.sizes()) + " and the " + b + " " + shape_str(y.sizes()) +
                 " do not broadcast");
   }
 }
@@ -286,7 +281,7 @@ class IndependentNormal : public Distribution {
       : base_(o.tanh_loc && loc.defined() ? (loc / o.upscale).tanh() * o.upscale : loc, scale, o.validate), n_(o.event_dim) {
     const auto& s = base_.batch_shape();
     if (n_ < 0 || n_ > static_cast<int64_t>(s.size())) {
-      throw Error("IndependentNormal: event_dim " + std::to_string(n_) + " is more than the dims of loc " + detail::shape_of(s));
+      throw Error("IndependentNormal: event_dim " + std::to_string(n_) + " is more than the dims of loc " + detail::shape_str(s));
     }
     batch_shape_.assign(s.begin(), s.end() - n_);
     event_shape_.assign(s.end() - n_, s.end());
@@ -381,8 +376,8 @@ class TanhNormal : public Distribution {
         fits = false;
       }
       if (!fits) {
-        throw Error("TanhNormal: low " + detail::shape_of(low_.sizes()) + " and high " + detail::shape_of(high_.sizes()) +
-                    " do not broadcast to the location " + detail::shape_of(full));
+        throw Error("TanhNormal: low " + detail::shape_str(low_.sizes()) + " and high " + detail::shape_str(high_.sizes()) +
+                    " do not broadcast to the location " + detail::shape_str(full));
       }
     }
   }
@@ -657,8 +652,8 @@ class MaskedCategorical : public Categorical {
       : mask_(mask), sparse_(sparse), neg_inf_(o.neg_inf), cross_entropy_(o.use_cross_entropy) {
     if (!param_in.defined() || !mask.defined()) throw Error("MaskedCategorical: an undefined parameter or mask");
     if (!sparse && mask.sizes() != param_in.sizes() && mask.dim() > param_in.dim()) {
-      throw Error("MaskedCategorical: the mask " + detail::shape_of(mask.sizes()) + " does not fit the parameter " +
-                  detail::shape_of(param_in.sizes()));
+      throw Error("MaskedCategorical: the mask " + detail::shape_str(mask.sizes()) + " does not fit the parameter " +
+                  detail::shape_str(param_in.sizes()));
     }
     if (!sparse && mask.scalar_type() != at::kBool) throw Error("MaskedCategorical: a dense mask must be boolean (use with_indices)");
     at::Tensor logits = param_in;
@@ -774,7 +769,7 @@ struct NormalParamExtractor {
 
   [[nodiscard]] std::pair<at::Tensor, at::Tensor> operator()(const at::Tensor& x) const {
     if (!x.defined() || x.dim() == 0) throw Error("NormalParamExtractor: the input must have at least one dim");
-    if (x.size(-1) < 2) throw Error("NormalParamExtractor: the last dim of the input " + detail::shape_of(x.sizes()) + " is less than 2");
+    if (x.size(-1) < 2) throw Error("NormalParamExtractor: the last dim of the input " + detail::shape_str(x.sizes()) + " is less than 2");
     auto parts = x.chunk(2, -1);
     return {parts[0], map(parts[1]).clamp_min(scale_lb)};
   }

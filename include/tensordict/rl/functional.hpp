@@ -15,17 +15,14 @@
 
 #include <ATen/ATen.h>
 
+#include "../detail/text.hpp"
 #include "../errors.hpp"
 
 namespace tensordict::rl {
 
 namespace detail {
 
-inline std::string shape_str(c10::IntArrayRef s) {
-  std::string o = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
-}
+using tensordict::detail::shape_str;
 
 // Moves the time dim to -2, as TorchRL's `_transpose_time` does (a 1-d tensor whose time dim is
 // its only one gets a trailing dim of 1).
