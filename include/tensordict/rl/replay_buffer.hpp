@@ -36,6 +36,10 @@ struct ReplayBufferOptions {
   /// The key whose values `extend` and `update_tensordict_priority` take as priorities
   /// (reduced to one per element by their maximum), as TorchRL's `priority_key`.
   std::string priority_key = "td_error";
+  /// The dim of an extended batch that runs along the storage's rows (TorchRL's `dim_extend`);
+  /// unset, the storage's `ndim - 1`: a `[envs, time]` rollout goes into an ndim-2 storage as
+  /// `[time, envs]`, so that the rows are time steps and each env a lane.
+  std::optional<int64_t> dim_extend;
   /// Applied to each sample after it is read (TorchRL's transform on sample).
   std::function<TensorDict(TensorDict)> transform;
 };
@@ -51,6 +55,8 @@ class ReplayBuffer {
     if (o_.seed) sampler_->seed(*o_.seed);
     if (o_.batch_size && *o_.batch_size <= 0) throw BufferError("ReplayBuffer: batch_size is not positive");
     if (o_.prefetch < 0) throw BufferError("ReplayBuffer: prefetch is negative");
+    if (o_.dim_extend && *o_.dim_extend < 0) throw BufferError("ReplayBuffer: dim_extend is negative");
+    dim_extend_ = o_.dim_extend.value_or(storage_->ndim() - 1);
     for (int i = 0; i < o_.prefetch; ++i) workers_.emplace_back([this] { work(); });
   }
   ReplayBuffer(const ReplayBuffer&) = delete;
@@ -67,7 +73,11 @@ class ReplayBuffer {
   /// Writes one item (batch size: the storage's trailing dims); returns its row.
   int64_t add(const TensorDict& item) {
     std::lock_guard<std::mutex> g(mu_);
-    const int64_t row = writer_.add(*storage_, item);
+    // The stored item carries its row at "index", as TorchRL's TensorDict writer stores it.
+    TensorDict it = item;
+    std::vector<int64_t> ishape(item.batch_size().dims().begin(), item.batch_size().dims().end());
+    it.set("index", at::full(ishape, writer_.cursor(), at::kLong));
+    const int64_t row = writer_.add(*storage_, it);
     const at::Tensor rows = at::full({1}, row, at::kLong);
     after_write(rows, nullptr);
     if (sampler_->prioritized() && item.contains(Key(o_.priority_key))) {
@@ -75,14 +85,29 @@ class ReplayBuffer {
     }
     return row;
   }
-  /// Writes a batch of items (batch size `[n, trailing dims...]`) at the cursor, wrapping around;
-  /// returns their rows. With a prioritized sampler, an entry at `priority_key` sets their
-  /// priorities (unless `update_priority` is false); otherwise they get the largest seen.
-  at::Tensor extend(const TensorDict& rows, bool update_priority = true) {
+  /// Writes a batch of items at the cursor, wrapping around: its dim `dim_extend` runs along the
+  /// rows (the others are the storage's trailing dims). Returns the storage index of what was
+  /// written: its rows (ndim 1), or the `[n, ndim]` coordinates of each element. With a
+  /// prioritized sampler, an entry at `priority_key` sets their priorities (unless
+  /// `update_priority` is false); otherwise they get the largest seen.
+  at::Tensor extend(const TensorDict& data, bool update_priority = true) {
+    if (dim_extend_ > 0 && dim_extend_ >= static_cast<int64_t>(data.batch_dims())) {
+      throw BufferError("extend: dim_extend " + std::to_string(dim_extend_) + " is not a batch dim of data of batch size " +
+                        detail::shape_str(data.batch_size().dims()));
+    }
+    const TensorDict rows = dim_extend_ > 0 ? tensordict::transpose(data, dim_extend_, 0) : data;
     std::lock_guard<std::mutex> g(mu_);
-    const at::Tensor idx = writer_.extend(*storage_, rows);
+    // The stored rows carry their row at "index", as TorchRL's TensorDict writer stores them.
+    TensorDict with_index = rows;
+    const int64_t cap = storage_->capacity_for_rows(rows);
+    const int64_t n = rows.batch_size()[0];
+    at::Tensor row_ids = at::arange(writer_.cursor(), writer_.cursor() + n, at::kLong).remainder_(cap);
+    std::vector<int64_t> rshape(rows.batch_size().dims().begin(), rows.batch_size().dims().end());
+    for (std::size_t i = 1; i < rshape.size(); ++i) row_ids = row_ids.unsqueeze(-1);
+    with_index.set("index", row_ids.expand(rshape));
+    const at::Tensor idx = writer_.extend(*storage_, with_index);
     after_write(idx, update_priority && sampler_->prioritized() && rows.contains(Key(o_.priority_key)) ? &rows : nullptr);
-    return idx;
+    return index_of_rows(idx);
   }
   /// `batch_size` items (the buffer's default without one) with `index` and the sampler's
   /// entries, transformed. `BufferError` on an empty buffer.
@@ -300,6 +325,7 @@ class ReplayBuffer {
   std::deque<std::function<void()>> tasks_;
   std::vector<std::thread> workers_;
   bool stop_ = false;
+  int64_t dim_extend_ = 0;
 };
 
 }  // namespace tensordict::rl

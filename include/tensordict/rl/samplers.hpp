@@ -153,7 +153,12 @@ class SamplerWithoutReplacement : public Sampler {
   void dumps(const std::filesystem::path& dir) const override {
     TensorDict td(BatchSize{});
     td.set("len_storage", at::scalar_tensor(len_storage_, at::kLong));
-    td.set("_sample_list", list_.defined() ? list_.contiguous() : at::zeros({0}, at::kLong));
+    // No list yet is saved as TorchRL saves its None: a non-tensor null.
+    if (list_.defined()) {
+      td.set("_sample_list", list_.contiguous());
+    } else {
+      td.set("_sample_list", Entry(NonTensorData{Json(nullptr)}));
+    }
     td.set("drop_last", at::scalar_tensor(o_.drop_last, at::kBool));
     td.set("_ran_out", at::scalar_tensor(ran_out_, at::kBool));
     tensordict::memmap(td, dir, MemmapOptions{.overwrite = true, .sync = false});
@@ -170,7 +175,16 @@ class SamplerWithoutReplacement : public Sampler {
     const int64_t len = scalar("len_storage", at::kLong).item<int64_t>();
     if (len < 0) throw FormatError(f + ": 'len_storage' is negative");
     if (!td.contains("_sample_list")) throw FormatError(f + ": no '_sample_list' entry");
-    const at::Tensor list = td.get("_sample_list");
+    const Entry& le = td.entry("_sample_list");
+    at::Tensor list;
+    if (le.is_non_tensor()) {
+      if (!td.get<NonTensorData>("_sample_list").value.is_null()) throw FormatError(f + ": '_sample_list' is neither a tensor nor null");
+      list = at::zeros({0}, at::kLong);
+    } else if (le.is_tensor()) {
+      list = le.tensor();
+    } else {
+      throw FormatError(f + ": '_sample_list' is neither a tensor nor null");
+    }
     if (list.dim() != 1 || list.scalar_type() != at::kLong) throw FormatError(f + ": '_sample_list' is not a 1-d int64 tensor");
     if (list.numel() && (list.min().item<int64_t>() < 0 || list.max().item<int64_t>() >= std::max<int64_t>(len, 1))) {
       throw FormatError(f + ": '_sample_list' holds an index outside [0, " + std::to_string(len) + ")");
@@ -178,7 +192,7 @@ class SamplerWithoutReplacement : public Sampler {
     const bool drop = scalar("drop_last", at::kBool).item<bool>();
     const bool ran = scalar("_ran_out", at::kBool).item<bool>();
     len_storage_ = len;
-    list_ = list.numel() || len ? list.clone() : at::Tensor();
+    list_ = le.is_tensor() ? list.clone() : at::Tensor();
     o_.drop_last = drop;
     ran_out_ = ran;
   }

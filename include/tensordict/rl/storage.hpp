@@ -169,6 +169,15 @@ class TensorStorage {
     require_init("capacity");
     return capacity_;
   }
+  /// The number of rows the storage holds (or will hold, once allocated for items like
+  /// `rows[0]`).
+  int64_t capacity_for_rows(const TensorDict& rows) const {
+    if (initialized_) return capacity_;
+    if (rows.batch_dims() < static_cast<std::size_t>(ndim_) || rows.batch_size()[0] == 0) {
+      throw BufferError("storage: data of batch size " + bs_str(rows) + " for a storage of ndim " + std::to_string(ndim_));
+    }
+    return capacity_for(tensordict::index(rows, 0));
+  }
   /// The number of rows written so far.
   int64_t rows() const {
     if (!initialized_) return 0;
