@@ -1,5 +1,6 @@
 # Python builds random cases (GENERATOR: tests/nn/make_fixtures.py, models of tensordict.nn;
-# tests/rl/value.py, value estimates of TorchRL; or
+# tests/rl/value.py, value estimates of TorchRL; tests/rl/buffer.py, replay buffers TorchRL dumps
+# and reads back (its CHECK_FLAG pass); or
 # tests/nn/distributions.py, distributions of torch, TorchRL and tensordict.nn; seed SEED, COUNT
 # of them) and the C++ side (COMPARE) rebuilt from the same descriptions gives the same numbers.
 # Prints a TENSORDICT_SKIPPED line (CTest marks the test skipped) only when a Python module the
@@ -21,4 +22,11 @@ endif()
 execute_process(COMMAND "${COMPARE}" "${WORK_DIR}" RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "C++ and Python disagree (cases in ${WORK_DIR})")
+endif()
+# A second Python pass (CHECK_FLAG) reads back what the C++ side wrote.
+if(DEFINED CHECK_FLAG)
+  execute_process(COMMAND "${PYTHON}" "${GENERATOR}" "${WORK_DIR}" "${CHECK_FLAG}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "Python disagrees with what C++ wrote (cases in ${WORK_DIR})")
+  endif()
 endif()

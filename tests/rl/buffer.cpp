@@ -2,7 +2,7 @@
 // buffer built as config.json says, check the storage, length, cursor, write count and the next
 // without-replacement batch against what TorchRL had, extend it with `more`, set the priorities
 // in `prio`, and dump it (B) for TorchRL to read back.
-// Usage: tensordict_rb_roundtrip DIR
+// Usage: tensordict_rb_roundtrip DIR [OUT] (B goes to OUT/<case>/B, DIR/<case>/B without OUT)
 #include <filesystem>
 #include <iostream>
 
@@ -35,7 +35,7 @@ bool same(const at::Tensor& a, const at::Tensor& b) {
   return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.equal(b);
 }
 
-int run_case(const fs::path& d) {
+int run_case(const fs::path& d, const fs::path& out) {
   const Json cfg = tensordict::detail::read_json_file(d / "config.json");
   const int64_t max_size = cfg.at("max_size").get<int64_t>();
   const int64_t ndim = cfg.at("ndim").get<int64_t>();
@@ -90,15 +90,15 @@ int run_case(const fs::path& d) {
     const TensorDict p = load_memmap(d / "prio");
     rb.update_priority(p.get("index"), p.get("priority"));
   }
-  rb.dumps(d / "B");
+  rb.dumps(out / "B");
   return bad;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: tensordict_rb_roundtrip DIR\n";
+  if (argc != 2 && argc != 3) {
+    std::cerr << "usage: tensordict_rb_roundtrip DIR [OUT]\n";
     return 2;
   }
   const fs::path dir = argv[1];
@@ -107,7 +107,9 @@ int main(int argc, char** argv) {
   for (const Json& name : names.elements()) {
     ++n;
     try {
-      bad += run_case(dir / name.str()) ? 1 : 0;
+      const fs::path out = argc == 3 ? fs::path(argv[2]) / name.str() : dir / name.str();
+      fs::create_directories(out);
+      bad += run_case(dir / name.str(), out) ? 1 : 0;
     } catch (const std::exception& e) {
       std::cout << name.str() << ": " << e.what() << "\n";
       ++bad;

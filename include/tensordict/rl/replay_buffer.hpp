@@ -202,6 +202,11 @@ class ReplayBuffer {
     }
     RoundRobinWriter w = writer_;
     w.loads(dir / "writer");
+    const TensorStorage::StagedLoad staged = storage_->stage_load(dir / "storage");
+    if (w.cursor() >= staged.capacity) {
+      throw FormatError((dir / "writer" / "metadata.json").string() + ": cursor " + std::to_string(w.cursor()) + " beyond the storage's " +
+                        std::to_string(staged.capacity) + " rows");
+    }
     // The sampler's state is kept aside so that a failure later restores it.
     const std::filesystem::path backup = scratch("sampler-backup");
     struct Remove {
@@ -214,11 +219,7 @@ class ReplayBuffer {
     sampler_->dumps(backup);
     sampler_->loads(dir / "sampler");
     try {
-      storage_->loads(dir / "storage");
-      if (w.cursor() >= storage_->capacity()) {
-        throw FormatError((dir / "writer" / "metadata.json").string() + ": cursor " + std::to_string(w.cursor()) + " beyond the storage's " +
-                          std::to_string(storage_->capacity()) + " rows");
-      }
+      storage_->commit_load(staged);
     } catch (...) {
       sampler_->loads(backup);
       throw;

@@ -296,10 +296,38 @@ class TensorStorage {
   /// checks keys and shapes and copies; an empty one is allocated from the save. A save of
   /// another capacity, a length beyond it, a PyTree storage or a later format is refused
   /// (`FormatError` naming the file), before anything changes.
-  virtual void loads(const std::filesystem::path& dir) {
+  virtual void loads(const std::filesystem::path& dir) { commit_load(stage_load(dir)); }
+
+  /// A save read and checked against this storage, not yet taken (`commit_load`): so that a
+  /// caller loading several files changes nothing until every one has been checked.
+  struct StagedLoad {
+    TensorDict saved;
+    int64_t len = 0;
+    std::filesystem::path dir;
+    /// The rows the storage will have.
+    int64_t capacity = 0;
+  };
+  /// Reads and checks the save in `dir` (as `loads` does) without changing the storage.
+  StagedLoad stage_load(const std::filesystem::path& dir) const {
     auto [saved, len] = read_save(dir);
-    adopt(saved, len, dir);
+    const std::string meta = (dir / "meta.json").string();
+    int64_t cap = 0;
+    if (!initialized_) {
+      const TensorDict proto = tensordict::index(saved, 0);
+      check_item_kinds(proto, "");
+      cap = capacity_for(proto);
+    } else {
+      cap = capacity_;
+      if (saved.batch_size()[0] == capacity_) (void)match(saved, 1);
+    }
+    if (cap != saved.batch_size()[0]) {
+      throw FormatError(meta + ": a storage of " + std::to_string(saved.batch_size()[0]) + " rows, this one has " + std::to_string(cap) +
+                        " (max_size " + std::to_string(max_size_) + ")");
+    }
+    return {std::move(saved), len, dir, cap};
   }
+  /// Takes a save checked by `stage_load`.
+  void commit_load(const StagedLoad& s) { adopt(s.saved, s.len, s.dir); }
 
   /// Empties the storage (the allocation is kept).
   void clear() noexcept {
@@ -567,10 +595,6 @@ class LazyMemmapStorage : public TensorStorage {
       return;
     }
     TensorStorage::dumps(dir);
-  }
-  void loads(const std::filesystem::path& dir) override {
-    auto [saved, len] = read_save(dir);
-    adopt(saved, len, dir);
   }
 
  protected:
