@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 #include <tensordict/rl/functional.hpp>
+#include <tensordict/rl/value.hpp>
 #include <tensordict/tensordict.hpp>
 
 namespace td = tensordict;
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
     const at::Tensor v = x.get("value"), nv = x.get("next_value"), r = x.get("reward"), d = x.get("done"), term = x.get("terminated");
     auto check = [&](const std::string& name, const at::Tensor& got) {
       const at::Tensor want = x.get(name);
-      if (got.sizes() != want.sizes() || !at::allclose(got.to(at::kDouble), want.to(at::kDouble), 1e-5, 1e-5)) {
+      if (got.sizes() != want.sizes() || !at::allclose(got.to(at::kDouble), want.to(at::kDouble), 1e-5, 1e-5, /*equal_nan=*/true)) {
         ++failures;
         std::cerr << "case " << i << ": " << name << " differs (shape " << got.sizes() << ", TorchRL " << want.sizes() << ")\n";
       }
@@ -53,6 +54,55 @@ int main(int argc, char** argv) {
       check("vtrace_advantage", va);
       check("vtrace_target", vt);
       check("reward2go", rl::reward2go(r, d, g, dim));
+      if (c.value("module", false)) {
+        // The estimator modules on the same trajectory as a TensorDict in TorchRL's layout.
+        const bool with_net = c["with_net"], avg = c["average"];
+        const std::vector<int64_t> batch(v.sizes().begin(), v.sizes().end() - 1);
+        auto make = [&] {
+          td::TensorDict data{td::BatchSize(batch)};
+          data.set("obs", x.get("obs"));
+          data.set("action", x.get("log_pi"));
+          data.set("action_log_prob", x.get("log_mu"));
+          data.set(td::Key({"next", "obs"}), x.get("next_obs"));
+          data.set(td::Key({"next", "reward"}), r);
+          data.set(td::Key({"next", "done"}), d);
+          data.set(td::Key({"next", "terminated"}), term);
+          if (!with_net) {
+            data.set("state_value", v);
+            data.set(td::Key({"next", "state_value"}), nv);
+          }
+          return data;
+        };
+        rl::ValueNetwork net;
+        if (with_net) {
+          net = [](td::TensorDict d) {
+            d.set("state_value", d.get("obs").sum(-1, true) * 0.5);
+            return d;
+          };
+        }
+        const rl::EstimatorOptions o{.gamma = g, .lmbda = l, .average = avg, .time_dim = c["module_time_dim"].get<int64_t>(),
+                                     .rho_thresh = c["rho"], .c_thresh = c["c"]};
+        auto run = [&](const rl::ValueEstimator& est, const std::string& name) {
+          td::TensorDict data = make();
+          est(data);
+          check(name + "_advantage", data.get("advantage"));
+          check(name + "_target", data.get("value_target"));
+        };
+        run(rl::GAE(o, net), "m_gae");
+        run(rl::TD0Estimator(o, net), "m_td0");
+        run(rl::TD1Estimator(o, net), "m_td1");
+        run(rl::TDLambdaEstimator(o, net), "m_tdl");
+        if (x.contains("m_vtrace_advantage")) {
+          // The current policy's log-probability as TorchRL 0.14.1's VTrace takes it: a unit
+          // Normal around a tenth of the observation's sum, evaluated at its own mode (TorchRL
+          // draws the policy's action anew rather than reading the one taken; see
+          // docs/differences.md), so the log-density of a unit Normal at its mean.
+          run(rl::VTrace(o, [](const td::TensorDict& d) {
+                const at::Tensor loc = d.get("obs").sum(-1, true) * 0.1;
+                return at::full_like(loc, -0.5 * std::log(2 * M_PI));
+              }, net), "m_vtrace");
+        }
+      }
     } catch (const std::exception& e) {
       ++failures;
       std::cerr << "case " << i << ": " << e.what() << "\n";
