@@ -1,0 +1,144 @@
+// The RL parts (rl/), one thread, beside bench/compare_python_rl.py (TorchRL on the same
+// networks, envs and sizes):
+//   collect_cartpole8_1024  one 1024-frame batch of 8 CartPole envs with an MLP policy
+//                           (4->64->64->2, one-hot categorical actions and their log-probability)
+//   ppo_epoch_2048          one PPO update epoch over a 2048-frame batch: GAE with the critic
+//                           (4->64->64->1), then 8 minibatches of 256: clipped loss, backward, Adam
+//   ppo_loop_2048           the whole loop of examples/ppo.cpp for one batch: collect 2048 frames,
+//                           then 10 update epochs
+//   rb_extend_sample_64     a replay buffer of 100k transitions (in memory): extend 64, sample 64
+//   rb_extend_sample_64_memmap      the same with a memory-mapped storage
+//   rb_prioritized_64       prioritized: extend 64, sample 64, update their 64 priorities
+// Prints one JSON object of microseconds per call (medians of ROUNDS rounds).
+//
+//   bench_rl [ROUNDS]
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+#include <tensordict/rl.hpp>
+
+#include "timing.hpp"
+
+namespace td = tensordict;
+namespace tdnn = tensordict::nn;
+namespace rl = tensordict::rl;
+
+namespace {
+torch::nn::Sequential mlp(int64_t out) {
+  return torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::Tanh(), torch::nn::Linear(64, 64), torch::nn::Tanh(),
+                               torch::nn::Linear(64, out));
+}
+td::TensorDict transitions(int64_t n) {
+  td::TensorDict t(td::BatchSize{n});
+  t.set("observation", torch::randn({n, 4}));
+  t.set("action", at::one_hot(torch::randint(2, {n}), 2));
+  t.set("action_log_prob", torch::randn({n}));
+  t.set({"next", "observation"}, torch::randn({n, 4}));
+  t.set({"next", "reward"}, torch::ones({n, 1}));
+  t.set({"next", "done"}, torch::zeros({n, 1}, torch::kBool));
+  t.set({"next", "terminated"}, torch::zeros({n, 1}, torch::kBool));
+  return t;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::stoi(argv[1]) : 15;
+  at::set_num_threads(1);
+  torch::manual_seed(0);
+  tdnn::ProbabilisticTensorDictSequential actor(
+      tdnn::TensorDictModule(mlp(2), {"observation"}, {"logits"}),
+      tdnn::ProbabilisticTensorDictModule({"logits"}, {"action"}, tdnn::distribution_class<tdnn::OneHotCategorical>(),
+                                          {.default_interaction_type = tdnn::InteractionType::random, .return_log_prob = true}));
+  tdnn::TensorDictModule critic(mlp(1), {"observation"}, {"state_value"});
+  auto critic_fn = [&](td::TensorDict d) { return critic(d); };
+  auto policy = [&](td::TensorDict d) { return actor(d); };
+
+  auto env8 = std::make_shared<rl::CartPoleEnv>(8, rl::CartPoleOptions{.seed = 0});
+  rl::SyncDataCollector col1024(env8, policy, {.frames_per_batch = 1024});
+  auto env8b = std::make_shared<rl::CartPoleEnv>(8, rl::CartPoleOptions{.seed = 1});
+  rl::SyncDataCollector col2048(env8b, policy, {.frames_per_batch = 2048});
+
+  rl::GAE gae({.gamma = 0.99, .lmbda = 0.95}, critic_fn);
+  rl::ClipPPOLoss loss(actor, critic_fn, {.clip_epsilon = 0.2, .entropy_coeff = 0.01, .critic_coeff = 0.5});
+  td::TensorDict params(td::BatchSize{});
+  params.set("actor", td::Entry(td::from_module(*actor)));
+  params.set("critic", td::Entry(td::from_module(*critic)));
+  auto opt = td::optim::adam({.lr = 3e-4});
+  auto state = opt.init(params);
+  td::TensorDict batch = *col2048.next();
+  auto epoch = [&](td::TensorDict& b) {
+    gae(b);
+    const td::TensorDict flat = td::reshape(b, {2048});
+    const at::Tensor perm = torch::randperm(2048);
+    for (int64_t i = 0; i < 2048; i += 256) {
+      const td::TensorDict mb = td::index(flat, {perm.narrow(0, i, 256)});
+      const td::TensorDict l = loss(mb);
+      const at::Tensor total = l.get("loss_objective") + l.get("loss_critic") + l.get("loss_entropy");
+      for (auto& p : actor->parameters()) p.mutable_grad() = at::Tensor();
+      for (auto& p : critic->parameters()) p.mutable_grad() = at::Tensor();
+      total.backward();
+      const td::TensorDict grads = params.apply([](const at::Tensor& p) { return p.grad(); });
+      opt.step(params, grads, state);
+    }
+  };
+
+  const auto dir = std::filesystem::temp_directory_path() / "bench_rl_memmap";
+  std::filesystem::remove_all(dir);
+  rl::ReplayBuffer rb(std::make_shared<rl::LazyTensorStorage>(100'000), nullptr, {.batch_size = 64, .seed = 0});
+  rl::ReplayBuffer rbm(std::make_shared<rl::LazyMemmapStorage>(100'000, rl::MemmapStorageOptions{.scratch_dir = dir}), nullptr,
+                       {.batch_size = 64, .seed = 0});
+  rl::ReplayBuffer rbp(std::make_shared<rl::LazyTensorStorage>(100'000), std::make_shared<rl::PrioritizedSampler>(100'000, rl::PrioritizedOptions{.alpha = 0.7, .beta = 0.5}),
+                       {.batch_size = 64, .seed = 0});
+  const td::TensorDict fill = transitions(10'000), t64 = transitions(64);
+  rb.extend(fill);
+  rbm.extend(fill);
+  rbp.extend(fill);
+
+  struct Case {
+    std::string name;
+    int calls;
+    std::function<void()> f;
+  };
+  std::vector<Case> cases{
+      {"collect_cartpole8_1024", 3, [&] { (void)col1024.next(); }},
+      {"ppo_epoch_2048", 2, [&] { epoch(batch); }},
+      {"ppo_loop_2048", 1, [&] {
+         td::TensorDict b = *col2048.next();
+         for (int e = 0; e < 10; ++e) epoch(b);
+       }},
+      {"rb_extend_sample_64", 500, [&] {
+         rb.extend(t64);
+         (void)rb.sample();
+       }},
+      {"rb_extend_sample_64_memmap", 500, [&] {
+         rbm.extend(t64);
+         (void)rbm.sample();
+       }},
+      {"rb_prioritized_64", 500, [&] {
+         rbp.extend(t64);
+         const td::TensorDict s = rbp.sample();
+         rbp.update_priority(s.get("index"), torch::rand({64}));
+       }},
+  };
+  std::printf("{");
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto& c = cases[k];
+    for (int w = 0; w < 2; ++w) c.f();
+    std::vector<double> us;
+    for (int r = 0; r < rounds; ++r) {
+      us.push_back(bench::time_ms([&] {
+                     for (int i = 0; i < c.calls; ++i) c.f();
+                   }) * 1000.0 / c.calls);
+    }
+    std::printf("%s\"%s\": %.3f", k ? ", " : "", c.name.c_str(), bench::median(us));
+    std::fflush(stdout);
+  }
+  std::printf("}\n");
+  std::filesystem::remove_all(dir);
+}

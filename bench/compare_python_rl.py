@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""TorchRL's counterparts of bench_rl's cases, one thread: the same networks (4->64->64->2
+one-hot categorical policy, 4->64->64->1 critic), 8 CartPole-v1 envs (TorchRL's SerialEnv of
+GymEnv, gymnasium's CartPole), GAE, ClipPPOLoss and torch.optim.Adam, and
+TensorDictReplayBuffer on LazyTensorStorage / LazyMemmapStorage / prioritized, 100k
+transitions, batches of 64. Prints one JSON object of microseconds per call (medians of ROUNDS
+rounds). Usage: python3 bench/compare_python_rl.py [ROUNDS]"""
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
+from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential, TensorDictModule  # noqa: E402
+from torchrl.collectors import Collector  # noqa: E402
+from torchrl.data import (LazyMemmapStorage, LazyTensorStorage, TensorDictPrioritizedReplayBuffer,  # noqa: E402
+                          TensorDictReplayBuffer)
+from torchrl.envs import GymEnv, SerialEnv  # noqa: E402
+from torchrl.objectives import ClipPPOLoss  # noqa: E402
+from torchrl.objectives.value import GAE  # noqa: E402
+
+
+def mlp(out):
+    return nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, out))
+
+
+def transitions(n):
+    return TensorDict({"observation": torch.randn(n, 4),
+                       "action": torch.nn.functional.one_hot(torch.randint(2, (n,)), 2),
+                       "action_log_prob": torch.randn(n),
+                       "next": {"observation": torch.randn(n, 4), "reward": torch.ones(n, 1),
+                                "done": torch.zeros(n, 1, dtype=torch.bool), "terminated": torch.zeros(n, 1, dtype=torch.bool)}},
+                      batch_size=[n])
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(mlp(2), in_keys=["observation"], out_keys=["logits"]),
+        ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=torch.distributions.OneHotCategorical,
+                                      return_log_prob=True, default_interaction_type="random"))
+    critic = TensorDictModule(mlp(1), in_keys=["observation"], out_keys=["state_value"])
+    col1024 = iter(Collector(SerialEnv(8, lambda: GymEnv("CartPole-v1")), actor, frames_per_batch=1024, total_frames=-1))
+    col2048 = iter(Collector(SerialEnv(8, lambda: GymEnv("CartPole-v1")), actor, frames_per_batch=2048, total_frames=-1))
+    gae = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
+    loss = ClipPPOLoss(actor, critic, clip_epsilon=0.2, entropy_coeff=0.01, critic_coeff=0.5)
+    opt = torch.optim.Adam(loss.parameters(), lr=3e-4)
+    batch = next(col2048)
+
+    def epoch(b):
+        with torch.no_grad():
+            gae(b)
+        flat = b.reshape(2048)
+        perm = torch.randperm(2048)
+        for i in range(0, 2048, 256):
+            mb = flat[perm[i:i + 256]]
+            l = loss(mb)
+            total = l["loss_objective"] + l["loss_critic"] + l["loss_entropy"]
+            opt.zero_grad()
+            total.backward()
+            opt.step()
+
+    def loop():
+        b = next(col2048)
+        for _ in range(10):
+            epoch(b)
+
+    tmp = tempfile.mkdtemp()
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=64)
+    rbm = TensorDictReplayBuffer(storage=LazyMemmapStorage(100_000, scratch_dir=tmp), batch_size=64)
+    rbp = TensorDictPrioritizedReplayBuffer(storage=LazyTensorStorage(100_000), alpha=0.7, beta=0.5, batch_size=64)
+    fill, t64 = transitions(10_000), transitions(64)
+    for b in (rb, rbm, rbp):
+        b.extend(fill.clone())
+
+    def ext_sample(b):
+        b.extend(t64)
+        b.sample()
+
+    def prio():
+        rbp.extend(t64)
+        s = rbp.sample()
+        rbp.update_priority(s["index"], torch.rand(64))
+
+    cases = {
+        "collect_cartpole8_1024": (3, lambda: next(col1024)),
+        "ppo_epoch_2048": (2, lambda: epoch(batch)),
+        "ppo_loop_2048": (1, loop),
+        "rb_extend_sample_64": (500, lambda: ext_sample(rb)),
+        "rb_extend_sample_64_memmap": (500, lambda: ext_sample(rbm)),
+        "rb_prioritized_64": (500, prio),
+    }
+    out = {}
+    for name, (calls, f) in cases.items():
+        for _ in range(2):
+            f()
+        us = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            us.append((time.perf_counter() - t0) * 1e6 / calls)
+        out[name] = round(statistics.median(us), 3)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
