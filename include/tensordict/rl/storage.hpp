@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -100,6 +101,36 @@ struct LeafPair {
   at::Tensor dst;
   at::Tensor src;
 };
+
+// Whether rows of `x` can be moved with memcpy: a contiguous CPU tensor (a dense array of rows).
+inline bool plain_rows(const at::Tensor& x) {
+  return x.device().is_cpu() && x.is_contiguous() && !x.is_neg() && !x.is_conj() && x.layout() == at::kStrided;
+}
+// dst[at : at + n] = src[from : from + n] along dim 0; a memcpy where both are plain rows of one
+// dtype (a small batch costs the dispatcher more than the bytes), `copy_` otherwise.
+inline void copy_rows(const at::Tensor& dst, int64_t at, const at::Tensor& src, int64_t from, int64_t n) {
+  if (dst.scalar_type() == src.scalar_type() && plain_rows(dst) && plain_rows(src) && !(src.requires_grad() && at::GradMode::is_enabled())) {
+    const int64_t row = dst.dim() ? dst.stride(0) * static_cast<int64_t>(dst.element_size()) : 0;
+    if (n > 0 && row > 0) {
+      std::memcpy(static_cast<char*>(dst.data_ptr()) + at * row, static_cast<const char*>(src.data_ptr()) + from * row,
+                  static_cast<std::size_t>(n * row));
+    }
+    return;
+  }
+  dst.narrow(0, at, n).copy_(src.narrow(0, from, n));
+}
+// The rows `flat` of `x` (plain rows), gathered with memcpy into a new tensor.
+inline at::Tensor gather_rows(const at::Tensor& x, const at::Tensor& flat) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape[0] = flat.numel();
+  at::Tensor out = at::empty(shape, x.options());
+  const int64_t row = x.stride(0) * static_cast<int64_t>(x.element_size());
+  const int64_t* f = flat.data_ptr<int64_t>();
+  const char* src = static_cast<const char*>(x.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  for (int64_t i = 0; i < shape[0]; ++i) std::memcpy(dst + i * row, src + f[i] * row, static_cast<std::size_t>(row));
+  return out;
+}
 
 inline std::size_t count_leaves(const TensorDict& td) {
   std::size_t n = 0;
@@ -221,7 +252,7 @@ class TensorStorage {
     int64_t at = (start + skip) % cap, done = skip;
     while (done < n) {
       const int64_t chunk = std::min(n - done, cap - at);
-      for (auto& p : pairs) p.dst.narrow(0, at, chunk).copy_(p.src.narrow(0, done, chunk));
+      for (auto& p : pairs) detail::copy_rows(p.dst, at, p.src, done, chunk);
       done += chunk;
       at = (at + chunk) % cap;
     }
@@ -541,7 +572,11 @@ class TensorStorage {
         std::vector<int64_t> s{-1};
         s.insert(s.end(), x.sizes().begin() + lead, x.sizes().end());
         const at::Tensor rows = lead == 1 ? x : x.view(s);
-        out.set(k, rows.index_select(0, flat.device() == x.device() ? flat : flat.to(x.device())));
+        if (detail::plain_rows(rows) && rows.dim() > 0 && flat.device().is_cpu() && flat.is_contiguous()) {
+          out.set(k, detail::gather_rows(rows, flat));
+        } else {
+          out.set(k, rows.index_select(0, flat.device() == x.device() ? flat : flat.to(x.device())));
+        }
       }
     }
   }

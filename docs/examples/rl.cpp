@@ -1,0 +1,102 @@
+// The examples of docs/rl.md, compiled and checked: replay buffers that TorchRL reads and
+// writes, value estimators over TensorDicts, environments, the collector and a PPO update.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include <tensordict/tensordict.hpp>
+#include <tensordict/rl.hpp>
+
+namespace td = tensordict;
+namespace tdnn = tensordict::nn;
+namespace rl = tensordict::rl;
+
+namespace {
+td::TensorDict some_transitions(int64_t n) {
+  td::TensorDict t(td::BatchSize{n});
+  t.set("observation", torch::randn({n, 4}));
+  t.set("action", torch::randint(2, {n}));
+  t.set({"next", "observation"}, torch::randn({n, 4}));
+  t.set({"next", "reward"}, torch::randn({n, 1}));
+  t.set({"next", "done"}, torch::zeros({n, 1}, torch::kBool));
+  return t;
+}
+}  // namespace
+
+TEST_CASE("rl docs: a prioritized replay buffer, dumped for TorchRL") {
+  const auto dir = std::filesystem::temp_directory_path() / "td_docs_rl";
+  std::filesystem::remove_all(dir);
+  td::TensorDict transitions = some_transitions(100);
+  rl::ReplayBuffer rb(std::make_shared<rl::LazyMemmapStorage>(10'000, rl::MemmapStorageOptions{.scratch_dir = dir / "scratch"}),
+                      std::make_shared<rl::PrioritizedSampler>(10'000, rl::PrioritizedOptions{.alpha = 0.7, .beta = 0.5}),
+                      {.batch_size = 32, .seed = 0});
+  rb.extend(transitions);                          // 100 transitions, batch size [100]
+  td::TensorDict batch = rb.sample();              // 32 of them, with "index" and "priority_weight"
+  batch.set("td_error", torch::rand({32}));
+  rb.update_tensordict_priority(batch);            // new priorities for those 32
+  rb.dumps(dir / "buffer");                        // TorchRL: rb.loads(dir / "buffer")
+
+  CHECK(batch.get("index").sizes() == at::IntArrayRef{32});
+  CHECK(batch.contains("priority_weight"));
+  rl::ReplayBuffer back(std::make_shared<rl::LazyTensorStorage>(10'000),
+                        std::make_shared<rl::PrioritizedSampler>(10'000, rl::PrioritizedOptions{.alpha = 0.7, .beta = 0.5}));
+  back.loads(dir / "buffer");
+  CHECK(back.size() == 100);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("rl docs: slices of trajectories from [envs, time] rollouts") {
+  td::TensorDict rollout(td::BatchSize{4, 50});    // 4 envs, 50 steps
+  rollout.set("observation", torch::randn({4, 50, 3}));
+  rollout.set({"next", "done"}, torch::rand({4, 50, 1}) < 0.05);
+  rl::ReplayBuffer rb(std::make_shared<rl::LazyTensorStorage>(4 * 1000, rl::StorageOptions{.ndim = 2}),
+                      std::make_shared<rl::SliceSampler>(rl::SliceOptions{.slice_len = 8}));
+  rb.extend(rollout);                              // stored [time, envs]: rows are steps
+  td::TensorDict slices = rb.sample(64);           // 8 slices of 8 consecutive steps of one env
+  CHECK(slices.get("index").sizes() == at::IntArrayRef{64, 2});
+}
+
+TEST_CASE("rl docs: GAE over a rollout in TorchRL's key layout") {
+  torch::manual_seed(0);
+  td::TensorDict rollout(td::BatchSize{4, 50});
+  rollout.set("observation", torch::randn({4, 50, 3}));
+  rollout.set({"next", "observation"}, torch::randn({4, 50, 3}));
+  rollout.set({"next", "reward"}, torch::randn({4, 50, 1}));
+  rollout.set({"next", "done"}, torch::rand({4, 50, 1}) < 0.05);
+  tdnn::TensorDictModule critic(torch::nn::Linear(3, 1), {"observation"}, {"state_value"});
+  rl::GAE gae({.gamma = 0.99, .lmbda = 0.95}, [&](td::TensorDict d) { return critic(d); });
+  gae(rollout);                                    // advantage, value_target (time: the last batch dim)
+  CHECK(rollout.get("advantage").sizes() == at::IntArrayRef{4, 50, 1});
+}
+
+TEST_CASE("rl docs: an environment, a collector and a PPO update") {
+  torch::manual_seed(0);
+  auto env = std::make_shared<rl::CartPoleEnv>(8, rl::CartPoleOptions{.seed = 0});
+  tdnn::ProbabilisticTensorDictSequential actor(
+      tdnn::TensorDictModule(torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::Tanh(), torch::nn::Linear(64, 2)),
+                             {"observation"}, {"logits"}),
+      tdnn::ProbabilisticTensorDictModule({"logits"}, {"action"}, tdnn::distribution_class<tdnn::OneHotCategorical>(),
+                                          {.return_log_prob = true}));
+  tdnn::TensorDictModule critic(torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::Tanh(), torch::nn::Linear(64, 1)),
+                                {"observation"}, {"state_value"});
+  auto value = [&](td::TensorDict d) { return critic(d); };
+
+  rl::SyncDataCollector collector(env, [&](td::TensorDict d) { return actor(d); },
+                                  {.frames_per_batch = 512, .total_frames = 2048});
+  rl::GAE gae({.gamma = 0.99, .lmbda = 0.95}, value);
+  rl::ClipPPOLoss loss(actor, value, {.clip_epsilon = 0.2});
+  td::TensorDict params{{"actor", td::from_module(*actor)}, {"critic", td::from_module(*critic)}};
+  auto opt = td::optim::adam({.lr = 3e-4});
+  auto state = opt.init(params);
+  while (auto batch = collector.next()) {          // [8 envs, 64 steps]
+    gae(*batch);
+    const td::TensorDict l = loss(td::reshape(*batch, {512}));
+    (l.get("loss_objective") + l.get("loss_critic") + l.get("loss_entropy")).backward();
+    opt.step(params, params.apply([](const at::Tensor& p) { return p.grad(); }), state);
+    for (auto& p : actor->parameters()) p.mutable_grad() = at::Tensor();
+    for (auto& p : critic->parameters()) p.mutable_grad() = at::Tensor();
+  }
+  CHECK(collector.frames() == 2048);
+}
