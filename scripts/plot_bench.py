@@ -3,6 +3,8 @@
 
     scripts/plot_bench.py cpu  BENCH_OPTIM.json  OUT.svg   # bench_optim --benchmark_format=json
     scripts/plot_bench.py cuda BENCH_CUDA.json   OUT.svg   # bench_cuda 21 OUT.json
+    scripts/plot_bench.py rl   BENCH_RL.json     OUT.svg   # docs/data/bench_rl.json: bench_rl and
+                                                           # compare_python_rl.py side by side
 
 Each group is one task; its bars are the medians of the ways to do it, drawn relative to the
 slowest (longest bar), each labelled with its time.
@@ -54,6 +56,27 @@ CUDA_GROUPS = [
 ]
 
 
+RL_CASES = [
+    ("collect 1024 frames, 8 CartPole envs, MLP policy", "ms", "collect_cartpole8_1024"),
+    ("one PPO update epoch, 2048 frames", "ms", "ppo_epoch_2048"),
+    ("PPO loop: collect 2048 frames + 10 epochs", "ms", "ppo_loop_2048"),
+    ("replay buffer: extend 64 + sample 64", "us", "rb_extend_sample_64"),
+    ("the same, memory-mapped storage", "us", "rb_extend_sample_64_memmap"),
+    ("prioritized: extend, sample, update 64", "us", "rb_prioritized_64"),
+]
+
+
+def rl_groups(doc):
+    # The slower of the two C++ runs against TorchRL's run between them.
+    groups, values = [], {}
+    for title, unit, key in RL_CASES:
+        scale = 1e-3 if unit == "ms" else 1.0
+        values[f"cpp.{key}"] = max(doc["cpp_run1"][key], doc["cpp_run2"][key]) * scale
+        values[f"torchrl.{key}"] = doc["torchrl"][key] * scale
+        groups.append((title, unit, [("tensordict-cpp (C++)", f"cpp.{key}"), ("TorchRL (Python)", f"torchrl.{key}")]))
+    return groups, values
+
+
 def cpu_medians(doc):
     out = {}
     for b in doc["benchmarks"]:
@@ -93,7 +116,7 @@ def svg(title, groups, values):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("cpu", "cuda"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("cpu", "cuda", "rl"):
         sys.exit(__doc__)
     kind, src, dst = sys.argv[1:]
     doc = json.load(open(src))
@@ -101,6 +124,9 @@ def main():
         values = cpu_medians(doc)
         groups = CPU_GROUPS
         title = "Tree arithmetic and Adam on the CPU (medians; shorter is faster)"
+    elif kind == "rl":
+        groups, values = rl_groups(doc)
+        title = "RL in C++ against TorchRL, one thread (medians; shorter is faster)"
     else:
         values = doc["medians"]
         groups = CUDA_GROUPS
