@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -482,5 +483,27 @@ TEST_CASE("rl: a published memmap storage shows another reader the rows written 
     const TensorDict rows = tensordict::index(seen, {at::indexing::Slice(0, len)});
     CHECK(whole(rows));
     CHECK(rows.get("step").equal(torch::arange(len)));
+  }
+}
+
+TEST_CASE("rl: every sampler draws the same batches from the same seed") {
+  auto draws = [](std::function<std::shared_ptr<rl::Sampler>()> make, uint64_t seed) {
+    rl::ReplayBuffer rb(std::make_shared<rl::LazyTensorStorage>(64), make(), {.seed = seed});
+    TensorDict td = transitions(0, 40);
+    td.set(Key({"next", "done"}), (torch::arange(40) % 7 == 6).unsqueeze(1));
+    rb.extend(td);
+    std::vector<at::Tensor> out;
+    for (int k = 0; k < 4; ++k) out.push_back(rb.sample(12).get("index"));
+    return at::cat(out);
+  };
+  const std::vector<std::function<std::shared_ptr<rl::Sampler>()>> makers{
+      [] { return std::make_shared<rl::RandomSampler>(); },
+      [] { return std::make_shared<rl::SamplerWithoutReplacement>(); },
+      [] { return std::make_shared<rl::SliceSampler>(rl::SliceOptions{.slice_len = 3}); },
+      [] { return std::make_shared<rl::PrioritizedSampler>(64); }};
+  for (const auto& make : makers) {
+    const at::Tensor a = draws(make, 21), b = draws(make, 21), c = draws(make, 22);
+    CHECK(a.equal(b));
+    CHECK_FALSE(a.equal(c));
   }
 }
