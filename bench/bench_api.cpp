@@ -38,11 +38,6 @@ td::TensorDict make_tree() {
   return root;
 }
 
-struct Case {
-  std::string name;
-  int calls;
-  std::function<void()> f;
-};
 
 }  // namespace
 
@@ -80,7 +75,7 @@ int main(int argc, char** argv) {
   const auto ragged = td::lazy_stack(hetero), ragged_other = td::lazy_stack(hetero_other);
   const torch::Tensor pick = torch::tensor({true, false, true, false, true, false, true, false});
 
-  std::vector<Case> cases = {
+  std::vector<bench::Case> cases = {
       {"pad_sequence_mask", 20, [&] { (void)td::pad_sequence(episodes, {.return_mask = true}); }},
       {"pad", 20, [&] { (void)tree.pad({0, 2, 1, 0}); }},
       {"pack", 20, [&] { (void)td::pack(tree); }},
@@ -110,19 +105,6 @@ int main(int argc, char** argv) {
   };
   td::pack_memmap(dir / "save", dir / "save.tdz");
   td::to_json(table, dir / "t.json");
-  std::printf("{");
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    for (int w = 0; w < 2; ++w) c.f();
-    std::vector<double> us;
-    for (int r = 0; r < rounds; ++r) {
-      us.push_back(bench::time_ms([&] {
-                     for (int i = 0; i < c.calls; ++i) c.f();
-                   }) * 1000.0 / c.calls);
-    }
-    std::printf("%s\"%s\": %.1f", k ? ", " : "", c.name.c_str(), bench::median(us));
-    std::fflush(stdout);
-  }
-  std::printf("}\n");
+  bench::print_cases(cases, rounds, 2, 1);
   fs::remove_all(dir);
 }

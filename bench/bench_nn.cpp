@@ -45,12 +45,7 @@ int main(int argc, char** argv) {
   tdnn::TensorDictSequential prob_policy(prob_actor, tdnn::TensorDictModule(critic, {"hidden"}, {"state_value"}));
   torch::nn::Linear lin(4, 2);
   tdnn::TensorDictModule wrapped(lin, {"observation"}, {"y"});
-  struct Case {
-    std::string name;
-    int calls;
-    std::function<void()> f;
-  };
-  std::vector<Case> cases;
+  std::vector<bench::Case> cases;
   for (int64_t batch : {1, 64}) {
     const std::string b = std::to_string(batch);
     // Python's policy(td) on a TensorDict of batch size [batch] (one observation: [1]).
@@ -67,18 +62,5 @@ int main(int argc, char** argv) {
     cases.push_back({"module_linear_batch" + b, 2000, [=]() mutable { (void)wrapped(*data); }});
     cases.push_back({"linear_direct_batch" + b, 2000, [=]() mutable { (void)lin(obs); }});
   }
-  std::printf("{");
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    for (int w = 0; w < 50; ++w) c.f();
-    std::vector<double> us;
-    for (int r = 0; r < rounds; ++r) {
-      us.push_back(bench::time_ms([&] {
-                     for (int i = 0; i < c.calls; ++i) c.f();
-                   }) * 1000.0 / c.calls);
-    }
-    std::printf("%s\"%s\": %.3f", k ? ", " : "", c.name.c_str(), bench::median(us));
-    std::fflush(stdout);
-  }
-  std::printf("}\n");
+  bench::print_cases(cases, rounds, 50, 3);
 }

@@ -100,12 +100,7 @@ int main(int argc, char** argv) {
   rbm.extend(fill);
   rbp.extend(fill);
 
-  struct Case {
-    std::string name;
-    int calls;
-    std::function<void()> f;
-  };
-  std::vector<Case> cases{
+  std::vector<bench::Case> cases{
       {"collect_cartpole8_1024", 3, [&] { (void)col1024.next(); }},
       {"ppo_epoch_2048", 2, [&] { epoch(batch); }},
       {"ppo_loop_2048", 1, [&] {
@@ -126,19 +121,6 @@ int main(int argc, char** argv) {
          rbp.update_priority(s.get("index"), torch::rand({64}));
        }},
   };
-  std::printf("{");
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    for (int w = 0; w < 2; ++w) c.f();
-    std::vector<double> us;
-    for (int r = 0; r < rounds; ++r) {
-      us.push_back(bench::time_ms([&] {
-                     for (int i = 0; i < c.calls; ++i) c.f();
-                   }) * 1000.0 / c.calls);
-    }
-    std::printf("%s\"%s\": %.3f", k ? ", " : "", c.name.c_str(), bench::median(us));
-    std::fflush(stdout);
-  }
-  std::printf("}\n");
+  bench::print_cases(cases, rounds, 2, 3);
   std::filesystem::remove_all(dir);
 }

@@ -912,30 +912,26 @@ struct distribution_traits<Delta> {
     return std::make_shared<Delta>(p.get("Delta", "param"), o.atol, o.rtol);
   }
 };
-template <>
-struct distribution_traits<Categorical> {
+namespace detail {
+// The traits of the distributions made from logits or probabilities (named `name`).
+template <class D, const char* name>
+struct logits_or_probs_traits {
   using Options = CategoricalOptions;
   static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
-    auto [t, k] = detail::logits_or_probs(p, "Categorical", {"logits", "probs"});
-    return std::make_shared<Categorical>(t, k);
+    auto [t, k] = logits_or_probs(p, name, {"logits", "probs"});
+    return std::make_shared<D>(t, k);
   }
 };
+inline constexpr char categorical_name[] = "Categorical";
+inline constexpr char one_hot_categorical_name[] = "OneHotCategorical";
+inline constexpr char bernoulli_name[] = "Bernoulli";
+}  // namespace detail
 template <>
-struct distribution_traits<OneHotCategorical> {
-  using Options = CategoricalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
-    auto [t, k] = detail::logits_or_probs(p, "OneHotCategorical", {"logits", "probs"});
-    return std::make_shared<OneHotCategorical>(t, k);
-  }
-};
+struct distribution_traits<Categorical> : detail::logits_or_probs_traits<Categorical, detail::categorical_name> {};
 template <>
-struct distribution_traits<Bernoulli> {
-  using Options = CategoricalOptions;
-  static std::shared_ptr<Distribution> make(const DistParams& p, const Options&) {
-    auto [t, k] = detail::logits_or_probs(p, "Bernoulli", {"logits", "probs"});
-    return std::make_shared<Bernoulli>(t, k);
-  }
-};
+struct distribution_traits<OneHotCategorical> : detail::logits_or_probs_traits<OneHotCategorical, detail::one_hot_categorical_name> {};
+template <>
+struct distribution_traits<Bernoulli> : detail::logits_or_probs_traits<Bernoulli, detail::bernoulli_name> {};
 template <>
 struct distribution_traits<MaskedCategorical> {
   using Options = MaskedCategoricalOptions;

@@ -99,6 +99,24 @@ class TensorDictModuleBase : public torch::nn::Module {
   }
 
  protected:
+  // The tensor at in_key `k` of `td`; a missing key or another kind of entry names the module,
+  // the key and the keys present.
+  const at::Tensor& input(const TensorDict& td, const NestedKey& k) const {
+    const Entry* e = nullptr;
+    try {
+      e = &td.entry(k);
+    } catch (const KeyError&) {
+      std::string present;
+      for (const auto& p : td.keys(KeysOptions{.include_nested = true, .leaves_only = true})) {
+        present += (present.empty() ? "" : ", ") + p.join(".");
+      }
+      throw KeyError(describe() + ": the input '" + k.join(".") + "' is missing (the TensorDict has: " +
+                     (present.empty() ? "no keys" : present) + ")");
+    }
+    if (e->is_tensor()) return e->tensor();
+    throw Error(describe() + ": the input '" + k.join(".") + "' is " + e->kind() + ", not a tensor");
+  }
+
   TensorDictModuleBase() = default;
   TensorDictModuleBase(std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys)
       : in_keys_(std::move(in_keys)), out_keys_(std::move(out_keys)) {}
@@ -218,21 +236,6 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
                                 std::make_index_sequence<detail::max_inputs + 1>{});
   }
 
-  const at::Tensor& input(const TensorDict& td, const NestedKey& k) const {
-    const Entry* e = nullptr;
-    try {
-      e = &td.entry(k);
-    } catch (const KeyError&) {
-      std::string present;
-      for (const auto& p : td.keys(KeysOptions{.include_nested = true, .leaves_only = true})) {
-        present += (present.empty() ? "" : ", ") + p.join(".");
-      }
-      throw KeyError(describe() + ": the input '" + k.join(".") + "' is missing (the TensorDict has: " +
-                     (present.empty() ? "no keys" : present) + ")");
-    }
-    if (e->is_tensor()) return e->tensor();
-    throw Error(describe() + ": the input '" + k.join(".") + "' is " + e->kind() + ", not a tensor");
-  }
 
   void check_keys() const {
     auto is_ignored = [](const NestedKey& k) { return k.size() == 1 && k[0] == "_"; };

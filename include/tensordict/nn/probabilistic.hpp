@@ -352,18 +352,6 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
     }
     return s;
   }
-  const at::Tensor& input(const TensorDict& td, const NestedKey& k) const {
-    const Entry* e = nullptr;
-    try {
-      e = &td.entry(k);
-    } catch (const KeyError&) {
-      std::string present;
-      for (const auto& p : td.keys(KeysOptions{.include_nested = true, .leaves_only = true})) present += (present.empty() ? "" : ", ") + p.join(".");
-      throw KeyError(describe() + ": the input '" + k.join(".") + "' is missing (the TensorDict has: " + (present.empty() ? "no keys" : present) + ")");
-    }
-    if (e->is_tensor()) return e->tensor();
-    throw Error(describe() + ": the input '" + k.join(".") + "' is " + e->kind() + ", not a tensor");
-  }
   void write(TensorDict& td, const NestedKey& k, const at::Tensor& t) const {
     try {
       td.set(k, t);

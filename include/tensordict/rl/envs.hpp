@@ -354,6 +354,57 @@ class EnvBase {
   CompositeSpec observation_spec_, action_spec_, reward_spec_, done_spec_;
 };
 
+/// The part envs share whose physical state is a float64 tensor `[n, d]` stepped in closed form
+/// (CartPole, Pendulum): the state, `set_state`, the step counts behind truncation, and resets
+/// of some envs.
+class StateEnv : public EnvBase {
+ public:
+  /// The physical state `[n, d]`, float64 as gymnasium keeps it.
+  const at::Tensor& state() const noexcept { return state_; }
+  /// Sets the state of every env (its observation shows at the next step).
+  void set_state(const at::Tensor& s) {
+    if (s.sizes() != state_.sizes()) {
+      throw Error(name() + ": a state is " + tensordict::detail::shape_str(state_.sizes()) + ", got " +
+                  tensordict::detail::shape_str(s.sizes()));
+    }
+    state_.copy_(s);
+  }
+
+ protected:
+  StateEnv(int64_t num_envs, int64_t dims, int64_t max_steps, EnvOptions o, const char* name)
+      : EnvBase(BatchSize{num_envs}, o), max_steps_(max_steps) {
+    if (num_envs <= 0) throw Error(std::string(name) + ": num_envs is not positive");
+    state_ = at::zeros({num_envs, dims}, at::kDouble);
+    steps_ = at::zeros({num_envs}, at::kLong);
+  }
+  // `fresh` states for the envs in `mask` (all when undefined), their step counts zeroed.
+  void reset_state(const at::Tensor& fresh, const at::Tensor& mask) {
+    if (mask.defined()) {
+      const at::Tensor m = mask.reshape({state_.size(0)});
+      state_ = at::where(m.unsqueeze(1), fresh, state_);
+      steps_ = at::where(m, at::zeros_like(steps_), steps_);
+    } else {
+      state_ = fresh;
+      steps_.zero_();
+    }
+  }
+  // What a reset returns: the observation, and flags false where reset.
+  TensorDict reset_output(const TensorDict& td, const at::Tensor& mask, const at::Tensor& observation) const {
+    TensorDict out(batch_size_);
+    out.set("observation", observation);
+    for (const char* k : {"done", "terminated", "truncated"}) out.set(k, flags_after_reset(td, k, mask));
+    return out;
+  }
+  // One more step for every env: whether each reached its time limit (`[n, 1]`).
+  at::Tensor advance() {
+    steps_.add_(1);
+    return steps_.ge(max_steps_).unsqueeze(1);
+  }
+
+  at::Tensor state_, steps_;
+  int64_t max_steps_;
+};
+
 /// Options of `CartPoleEnv`.
 struct CartPoleOptions {
   std::optional<uint64_t> seed;
@@ -369,42 +420,20 @@ struct CartPoleOptions {
 /// on `num_envs` envs at once: `observation` `[n, 4]` float32, `action` one-hot `[n, 2]` (or
 /// categorical), `reward` 1 per step, terminated when the pole falls or the cart leaves,
 /// truncated after `max_steps`.
-class CartPoleEnv : public EnvBase {
+class CartPoleEnv : public StateEnv {
  public:
   explicit CartPoleEnv(int64_t num_envs, CartPoleOptions o = {})
-      : EnvBase(BatchSize{num_envs}, EnvOptions{o.seed, o.check_specs}), categorical_(o.categorical_action), max_steps_(o.max_steps) {
-    if (num_envs <= 0) throw Error("CartPoleEnv: num_envs is not positive");
+      : StateEnv(num_envs, 4, o.max_steps, EnvOptions{o.seed, o.check_specs}, "CartPoleEnv"), categorical_(o.categorical_action) {
     observation_spec_ = CompositeSpec{{NestedKey("observation"), TensorSpec::unbounded({4})}};
     action_spec_ = CompositeSpec{{NestedKey("action"), categorical_ ? TensorSpec::categorical(2) : TensorSpec::one_hot(2)}};
     reward_spec_ = CompositeSpec{{NestedKey("reward"), TensorSpec::unbounded({1})}};
-    state_ = at::zeros({num_envs, 4}, at::kDouble);
-    steps_ = at::zeros({num_envs}, at::kLong);
   }
   std::string name() const override { return "CartPoleEnv"; }
-  /// The physical state `[n, 4]` (x, x_dot, theta, theta_dot), float64 as gymnasium keeps it.
-  const at::Tensor& state() const noexcept { return state_; }
-  /// Sets the state of every env (and its observation at the next step).
-  void set_state(const at::Tensor& s) {
-    if (s.sizes() != state_.sizes()) throw Error("CartPoleEnv: a state is " + tensordict::detail::shape_str(state_.sizes()));
-    state_.copy_(s);
-  }
 
  protected:
   TensorDict reset_impl(const TensorDict& td, const at::Tensor& mask) override {
-    const int64_t n = state_.size(0);
-    const at::Tensor fresh = at::rand({n, 4}, gen_, at::kDouble).mul_(0.1).sub_(0.05);
-    if (mask.defined()) {
-      const at::Tensor m = mask.reshape({n});
-      state_ = at::where(m.unsqueeze(1), fresh, state_);
-      steps_ = at::where(m, at::zeros_like(steps_), steps_);
-    } else {
-      state_ = fresh;
-      steps_.zero_();
-    }
-    TensorDict out(batch_size_);
-    out.set("observation", state_.to(at::kFloat));
-    for (const char* k : {"done", "terminated", "truncated"}) out.set(k, flags_after_reset(td, k, mask));
-    return out;
+    reset_state(at::rand({state_.size(0), 4}, gen_, at::kDouble).mul_(0.1).sub_(0.05), mask);
+    return reset_output(td, mask, state_.to(at::kFloat));
   }
   TensorDict step_impl(const TensorDict& td) override {
     constexpr double gravity = 9.8, masscart = 1.0, masspole = 0.1, total = masspole + masscart, length = 0.5;
@@ -420,10 +449,9 @@ class CartPoleEnv : public EnvBase {
     const at::Tensor xacc = temp - pml * thacc * c / total;
     at::Tensor next = at::stack({x + tau * x_dot, x_dot + tau * xacc, th + tau * th_dot, th_dot + tau * thacc}, 1);
     state_ = next;
-    steps_.add_(1);
+    const at::Tensor truncated = advance();
     const at::Tensor nx = next.select(1, 0), nth = next.select(1, 2);
     const at::Tensor terminated = nx.lt(-x_lim).logical_or_(nx.gt(x_lim)).logical_or_(nth.lt(-th_lim)).logical_or_(nth.gt(th_lim)).unsqueeze(1);
-    const at::Tensor truncated = steps_.ge(max_steps_).unsqueeze(1);
     TensorDict out(batch_size_);
     out.set("observation", next.to(at::kFloat));
     out.set("reward", at::ones({state_.size(0), 1}, at::kFloat));
@@ -435,8 +463,6 @@ class CartPoleEnv : public EnvBase {
 
  private:
   bool categorical_;
-  int64_t max_steps_;
-  at::Tensor state_, steps_;
 };
 
 /// Options of `PendulumEnv`.
@@ -452,24 +478,15 @@ struct PendulumOptions {
 /// Pendulum-v1 as gymnasium computes it, on `num_envs` envs at once: `observation` `[n, 3]`
 /// (cos θ, sin θ, θ') float32, `action` a torque `[n, 1]` in [-2, 2], reward the negative cost,
 /// never terminated, truncated after `max_steps`.
-class PendulumEnv : public EnvBase {
+class PendulumEnv : public StateEnv {
  public:
   explicit PendulumEnv(int64_t num_envs, PendulumOptions o = {})
-      : EnvBase(BatchSize{num_envs}, EnvOptions{o.seed, o.check_specs}), g_(o.g), max_steps_(o.max_steps) {
-    if (num_envs <= 0) throw Error("PendulumEnv: num_envs is not positive");
+      : StateEnv(num_envs, 2, o.max_steps, EnvOptions{o.seed, o.check_specs}, "PendulumEnv"), g_(o.g) {
     observation_spec_ = CompositeSpec{{NestedKey("observation"), TensorSpec::unbounded({3})}};
     action_spec_ = CompositeSpec{{NestedKey("action"), TensorSpec::bounded({1}, -2.0, 2.0)}};
     reward_spec_ = CompositeSpec{{NestedKey("reward"), TensorSpec::unbounded({1})}};
-    state_ = at::zeros({num_envs, 2}, at::kDouble);
-    steps_ = at::zeros({num_envs}, at::kLong);
   }
   std::string name() const override { return "PendulumEnv"; }
-  /// The physical state `[n, 2]` (θ, θ'), float64 as gymnasium keeps it.
-  const at::Tensor& state() const noexcept { return state_; }
-  void set_state(const at::Tensor& s) {
-    if (s.sizes() != state_.sizes()) throw Error("PendulumEnv: a state is " + tensordict::detail::shape_str(state_.sizes()));
-    state_.copy_(s);
-  }
 
  protected:
   at::Tensor obs() const {
@@ -477,21 +494,9 @@ class PendulumEnv : public EnvBase {
     return at::stack({th.cos(), th.sin(), thd}, 1).to(at::kFloat);
   }
   TensorDict reset_impl(const TensorDict& td, const at::Tensor& mask) override {
-    const int64_t n = state_.size(0);
     const at::Tensor high = at::tensor({std::numbers::pi, 1.0}, at::kDouble);
-    const at::Tensor fresh = (at::rand({n, 2}, gen_, at::kDouble) * 2 - 1) * high;
-    if (mask.defined()) {
-      const at::Tensor m = mask.reshape({n});
-      state_ = at::where(m.unsqueeze(1), fresh, state_);
-      steps_ = at::where(m, at::zeros_like(steps_), steps_);
-    } else {
-      state_ = fresh;
-      steps_.zero_();
-    }
-    TensorDict out(batch_size_);
-    out.set("observation", obs());
-    for (const char* k : {"done", "terminated", "truncated"}) out.set(k, flags_after_reset(td, k, mask));
-    return out;
+    reset_state((at::rand({state_.size(0), 2}, gen_, at::kDouble) * 2 - 1) * high, mask);
+    return reset_output(td, mask, obs());
   }
   TensorDict step_impl(const TensorDict& td) override {
     constexpr double max_speed = 8, max_torque = 2.0, dt = 0.05, m = 1.0, l = 1.0;
@@ -502,8 +507,7 @@ class PendulumEnv : public EnvBase {
     const at::Tensor costs = norm.square() + 0.1 * thd.square() + 0.001 * u.square();
     const at::Tensor nthd = (thd + (3 * g_ / (2 * l) * th.sin() + 3.0 / (m * l * l) * u) * dt).clamp(-max_speed, max_speed);
     state_ = at::stack({th + nthd * dt, nthd}, 1);
-    steps_.add_(1);
-    const at::Tensor truncated = steps_.ge(max_steps_).unsqueeze(1);
+    const at::Tensor truncated = advance();
     TensorDict out(batch_size_);
     out.set("observation", obs());
     out.set("reward", (-costs).to(at::kFloat).unsqueeze(1));
@@ -515,8 +519,6 @@ class PendulumEnv : public EnvBase {
 
  private:
   double g_;
-  int64_t max_steps_;
-  at::Tensor state_, steps_;
 };
 
 /// Several envs of any kind (each of batch size `[]`) as one of batch size `[n]`, stepped one
