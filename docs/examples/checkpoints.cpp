@@ -123,3 +123,16 @@ TEST_CASE("checkpoints: a torch.save state_dict") {
   CHECK(net.linear.weight.sizes() == torch::IntArrayRef{4, 3});
   CHECK(sd.contains({"2", "running_mean"}));
 }
+
+TEST_CASE("checkpoints: sharded, with an index, as the Hub holds large models") {
+  const fs::path dir = fresh("sharded");
+  Model model = make_model(4);
+  // Shards of at most 400 bytes of tensors: model-0000k-of-0000n.safetensors and the index.
+  td::save_sharded_safetensors(model, dir, {.max_shard_size = 400});
+  Model back = td::load_sharded_safetensors<Model>(dir);   // the folder, or its index file
+  td::TensorDict all = td::load_sharded_safetensors(dir / "model.safetensors.index.json");
+
+  CHECK(back.blocks[3].mlp.weight.equal(model.blocks[3].mlp.weight));
+  CHECK(all.contains({"blocks", "0", "attn", "weight"}));
+  fs::remove_all(dir);
+}
