@@ -243,7 +243,7 @@ class TensorStorage {
     }
     const int64_t n = rows.batch_size()[0];
     if (n == 0) throw BufferError("storage: extend got an empty batch");
-    if (!initialized_) allocate(tensordict::index(rows, 0), 0);
+    if (!initialized_) allocate(tensordict::index(rows, 0));
     auto pairs = match(rows, 1);
     const int64_t cap = capacity_;
     start = ((start % cap) + cap) % cap;
@@ -260,7 +260,7 @@ class TensorStorage {
   }
   /// Writes one item (batch size `[trailing dims...]`) at row `row`.
   void write_one(int64_t row, const TensorDict& item) {
-    if (!initialized_) allocate(item, 0);
+    if (!initialized_) allocate(item);
     if (row < 0 || row >= capacity_) {
       throw IndexError("storage: row " + std::to_string(row) + " is outside a storage of " + std::to_string(capacity_) + " rows");
     }
@@ -271,7 +271,7 @@ class TensorStorage {
   /// Writes `rows` at the given rows (a 1-d int64 tensor, one per row of `rows`), allocating on
   /// the first write. The length grows by the number of rows, as TorchRL's does.
   void write_at(const at::Tensor& index, const TensorDict& rows) {
-    if (!initialized_) allocate(tensordict::index(rows, 0), 0);
+    if (!initialized_) allocate(tensordict::index(rows, 0));
     check_rows_index(index, rows);
     auto pairs = match(rows, 1);
     const at::Tensor idx = index.to(at::kLong).to(data_device());
@@ -411,7 +411,7 @@ class TensorStorage {
         throw FormatError((dir / "meta.json").string() + ": a storage of " + std::to_string(saved.batch_size()[0]) +
                           " rows, this one has " + std::to_string(cap) + " (max_size " + std::to_string(max_size_) + ")");
       }
-      if (!adopt_in_place(saved)) allocate(proto, 0);
+      if (!adopt_in_place(saved)) allocate(proto);
     } else if (saved.batch_size()[0] != capacity_) {
       throw FormatError((dir / "meta.json").string() + ": a storage of " + std::to_string(saved.batch_size()[0]) +
                         " rows, this one has " + std::to_string(capacity_));
@@ -427,7 +427,7 @@ class TensorStorage {
   virtual bool adopt_in_place(const TensorDict&) { return false; }
   virtual bool same_memory(const TensorDict&) const { return false; }
 
-  void allocate(const TensorDict& item, int) {
+  void allocate(const TensorDict& item) {
     check_item_kinds(item, "");
     if (item.batch_dims() + 1 < static_cast<std::size_t>(ndim_)) {
       throw BufferError("storage: an item of batch size " + bs_str(item) + " has fewer than ndim - 1 = " + std::to_string(ndim_ - 1) +
@@ -440,7 +440,7 @@ class TensorStorage {
     shape.insert(shape.end(), tdims.begin(), tdims.end());
     // An expanded prototype: allocating from it costs no copy of the item.
     TensorDict proto = TensorDict(BatchSize(c10::IntArrayRef(shape)));
-    expand_into(proto, item, shape, static_cast<int64_t>(item.batch_dims()) - (ndim_ - 1));
+    expand_into(proto, item, shape);
     set_data(allocate_data(proto), tdims);
   }
   void set_data(TensorDict d, c10::IntArrayRef tdims) {
@@ -544,12 +544,12 @@ class TensorStorage {
       else if (!e.is_tensor()) throw BufferError("storage: key '" + key + "' is a non-tensor entry; a storage holds tensors only");
     }
   }
-  static void expand_into(TensorDict& out, const TensorDict& item, const std::vector<int64_t>& shape, int64_t) {
+  static void expand_into(TensorDict& out, const TensorDict& item, const std::vector<int64_t>& shape) {
     for (const auto& [name, e] : item.entries()) {
       const Key k{std::string_view(name)};
       if (e.is_tensordict()) {
         TensorDict sub(out.batch_size());
-        expand_into(sub, e.tensordict(), shape, 0);
+        expand_into(sub, e.tensordict(), shape);
         out.set(k, Entry(std::move(sub)));
       } else {
         const at::Tensor& x = e.tensor();
