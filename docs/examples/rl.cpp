@@ -55,7 +55,7 @@ TEST_CASE("rl docs: slices of trajectories from [envs, time] rollouts") {
                       std::make_shared<rl::SliceSampler>(rl::SliceOptions{.slice_len = 8}));
   rb.extend(rollout);                              // stored [time, envs]: rows are steps
   td::TensorDict slices = rb.sample(64);           // 8 slices of 8 consecutive steps of one env
-  CHECK(slices.get("index").sizes() == at::IntArrayRef{64, 2});
+  CHECK((slices.get("index").sizes() == at::IntArrayRef{64, 2}));
 }
 
 TEST_CASE("rl docs: GAE over a rollout in TorchRL's key layout") {
@@ -68,7 +68,7 @@ TEST_CASE("rl docs: GAE over a rollout in TorchRL's key layout") {
   tdnn::TensorDictModule critic(torch::nn::Linear(3, 1), {"observation"}, {"state_value"});
   rl::GAE gae({.gamma = 0.99, .lmbda = 0.95}, [&](td::TensorDict d) { return critic(d); });
   gae(rollout);                                    // advantage, value_target (time: the last batch dim)
-  CHECK(rollout.get("advantage").sizes() == at::IntArrayRef{4, 50, 1});
+  CHECK((rollout.get("advantage").sizes() == at::IntArrayRef{4, 50, 1}));
 }
 
 TEST_CASE("rl docs: an environment, a collector and a PPO update") {

@@ -123,7 +123,7 @@ TEST_CASE("rl: an ndim-2 buffer stores [envs, time] rollouts time-major, one lan
   TensorDict roll(BatchSize{3, 4});  // 3 envs, 4 steps
   roll.set("obs", torch::arange(12).view({3, 4}));
   const at::Tensor idx = rb.extend(roll);
-  CHECK(storage->shape() == std::vector<int64_t>{4, 3});
+  CHECK((storage->shape() == std::vector<int64_t>{4, 3}));
   CHECK(storage->capacity() == 4);
   CHECK(rb.size() == 12);
   CHECK(idx.sizes() == at::IntArrayRef({12, 2}));

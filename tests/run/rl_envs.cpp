@@ -158,7 +158,7 @@ TEST_CASE("rl: the collector records [envs, T] batches with trajectory ids, and 
   }, {.frames_per_batch = 200, .total_frames = 400});
   auto b1 = col.next();
   REQUIRE(b1.has_value());
-  CHECK(b1->batch_size() == BatchSize{4, 50});
+  CHECK((b1->batch_size() == BatchSize{4, 50}));
   const at::Tensor ids = b1->get(Key({"collector", "traj_ids"}));
   const at::Tensor done = b1->get(Key({"next", "done"})).squeeze(-1);
   // The id changes exactly after a done step; the next observation follows unless done.

@@ -135,7 +135,7 @@ class SyncDataCollector {
         traj_ids_.index_put_({k}, at::arange(next_traj_, next_traj_ + k.numel(), at::kLong));
         next_traj_ += k.numel();
       }
-      root = root.exclude({Key({"collector"})});
+      root = root.exclude({Key("collector")});
       td_ = std::move(root);
     }
     frames_ += o_.frames_per_batch;
