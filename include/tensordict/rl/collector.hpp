@@ -96,6 +96,7 @@ struct CollectorOptions {
 /// `frames_per_batch` frames.
 class SyncDataCollector {
  public:
+  /// A collector of `env` (batch size `[n_envs]`) acting with `policy` (random actions when null).
   SyncDataCollector(std::shared_ptr<EnvBase> env, Policy policy, CollectorOptions o) : env_(std::move(env)), policy_(std::move(policy)), o_(o) {
     if (!env_) throw Error("SyncDataCollector: no env");
     if (env_->batch_size().size() != 1) {
@@ -146,6 +147,7 @@ class SyncDataCollector {
   int64_t frames() const noexcept { return frames_; }
   /// Replaces the policy (e.g. after an update elsewhere).
   void update_policy(Policy p) { policy_ = std::move(p); }
+  /// The env it steps.
   EnvBase& env() noexcept { return *env_; }
 
  private:

@@ -133,6 +133,7 @@ class CompositeSpec {
  public:
   CompositeSpec() = default;
   CompositeSpec(std::initializer_list<std::pair<NestedKey, TensorSpec>> entries) : entries_(entries) {}
+  /// Sets (or replaces) the spec of `key`.
   void set(const NestedKey& key, TensorSpec spec) {
     for (auto& [k, s] : entries_) {
       if (k == key) {
@@ -142,13 +143,16 @@ class CompositeSpec {
     }
     entries_.emplace_back(key, std::move(spec));
   }
+  /// The specs by key, in order.
   const std::vector<std::pair<NestedKey, TensorSpec>>& entries() const noexcept { return entries_; }
+  /// The spec of `key` (`KeyError` if none).
   const TensorSpec& at(const NestedKey& key) const {
     for (const auto& [k, s] : entries_) {
       if (k == key) return s;
     }
     throw KeyError("spec: no entry '" + key.join() + "'");
   }
+  /// Whether `key` has a spec.
   bool contains(const NestedKey& key) const {
     for (const auto& [k, s] : entries_) {
       if (k == key) return true;
@@ -226,6 +230,8 @@ struct EnvOptions {
 /// An env implements `reset_impl` and `step_impl`.
 class EnvBase {
  public:
+  /// An env of `batch_size` (its subclass sets the observation, action and reward specs; the
+  /// done specs are TorchRL's three flags).
   EnvBase(BatchSize batch_size, EnvOptions o) : batch_size_(std::move(batch_size)), o_(o) {
     gen_ = at::make_generator<at::CPUGeneratorImpl>(o.seed.value_or(c10::detail::getNonDeterministicRandom()));
     done_spec_ = CompositeSpec{{NestedKey("done"), TensorSpec::binary()},
@@ -236,6 +242,7 @@ class EnvBase {
   EnvBase(const EnvBase&) = delete;
   EnvBase& operator=(const EnvBase&) = delete;
 
+  /// The envs' batch size (`[n]`, or `[]` for one env).
   const BatchSize& batch_size() const noexcept { return batch_size_; }
   /// The number of envs (the batch's element count).
   int64_t num_envs() const noexcept {
@@ -243,6 +250,7 @@ class EnvBase {
     for (int64_t d : batch_size_.dims()) n *= d;
     return n;
   }
+  /// What the observations, actions, rewards and done flags may hold (TorchRL's specs).
   const CompositeSpec& observation_spec() const noexcept { return observation_spec_; }
   const CompositeSpec& action_spec() const noexcept { return action_spec_; }
   const CompositeSpec& reward_spec() const noexcept { return reward_spec_; }
@@ -251,6 +259,7 @@ class EnvBase {
   const NestedKey& action_key() const { return action_spec_.entries().at(0).first; }
   /// Re-seeds the env's generator.
   void set_seed(uint64_t seed) { gen_ = at::make_generator<at::CPUGeneratorImpl>(seed); }
+  /// The generator of resets and random actions.
   at::Generator& generator() noexcept { return gen_; }
 
   /// Resets every env: the first observations and done flags (all false).
@@ -422,6 +431,7 @@ struct CartPoleOptions {
 /// truncated after `max_steps`.
 class CartPoleEnv : public StateEnv {
  public:
+  /// `num_envs` CartPoles, reset on the first `reset()`.
   explicit CartPoleEnv(int64_t num_envs, CartPoleOptions o = {})
       : StateEnv(num_envs, 4, o.max_steps, EnvOptions{o.seed, o.check_specs}, "CartPoleEnv"), categorical_(o.categorical_action) {
     observation_spec_ = CompositeSpec{{NestedKey("observation"), TensorSpec::unbounded({4})}};
@@ -480,6 +490,7 @@ struct PendulumOptions {
 /// never terminated, truncated after `max_steps`.
 class PendulumEnv : public StateEnv {
  public:
+  /// `num_envs` pendulums, reset on the first `reset()`.
   explicit PendulumEnv(int64_t num_envs, PendulumOptions o = {})
       : StateEnv(num_envs, 2, o.max_steps, EnvOptions{o.seed, o.check_specs}, "PendulumEnv"), g_(o.g) {
     observation_spec_ = CompositeSpec{{NestedKey("observation"), TensorSpec::unbounded({3})}};
@@ -525,6 +536,7 @@ class PendulumEnv : public StateEnv {
 /// after the other (TorchRL's `SerialEnv`); they must have the same specs.
 class SerialEnv : public EnvBase {
  public:
+  /// The envs in `envs` as one batch, in that order.
   explicit SerialEnv(std::vector<std::shared_ptr<EnvBase>> envs, EnvOptions o = {})
       : EnvBase(BatchSize{static_cast<int64_t>(envs.size())}, o), envs_(std::move(envs)) {
     if (envs_.empty()) throw Error("SerialEnv: no env");

@@ -35,6 +35,7 @@ struct PPOOptions {
 /// writes `keys.value`.
 class ClipPPOLoss {
  public:
+  /// The loss of `actor` and `critic` (no critic loss when null).
   ClipPPOLoss(nn::ProbabilisticTensorDictSequential actor, ValueNetwork critic, PPOOptions o = {})
       : actor_(std::move(actor)), critic_(std::move(critic)), o_(std::move(o)) {
     if (o_.clip_epsilon <= 0) throw Error("ClipPPOLoss: clip_epsilon must be positive");
@@ -42,6 +43,7 @@ class ClipPPOLoss {
       throw Error("ClipPPOLoss: loss_critic_type is smooth_l1, l2 or l1, not '" + o_.loss_critic_type + "'");
     }
   }
+  /// Its options.
   const PPOOptions& options() const noexcept { return o_; }
 
   /// The losses on `td`: `loss_objective`, `loss_critic` (without a critic: absent),

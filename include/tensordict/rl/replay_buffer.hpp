@@ -49,6 +49,7 @@ struct ReplayBufferOptions {
 /// `priority_weight` from a prioritized sampler). Thread-safe.
 class ReplayBuffer {
  public:
+  /// A buffer over `storage`, drawing with `sampler` (a `RandomSampler` when null).
   ReplayBuffer(std::shared_ptr<TensorStorage> storage, std::shared_ptr<Sampler> sampler = nullptr, ReplayBufferOptions o = {})
       : storage_(std::move(storage)), sampler_(sampler ? std::move(sampler) : std::make_shared<RandomSampler>()), o_(std::move(o)) {
     if (!storage_) throw BufferError("ReplayBuffer: no storage");
@@ -150,6 +151,7 @@ class ReplayBuffer {
 
   /// The number of elements held (TorchRL's `len(rb)`).
   int64_t size() const noexcept { return storage_->len(); }
+  /// Whether it holds nothing.
   bool empty() const noexcept { return storage_->len() == 0; }
   /// The default batch size (unset when none was given).
   std::optional<int64_t> batch_size() const noexcept { return o_.batch_size; }
@@ -168,6 +170,7 @@ class ReplayBuffer {
     o_.transform = std::move(f);
   }
 
+  /// Its storage, sampler and writer (not thread-safe to use while others write).
   TensorStorage& storage() noexcept { return *storage_; }
   Sampler& sampler() noexcept { return *sampler_; }
   const RoundRobinWriter& writer() const noexcept { return writer_; }

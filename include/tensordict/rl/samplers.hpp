@@ -56,6 +56,7 @@ class Sampler {
   void seed(uint64_t s) { gen_ = at::make_generator<at::CPUGeneratorImpl>(s); }
   /// The sampler's generator (shared, not copied).
   void set_generator(at::Generator g) { gen_ = std::move(g); }
+  /// The sampler's generator.
   const at::Generator& generator() const noexcept { return gen_; }
 
  protected:
@@ -121,6 +122,7 @@ struct WithoutReplacementOptions {
 /// epoch starts when the list is used up, or when the storage's length changes.
 class SamplerWithoutReplacement : public Sampler {
  public:
+  /// A sampler without replacement (`drop_last`, `shuffle`).
   explicit SamplerWithoutReplacement(WithoutReplacementOptions o = {}) : o_(o) {}
 
   SampleIndex sample(const TensorStorage& s, int64_t batch_size) override {
@@ -234,6 +236,7 @@ struct SliceOptions {
 /// of the others a separate lane.
 class SliceSampler : public Sampler {
  public:
+  /// A slice sampler; exactly one of `num_slices` and `slice_len` must be set.
   explicit SliceSampler(SliceOptions o) : o_(std::move(o)) {
     if (o_.num_slices.has_value() == o_.slice_len.has_value()) {
       throw BufferError("SliceSampler: exactly one of num_slices and slice_len is set");
@@ -496,6 +499,7 @@ class PrioritizedSampler : public Sampler {
   bool prioritized() const noexcept override { return true; }
   /// The number of elements it holds priorities for.
   int64_t capacity() const noexcept { return cap_; }
+  /// The exponents of the priorities and of the importance weights.
   double alpha() const noexcept { return o_.alpha; }
   double beta() const noexcept { return o_.beta; }
   /// Sets beta (annealed over training, as TorchRL users do).

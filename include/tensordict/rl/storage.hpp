@@ -623,6 +623,7 @@ class LazyMemmapStorage : public TensorStorage {
   /// The folder of the files (empty before the first write when no scratch_dir was given).
   const std::filesystem::path& scratch_dir() const noexcept { return dir_; }
 
+  /// As `TensorStorage::dumps`; into its own `scratch_dir`, only `storage_metadata.json`.
   void dumps(const std::filesystem::path& dir) const override {
     if (!initialized_) throw BufferError("storage: dumps of a storage nothing was written to");
     if (!dir_.empty() && detail::norm_dir(dir) == dir_) {

@@ -56,8 +56,10 @@ using ValueNetwork = std::function<TensorDict(TensorDict)>;
 /// results.
 class ValueEstimator {
  public:
+  /// An estimator with `o`, computing the values with `value_network` (read from the data when null).
   ValueEstimator(EstimatorOptions o, ValueNetwork value_network) : o_(std::move(o)), net_(std::move(value_network)) {}
   virtual ~ValueEstimator() = default;
+  /// Its options.
   const EstimatorOptions& options() const noexcept { return o_; }
 
   /// Computes the advantage and the value target of `td` (batch dims `[..., T]`) and writes
@@ -133,6 +135,7 @@ class ValueEstimator {
 /// Generalized advantage estimation (TorchRL's `GAE`); `average` standardizes the advantage.
 class GAE : public ValueEstimator {
  public:
+  /// GAE with `o`'s gamma and lmbda.
   explicit GAE(EstimatorOptions o = {}, ValueNetwork value_network = nullptr) : ValueEstimator(std::move(o), std::move(value_network)) {}
 
  protected:
@@ -154,6 +157,7 @@ inline at::Tensor maybe_standardized(const at::Tensor& r, bool on) {
 /// TD(0) targets (TorchRL's `TD0Estimator`): `reward + gamma * next_value` where not terminated.
 class TD0Estimator : public ValueEstimator {
  public:
+  /// TD(0) with `o`'s gamma.
   explicit TD0Estimator(EstimatorOptions o = {}, ValueNetwork value_network = nullptr) : ValueEstimator(std::move(o), std::move(value_network)) {}
 
  protected:
@@ -167,6 +171,7 @@ class TD0Estimator : public ValueEstimator {
 /// TD(1) targets (TorchRL's `TD1Estimator`): discounted returns to each trajectory's end.
 class TD1Estimator : public ValueEstimator {
  public:
+  /// TD(1) with `o`'s gamma.
   explicit TD1Estimator(EstimatorOptions o = {}, ValueNetwork value_network = nullptr) : ValueEstimator(std::move(o), std::move(value_network)) {}
 
  protected:
@@ -181,6 +186,7 @@ class TD1Estimator : public ValueEstimator {
 /// TD(λ) targets (TorchRL's `TDLambdaEstimator`).
 class TDLambdaEstimator : public ValueEstimator {
  public:
+  /// TD(λ) with `o`'s gamma and lmbda.
   explicit TDLambdaEstimator(EstimatorOptions o = {}, ValueNetwork value_network = nullptr)
       : ValueEstimator(std::move(o), std::move(value_network)) {}
 
@@ -201,6 +207,7 @@ using LogProbFn = std::function<at::Tensor(const TensorDict&)>;
 /// at `keys.sample_log_prob` and the current one's, `log_prob(td)`.
 class VTrace : public ValueEstimator {
  public:
+  /// V-trace with `o`'s gamma and clipping thresholds, the current policy's log-probabilities from `log_prob`.
   VTrace(EstimatorOptions o, LogProbFn log_prob, ValueNetwork value_network = nullptr)
       : ValueEstimator(std::move(o), std::move(value_network)), log_prob_(std::move(log_prob)) {
     if (!log_prob_) throw Error("VTrace: no log_prob function (the current policy's log-probability of each action)");
