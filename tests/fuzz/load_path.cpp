@@ -92,7 +92,9 @@ void make_entry(const fs::path& root, std::string_view header, std::string_view 
   } else if (fifo) {
     ::mkfifo(p.c_str(), 0644);
   } else {
-    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    // Non-blocking: an earlier entry of the input may have made this path a FIFO, which a
+    // blocking open for writing would wait on forever (no reader).
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0) return;
     if (!size.empty()) {
       const unsigned long long n = std::strtoull(std::string(size).c_str(), nullptr, 10);
