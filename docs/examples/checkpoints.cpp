@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <tensordict/core.hpp>
 #include <tensordict/safetensors.hpp>
 #include <tensordict/state_dict.hpp>
 
@@ -135,4 +136,43 @@ TEST_CASE("checkpoints: sharded, with an index, as the Hub holds large models") 
   CHECK(back.blocks[3].mlp.weight.equal(model.blocks[3].mlp.weight));
   CHECK(all.contains({"blocks", "0", "attn", "weight"}));
   fs::remove_all(dir);
+}
+
+namespace {
+struct Embedding {
+  torch::Tensor weight;
+};
+struct Body {
+  Embedding wte;
+  torch::Tensor ln;
+};
+struct Head {
+  torch::Tensor weight;
+};
+struct LM {
+  Body transformer;
+  Head lm_head;
+  // lm_head.weight is transformer.wte.weight: one tensor, saved once under the source's name.
+  using tied_weights = td::ties<td::tie<"lm_head.weight", "transformer.wte.weight">>;
+};
+}  // namespace
+
+TEST_CASE("checkpoints: tied weights, loaded from either name and saved once") {
+  const fs::path file = fresh("tied.safetensors");
+  LM lm{{{torch::randn({50, 8})}, torch::ones({8})}, {}};
+  td::tie_weights(lm);                        // the alias becomes the source's tensor
+  td::save_safetensors(lm, file);             // holds transformer.wte.weight only
+  LM back = td::load_safetensors<LM>(file);   // both leaves: the one tensor
+  CHECK(back.lm_head.weight.is_same(back.transformer.wte.weight));
+
+  auto loss = [](const LM& m) { return (m.transformer.wte.weight * m.lm_head.weight).sum(); };
+  LM grads = td::grad(loss)(back);            // the sum over both uses, at both leaves
+  const auto opt = td::optim::sgd({.lr = 0.1});
+  auto state = opt.init(back);
+  opt.step(back, grads, state);               // the tensor is stepped once
+
+  CHECK(!td::load_safetensors(file).contains({"lm_head", "weight"}));
+  CHECK(grads.lm_head.weight.allclose(2 * lm.transformer.wte.weight));
+  CHECK(back.transformer.wte.weight.allclose(lm.transformer.wte.weight * (1 - 0.2)));
+  fs::remove(file);
 }

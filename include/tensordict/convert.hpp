@@ -19,6 +19,64 @@
 
 namespace tensordict {
 
+namespace detail {
+// "a.b.c" as the nested key (a, b, c).
+template <class = void>
+inline NestedKey dotted_key(std::string_view name) {
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t dot = name.find('.', at);
+    parts.emplace_back(name.substr(at, dot == std::string_view::npos ? std::string_view::npos : dot - at));
+    if (dot == std::string_view::npos) break;
+    at = dot + 1;
+  }
+  return NestedKey(std::move(parts));
+}
+
+// T's declared ties over named tensors (a file's, by tree name): where one name of a tie is
+// given, the other takes the same tensor, so that both leaves fill and neither is reported
+// missing; where both are, they must agree (two names of different values are no tie).
+// `find(name)` gives the tensor or null, `put(name, tensor)` adds one.
+template <class T, class Find, class Put>
+void resolve_ties(Find&& find, Put&& put) {
+  for (const auto& [alias, source] : tied_keys<T>()) {
+    const at::Tensor* a = find(alias);
+    const at::Tensor* s = find(source);
+    if (a && s) {
+      if (a->sizes() != s->sizes()) {
+        throw Error("'" + alias + "' is tied to '" + source + "' but they are given with shapes " +
+                    shape_str(a->sizes()) + " and " + shape_str(s->sizes()));
+      }
+      if (!a->is_same(*s) && (a->scalar_type() != s->scalar_type() || !at::equal(*a, *s))) {
+        throw Error("'" + alias + "' is tied to '" + source + "' but they are given different values");
+      }
+    } else if (a) {
+      put(source, at::Tensor(*a));
+    } else if (s) {
+      put(alias, at::Tensor(*s));
+    }
+  }
+}
+
+// `td` with T's ties resolved, as from_tensordict<T> reads it.
+template <class T>
+TensorDict with_ties(const TensorDict& td) {
+  TensorDict out = td;  // a copy of the structure: the tensors are shared
+  resolve_ties<T>(
+      [&](const std::string& n) -> const at::Tensor* {
+        const NestedKey k = dotted_key(n);
+        if (!out.contains(Key(k))) return nullptr;
+        const Entry& e = out.entry(Key(k));
+        return e.is_tensor() ? &e.tensor() : nullptr;
+      },
+      [&](const std::string& n, const at::Tensor& t) {
+        const NestedKey k = dotted_key(n);
+        out.set(Key(k), t);
+      });
+  return out;
+}
+}  // namespace detail
+
 /// The TensorDict of a tree: leaves become tensors (absent ones are left out), subtrees
 /// nested TensorDicts, sequences (`std::array`, `std::vector`, tuples) nested TensorDicts keyed
 /// "0".."N-1", maps nested TensorDicts keyed by the map's keys, an absent optional subtree
@@ -32,12 +90,18 @@ template <tree T>
 /// The tree of a TensorDict, the inverse of `to_tensordict`: sequences and maps take their
 /// lengths and keys from the TensorDict. A missing key (other than an optional), an entry of
 /// the wrong kind, a static value of the wrong type, a sequence whose keys are not 0..n-1, or
-/// an extra key is an error naming the key.
+/// an extra key is an error naming the key. Declared tied weights (`tied_weights`) are one
+/// tensor in the result, filled from whichever of their keys `td` holds.
 template <tree T>
   requires std::is_default_constructible_v<T>
 [[nodiscard]] T from_tensordict(const TensorDict& td) {
   T out{};
-  detail::from_tensordict_impl<T>(td, out, nullptr, NestedKey(std::vector<std::string>{}));
+  if constexpr (has_tied_weights<T>) {
+    detail::from_tensordict_impl<T>(detail::with_ties<T>(td), out, nullptr, NestedKey(std::vector<std::string>{}));
+    tie_weights(out);
+  } else {
+    detail::from_tensordict_impl<T>(td, out, nullptr, NestedKey(std::vector<std::string>{}));
+  }
   return out;
 }
 
@@ -47,7 +111,12 @@ template <tree T>
 template <tree T>
 [[nodiscard]] T from_tensordict(const TensorDict& td, const T& like) {
   T out = like;
-  detail::from_tensordict_impl<T>(td, out, &like, NestedKey(std::vector<std::string>{}));
+  if constexpr (has_tied_weights<T>) {
+    detail::from_tensordict_impl<T>(detail::with_ties<T>(td), out, &like, NestedKey(std::vector<std::string>{}));
+    tie_weights(out);
+  } else {
+    detail::from_tensordict_impl<T>(td, out, &like, NestedKey(std::vector<std::string>{}));
+  }
   return out;
 }
 

@@ -8,7 +8,8 @@
 ///   `TENSORDICT_LIFT`;
 /// - `tree/flatten.hpp`: `TreeSpec`, `tree_flatten`, `tree_unflatten`;
 /// - `tree/keys.hpp`: `get`, `replace`, `select`, `exclude`, `split_keys`;
-/// - `tree/update.hpp`: `update`, `to`, `clone`, `detach`.
+/// - `tree/update.hpp`: `update`, `to`, `clone`, `detach`;
+/// - `tree/ties.hpp`: `tie`, `ties`, `tied_keys`, `tie_weights` (tied weights).
 ///
 /// Every operation is written once against one traversal (`detail::visit_leaves`, in
 /// `tree/detail/visit.hpp`), which has two engines: trees whose shape is known at compile time
@@ -20,4 +21,5 @@
 #include "tree/keys.hpp"
 #include "tree/leaves.hpp"
 #include "tree/map.hpp"
+#include "tree/ties.hpp"
 #include "tree/update.hpp"

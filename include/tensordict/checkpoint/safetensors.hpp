@@ -121,18 +121,15 @@ LoadReport load_safetensors(const std::filesystem::path& path, T& out, const Che
 /// Python tensordict's structure metadata goes along, so that Python's `from_safetensors`
 /// rebuilds the batch sizes, dim names and non-tensor values (a struct is named as the
 /// tensorclass `<class 'module.Name'>`, as `memmap` names it). The file is written beside the
-/// target and renamed over it once complete: an interrupted save leaves the previous file.
+/// target and renamed over it once complete: an interrupted save leaves the previous file. A
+/// struct's tied weights (`tied_weights`) are written once, under the source's name.
 template <tree T>
 void save_safetensors(const T& tree, const std::filesystem::path& path, const SafetensorsSaveOptions& o = {},
                       const std::string& python_module = "__main__") {
   const std::string file = path.string();
   try {
-    TensorDict td;
-    if constexpr (std::is_same_v<T, TensorDict>) {
-      td = tree;
-    } else {
-      td = to_tensordict(tree);
-    }
+    // Tied weights are written once, under their source's name.
+    TensorDict td = detail::saved_tree(tree, "save_safetensors", file);
     std::vector<std::pair<std::string, at::Tensor>> tensors;
     std::set<std::string> names;
     detail::ClassTree classes;

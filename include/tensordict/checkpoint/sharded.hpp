@@ -204,19 +204,16 @@ LoadReport load_sharded_safetensors(const std::filesystem::path& path, T& out, c
 /// `model.safetensors.index.json` (`metadata.total_size`, `weight_map`, keys sorted). One shard
 /// is written as `model.safetensors` with no index. The shards are written before the index,
 /// and the files of an earlier save with the same prefix that this one does not overwrite are
-/// removed after it. Returns the files written.
+/// removed after it. A struct's tied weights are written once, under the source's name (the
+/// alias's, `lm_head.weight`, is left out as transformers leaves it out). Returns the files
+/// written.
 template <tree T>
 std::vector<std::filesystem::path> save_sharded_safetensors(const T& tree, const std::filesystem::path& dir,
                                                             const ShardedSaveOptions& o = {}) {
   namespace fs = std::filesystem;
   if (o.max_shard_size <= 0) throw Error("save_sharded_safetensors: max_shard_size must be positive");
   fs::create_directories(dir);
-  TensorDict td;
-  if constexpr (std::is_same_v<T, TensorDict>) {
-    td = tree;
-  } else {
-    td = to_tensordict(tree);
-  }
+  const TensorDict td = detail::saved_tree(tree, "save_sharded_safetensors", dir.string());
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   std::set<std::string> names;
   for (const auto& [k, x] : td.named_tensors()) {

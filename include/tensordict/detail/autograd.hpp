@@ -4,6 +4,7 @@
 /// which leaves are differentiable. Included by autograd.hpp.
 
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 #include <ATen/ATen.h>
@@ -53,12 +54,20 @@ std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& para
   // Inside a vmap (or any functorch transform) the gradient is taken at a grad level of its
   // own, so that each element of the batch gets its own gradient (per-sample gradients).
   const functorch::GradLevel level;
+  // A tensor that is several leaves (tied weights) becomes one input: its gradient is the sum
+  // over its uses, and every leaf it is gets that one gradient.
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> made;
   P inputs = map_leaves(params, [&](const at::Tensor& x) {
+    if (!x.defined()) return x;
+    auto [it, fresh] = made.try_emplace(x.unsafeGetTensorImpl());
+    if (!fresh) return it->second;
     if (level.active()) {
       const at::Tensor w = level.wrap(x);
-      return differentiable(w) ? w.requires_grad_(true) : w;
+      it->second = differentiable(w) ? w.requires_grad_(true) : w;
+    } else {
+      it->second = differentiable(x) ? x.detach().requires_grad_(true) : x;
     }
-    return differentiable(x) ? x.detach().requires_grad_(true) : x;
+    return it->second;
   });
   at::Tensor value = f(static_cast<const P&>(inputs), std::forward<A>(args)...);
   if (!value.defined() || value.numel() != 1 || !differentiable(value)) {
@@ -68,8 +77,9 @@ std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& para
                 shape);
   }
   std::vector<at::Tensor> wrt;
+  std::unordered_map<const c10::TensorImpl*, std::size_t> slot;
   each_leaf(inputs, [&](const at::Tensor& x) {
-    if (differentiable(x)) wrt.push_back(x);
+    if (differentiable(x) && slot.try_emplace(x.unsafeGetTensorImpl(), wrt.size()).second) wrt.push_back(x);
   });
   std::vector<at::Tensor> grads;
   if (value.requires_grad() && !wrt.empty()) {
@@ -81,11 +91,12 @@ std::pair<at::Tensor, P> value_and_grad_impl(const char* op, F& f, const P& para
   } else {
     grads.resize(wrt.size());
   }
-  std::size_t i = 0;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    grads[i] = level.unwrap(grads[i].defined() ? grads[i] : at::zeros_like(wrt[i]));
+  }
   P out = map_leaves(inputs, [&](const at::Tensor& x) -> at::Tensor {
-    if (!differentiable(x)) return {};
-    const at::Tensor& g = grads[i++];
-    return level.unwrap(g.defined() ? g : at::zeros_like(x));
+    if (!x.defined() || !differentiable(x)) return {};
+    return grads[slot.at(x.unsafeGetTensorImpl())];
   });
   if (level.active()) return {level.unwrap(value), std::move(out)};
   return {value.detach(), std::move(out)};

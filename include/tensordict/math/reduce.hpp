@@ -120,11 +120,13 @@ template <tree T>
 }
 /// The `p`-norm of the whole tree, as if every leaf were one vector (the global norm that
 /// `clip_grad_norm_` uses): one foreach norm, then the norm of the leaves' norms. 0 for a tree
-/// without leaves. `p` may be `INFINITY`.
+/// without leaves. `p` may be `INFINITY`. A tensor that is several leaves (tied weights) counts
+/// once, as in `model.parameters()`.
 template <tree T>
 [[nodiscard]] at::Tensor norm(const T& t, total_t, double p = 2) {
   auto lists = detail::present_leaves("norm", t);
   if (lists[0].empty()) return at::zeros({});
+  detail::drop_repeated(lists);
   detail::tensor_vec norms;
   const c10::Device first = lists[0][0].device();
   if (std::isfinite(p) && !detail::needs_graph(lists) && p > 0) {

@@ -38,14 +38,7 @@ inline std::string tree_name(const std::string& name, const CheckpointOptions& o
 // A checkpoint name as the nested key it stands for: `blocks.0.w` is (blocks, 0, w).
 template <class = void>
 inline NestedKey split_dotted(const std::string& name) {
-  std::vector<std::string> parts;
-  for (std::size_t at = 0;;) {
-    const std::size_t dot = name.find('.', at);
-    parts.push_back(name.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
-    if (dot == std::string::npos) break;
-    at = dot + 1;
-  }
-  return NestedKey(std::move(parts));
+  return dotted_key(name);
 }
 
 // Sets `t` at the key path `name` splits into at '.', or says why it does not fit.
@@ -147,6 +140,16 @@ LoadReport fill_tree(const std::string& file, const std::vector<std::pair<std::s
     if (to.empty()) continue;
     if (!by_name.emplace(to, t).second) throw FormatError(file + ": two tensors are renamed to '" + to + "'");
   }
+  try {
+    resolve_ties<T>(
+        [&](const std::string& n) -> const at::Tensor* {
+          const auto it = by_name.find(n);
+          return it == by_name.end() ? nullptr : &it->second;
+        },
+        [&](const std::string& n, const at::Tensor& t) { by_name.emplace(n, t); });
+  } catch (const Error& e) {
+    throw FormatError(file + ": " + e.what());
+  }
   T next = out;
   std::set<std::string> matched;
   auto show = [](const at::Tensor& x) { return shape_str(x.sizes()) + " " + dtype_name(x.scalar_type()); };
@@ -173,8 +176,43 @@ LoadReport fill_tree(const std::string& file, const std::vector<std::pair<std::s
   }
   std::sort(r.unexpected.begin(), r.unexpected.end());
   if (o.strict && !r.ok()) throw FormatError(file + ": " + r.str());
+  tie_weights(next);
   out = std::move(next);
   return r;
+}
+}  // namespace detail
+
+namespace detail {
+// What a saver writes of `tree`: its TensorDict, each declared alias left out once it is
+// checked to be its source's tensor (or equal to it), as transformers saves tied weights.
+template <class T>
+TensorDict saved_tree(const T& tree, const std::string& op, const std::string& file) {
+  if constexpr (is_tensordict<T>) {
+    return tree;
+  } else {
+    TensorDict td = to_tensordict(tree);
+    for (const auto& [alias, source] : tied_keys<T>()) {
+      const NestedKey ka = split_dotted(alias), ks = split_dotted(source);
+      if (!td.contains(Key(ka)) || !td.contains(Key(ks))) continue;
+      const Entry& ea = td.entry(Key(ka));
+      const Entry& es = td.entry(Key(ks));
+      if (!ea.is_tensor() || !es.is_tensor()) continue;
+      const at::Tensor* a = &ea.tensor();
+      const at::Tensor* s = &es.tensor();
+      if (!a->is_same(*s) && (a->sizes() != s->sizes() || a->scalar_type() != s->scalar_type() || !at::equal(*a, s->to(a->device())))) {
+        throw Error(op + ": " + file + ": '" + alias + "' is tied to '" + source +
+                    "' but holds another tensor (tie_weights(tree) ties it again)");
+      }
+      td.erase(Key(ka));
+      // A level the alias leaves empty goes too: `lm_head` holds nothing but its weight.
+      for (std::size_t n = ka.size() - 1; n > 0; --n) {
+        const NestedKey parent(std::vector<std::string>(ka.parts().begin(), ka.parts().begin() + static_cast<std::ptrdiff_t>(n)));
+        if (!td.get<TensorDict>(Key(parent)).is_empty()) break;
+        td.erase(Key(parent));
+      }
+    }
+    return td;
+  }
 }
 }  // namespace detail
 

@@ -185,6 +185,7 @@ T& update_erased(const char* op, T& t, lists_ref<void, 1 + sizeof...(Os)> fe,
   auto lists = present_leaves(op, std::as_const(t), os...);
   if (lists[0].empty()) return t;
   check_update(op, t, lists);
+  drop_repeated(lists);  // a tensor that is several leaves (tied weights) is updated once
   at::NoGradGuard no_grad;
   if (fused(lists)) return t;
   try {

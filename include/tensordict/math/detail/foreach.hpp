@@ -58,6 +58,33 @@ std::array<tensor_vec, 1 + sizeof...(Os)> present_leaves(const char* op, const T
   return out;
 }
 
+// Drops the entries whose first tensor is an earlier entry's first tensor (one tensor that is
+// several leaves, as tied weights are), so that an update or a global norm counts it once.
+// Lists of another length (an optimizer's unused state) are left as they are.
+template <std::size_t N>
+void drop_repeated(std::array<tensor_vec, N>& lists) {
+  const std::size_t n = lists[0].size();
+  if (n < 2) return;
+  std::vector<const c10::TensorImpl*> impls(n);
+  for (std::size_t i = 0; i < n; ++i) impls[i] = lists[0][i].unsafeGetTensorImpl();
+  std::vector<const c10::TensorImpl*> sorted = impls;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) return;
+  std::vector<const c10::TensorImpl*> seen;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::find(seen.begin(), seen.end(), impls[i]) != seen.end()) continue;
+    seen.push_back(impls[i]);
+    for (auto& l : lists) {
+      if (l.size() == n) l[kept] = l[i];
+    }
+    ++kept;
+  }
+  for (auto& l : lists) {
+    if (l.size() == n) l.resize(kept);
+  }
+}
+
 // The dotted key of the i-th present leaf (errors only).
 template <class T>
 std::string present_key(const T& t, std::size_t i) {

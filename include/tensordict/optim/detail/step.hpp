@@ -10,13 +10,20 @@ namespace detail {
 using tensordict::detail::fmadd;
 using tensordict::detail::tensor_vec;
 
-// A tree of P shaped like `params`, of zeros (or `value`).
+// A tree of P shaped like `params`, of zeros (or `value`). A parameter that is several leaves
+// (tied weights) has one state tensor, at each of them.
 template <class P>
 P moments(const P& params, double value = 0) {
+  std::vector<std::pair<const c10::TensorImpl*, at::Tensor>> made;
   return tensordict::apply(params, [&](const at::Tensor& x) {
+    for (const auto& [impl, m] : made) {
+      if (impl == x.unsafeGetTensorImpl()) return m;
+    }
     at::NoGradGuard no_grad;
-    return value == 0 ? at::zeros_like(x, at::MemoryFormat::Preserve)
-                      : at::full_like(x, value, at::MemoryFormat::Preserve);
+    at::Tensor m = value == 0 ? at::zeros_like(x, at::MemoryFormat::Preserve)
+                              : at::full_like(x, value, at::MemoryFormat::Preserve);
+    made.emplace_back(x.unsafeGetTensorImpl(), m);
+    return m;
   });
 }
 template <class P>
@@ -81,6 +88,9 @@ std::array<tensor_vec, N> step_leaves(const char* op, const P& params, const P& 
   };
   // Unused state trees are zipped as the parameters themselves (skipped above).
   tensordict::detail::visit_leaves(take, params, grads, (states ? *states : params)...);
+  // A parameter that is several leaves (tied weights) steps once, with its first leaf's
+  // gradient and state (grad gives each of its leaves the one summed gradient).
+  tensordict::detail::drop_repeated(out);
   return out;
 }
 
@@ -220,6 +230,7 @@ class PureForm {
   template <class P, class S>
   [[nodiscard]] std::pair<P, S> update(const P& params, const P& grads, const S& state) const {
     P p = tensordict::clone(tensordict::detach(params));
+    tie_weights(p);  // the copies of tied weights are one tensor again, stepped once
     S s = tensordict::clone(state);
     static_cast<const Opt&>(*this).step(p, grads, s);
     return {std::move(p), std::move(s)};
