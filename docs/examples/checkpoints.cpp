@@ -9,6 +9,7 @@
 
 #include <tensordict/core.hpp>
 #include <tensordict/safetensors.hpp>
+#include <tensordict/checkpoint/dcp.hpp>
 #include <tensordict/state_dict.hpp>
 
 namespace td = tensordict;
@@ -175,4 +176,35 @@ TEST_CASE("checkpoints: tied weights, loaded from either name and saved once") {
   CHECK(grads.lm_head.weight.allclose(2 * lm.transformer.wte.weight));
   CHECK(back.transformer.wte.weight.allclose(lm.transformer.wte.weight * (1 - 0.2)));
   fs::remove(file);
+}
+
+namespace {
+struct DcpLayer {
+  torch::Tensor w, b;
+};
+struct DcpHead {
+  torch::Tensor weight;
+};
+struct DcpModel {
+  std::vector<DcpLayer> layers;
+  DcpHead head;
+};
+struct TrainState {
+  DcpModel model;
+  int64_t step = 0;  // DCP saved it as a plain value
+};
+}  // namespace
+
+TEST_CASE("checkpoints: a Distributed Checkpoint two ranks saved, loaded on one process") {
+  // What torch.distributed.checkpoint.save wrote from 2 ranks (tests/checkpoints/dcp.py):
+  // .metadata, __0_0.distcp and __1_0.distcp, the layers' weights sharded between the ranks.
+  const fs::path dir = fs::path(__FILE__).parent_path().parent_path().parent_path() / "tests/data/checkpoint_dcp/typed/ckpt";
+  TrainState s = td::load_dcp<TrainState>(dir);   // each tensor reassembled from its chunks
+  td::TensorDict all = td::load_dcp(dir);         // or as a TensorDict: model / layers / 0 / w
+  td::DcpMetadata md = td::read_dcp_metadata(dir);  // what .metadata says, checked
+
+  CHECK(s.step == 42);
+  CHECK(s.model.layers[1].w.sizes() == torch::IntArrayRef({6, 4}));
+  CHECK(all.get({"model", "layers", "1", "w"}).equal(s.model.layers[1].w));
+  CHECK(md.tensors[0].chunks.size() == 2);
 }

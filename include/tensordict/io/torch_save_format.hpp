@@ -6,6 +6,7 @@
 /// numbers, strings, and tensors rebuilt from storages. Any other class the pickle names is
 /// refused with an error naming it: nothing is ever imported, called or constructed.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -125,9 +126,11 @@ struct Global {
   std::string module, name;
 };
 /// What the pickle builds: None, bool, int, float, string, list, tuple, dict (keys in
-/// order), a tensor, a global, or a persistent storage reference.
+/// order), a tensor, a global, a persistent storage reference, or (only for the classes a
+/// reader allows, `PickleClasses`) an object: its class in `global`, its state in `entries`
+/// (a dict state) or `items` (a tuple state).
 struct Value {
-  enum class Kind { none, boolean, integer, real, string, list, tuple, dict, tensor, global, storage, mark };
+  enum class Kind { none, boolean, integer, real, string, list, tuple, dict, tensor, global, storage, mark, object };
   Kind kind = Kind::none;
   bool b = false;
   int64_t i = 0;
@@ -137,6 +140,18 @@ struct Value {
   std::vector<std::pair<ValuePtr, ValuePtr>> entries;  ///< dict
   Global global;
   TensorRef tensor;  ///< tensor; storage uses storage, dtype, storage_numel
+};
+
+/// What a pickle other than a state_dict may build (DCP's `.metadata`): `objects`, classes
+/// made empty (`NEWOBJ` with no arguments) whose state `BUILD` then sets, as dataclasses are
+/// pickled; `passthrough`, callables of one argument whose result is read as that argument
+/// (`torch.Size((7, 5))` is the tuple), or, given several strings, their join with '/' (a
+/// path pickled as its parts). Nothing is imported or run either way.
+struct PickleClasses {
+  std::vector<std::string> objects, passthrough;
+  bool has(const std::vector<std::string>& v, const std::string& name) const {
+    return std::find(v.begin(), v.end(), name) != v.end();
+  }
 };
 
 /// Limits: values built by one pickle (a state_dict of a large model has ~10 per tensor).
@@ -171,15 +186,19 @@ class Pickle {
     }
   }
 
-  /// Runs the pickle `p` (`n` bytes); `file` names it in errors.
-  static Pickle read(const unsigned char* p, std::size_t n, const std::string& file) {
+  /// Runs the pickle `p` (`n` bytes); `file` names it in errors. `classes`: what it may build
+  /// beyond a state_dict's values (none by default).
+  static Pickle read(const unsigned char* p, std::size_t n, const std::string& file,
+                     const PickleClasses* classes = nullptr) {
     Pickle out;
+    out.classes_ = classes;
     out.run(p, n, file);
     return out;
   }
 
  private:
   std::vector<ValuePtr> all_;
+  const PickleClasses* classes_ = nullptr;
 
   ValuePtr make(Value::Kind k, const std::string& file) {
     if (all_.size() >= max_pickle_values) detail::fail(file, "a pickle of more than " + std::to_string(max_pickle_values) + " values");
@@ -376,6 +395,19 @@ class Pickle {
               v->tensor.strides.push_back(s->i);
             }
             stack.push_back(v);
+          } else if (classes_ && classes_->has(classes_->passthrough, name)) {
+            if (args->items.size() == 1) {
+              stack.push_back(args->items[0]);
+              break;
+            }
+            // A path pickled as its parts (`PosixPath('/', 'tmp', 'x')`): the parts joined.
+            auto v = make(Value::Kind::string, file);
+            for (const auto& a : args->items) {
+              if (a->kind != Value::Kind::string) bad("calls " + name + " with arguments that are not strings");
+              if (!v->s.empty() && v->s.back() != '/') v->s += '/';
+              v->s += a->s;
+            }
+            stack.push_back(v);
           } else if (name == "torch._utils._rebuild_parameter") {
             if (args->items.empty() || args->items[0]->kind != Value::Kind::tensor) bad("a parameter without a tensor");
             stack.push_back(args->items[0]);
@@ -386,13 +418,31 @@ class Pickle {
         }
         case 'b': {  // BUILD: an OrderedDict's attributes (a state_dict's _metadata) are dropped
           auto state = pop();
-          (void)state;
+          if (top()->kind == Value::Kind::object) {  // an allowed class: its state kept
+            if (!top()->entries.empty() || !top()->items.empty()) bad("sets the state of an object twice");
+            if (state->kind == Value::Kind::dict) {
+              top()->entries = state->entries;
+            } else if (state->kind == Value::Kind::tuple) {
+              top()->items = state->items;
+            } else {
+              bad("sets the state of an object " + top()->global.name + " to something neither a dict nor a tuple");
+            }
+            break;
+          }
           if (top()->kind != Value::Kind::dict) bad("sets the state of an object, which this reader never builds");
           break;
         }
         case 0x81: {  // NEWOBJ
           auto args = pop();
           auto cls = pop();
+          if (classes_ && cls->kind == Value::Kind::global &&
+              classes_->has(classes_->objects, cls->global.module + "." + cls->global.name)) {
+            if (args->kind != Value::Kind::tuple || !args->items.empty()) bad("builds an object from arguments");
+            auto v = make(Value::Kind::object, file);
+            v->global = cls->global;
+            stack.push_back(v);
+            break;
+          }
           bad("builds an object of class " + (cls->kind == Value::Kind::global ? cls->global.module + "." + cls->global.name : std::string("?")) +
               " (a pickled module or object, not a state_dict of tensors); this reader never builds objects");
           break;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -97,10 +98,14 @@ inline void collect_tensors(const torch_save_format::Value& v, const std::string
   }
 }
 
+// A torch.save archive that is `size` bytes of `m` from `data` on (a whole file, or one of the
+// archives a DCP .distcp file concatenates): its tensors view the mapping. With `root`, the
+// pickle's root value is handed there instead of being read as tensors (a DCP bytes item).
 template <class = void>
-inline TorchSaveFile read_torch_save(const std::string& file) {
-  const MappedFile m = map_whole(file, "torch.save file");
-  const auto entries = torch_save_format::read_zip(m.data, m.size, file);
+inline TorchSaveFile read_torch_save_span(const MappedFile& m, const unsigned char* data, std::uint64_t size,
+                                          const std::string& file,
+                                          const std::function<void(const torch_save_format::Value&)>& root = {}) {
+  const auto entries = torch_save_format::read_zip(data, size, file);
   const torch_save_format::ZipEntry* pkl = nullptr;
   std::string prefix;
   for (const auto& e : entries) {
@@ -112,7 +117,11 @@ inline TorchSaveFile read_torch_save(const std::string& file) {
     }
   }
   if (!pkl) throw FormatError(file + ": no data.pkl record (not a torch.save file, or a TorchScript archive)");
-  const auto pickle = torch_save_format::Pickle::read(m.data + pkl->offset, pkl->size, file);
+  const auto pickle = torch_save_format::Pickle::read(data + pkl->offset, pkl->size, file);
+  if (root) {
+    root(*pickle.root);
+    return {};
+  }
   // Storages: every record data/<key>, typed by the first tensor that uses it.
   std::unordered_map<std::string, const torch_save_format::ZipEntry*> records;
   for (const auto& e : entries) {
@@ -138,7 +147,7 @@ inline TorchSaveFile read_torch_save(const std::string& file) {
         throw FormatError(file + ": storage 'data/" + t.storage + "' holds " + std::to_string(rec->second->size) +
                           " bytes, fewer than its " + std::to_string(t.storage_numel) + " elements need");
       }
-      void* p = const_cast<unsigned char*>(m.data + rec->second->offset);
+      void* p = const_cast<unsigned char*>(data + rec->second->offset);
       at::Tensor base = at::from_blob(p, {static_cast<int64_t>(t.storage_numel)}, [owner = m.owner](void*) {},
                                       at::TensorOptions().dtype(st));
       if (reinterpret_cast<std::uintptr_t>(p) % item != 0) base = base.clone();
@@ -150,6 +159,12 @@ inline TorchSaveFile read_torch_save(const std::string& file) {
   TorchSaveFile out;
   collect_tensors(*pickle.root, "", 0, storages, file, out.named);
   return out;
+}
+
+template <class = void>
+inline TorchSaveFile read_torch_save(const std::string& file) {
+  const MappedFile m = map_whole(file, "torch.save file");
+  return read_torch_save_span(m, m.data, m.size, file);
 }
 
 }  // namespace detail
