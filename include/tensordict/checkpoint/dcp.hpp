@@ -66,20 +66,6 @@ struct DcpMetadata {
 namespace detail {
 
 template <class = void>
-inline const torch_save_format::PickleClasses& dcp_classes() {
-  static const torch_save_format::PickleClasses c{
-      {"torch.distributed.checkpoint.metadata.Metadata", "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
-       "torch.distributed.checkpoint.metadata.TensorProperties",
-       "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
-       "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
-       "torch.distributed.checkpoint.metadata.MetadataIndex", "torch.distributed.checkpoint.metadata.StorageMeta",
-       "torch.distributed.checkpoint.filesystem._StorageInfo"},
-      {"torch.Size", "torch.serialization._get_layout", "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
-       "pathlib.PosixPath", "pathlib._local.PosixPath", "pathlib.WindowsPath", "pathlib._local.WindowsPath"}};
-  return c;
-}
-
-template <class = void>
 inline at::ScalarType dcp_dtype(const torch_save_format::Value& v, const std::string& where) {
   static const std::pair<const char*, at::ScalarType> known[] = {
       {"float32", at::kFloat}, {"float64", at::kDouble},   {"float16", at::kHalf},  {"bfloat16", at::kBFloat16},
@@ -158,7 +144,7 @@ template <class = void>
   if (!fs::exists(meta)) throw FormatError(file + ": missing (not a DCP checkpoint folder)");
   return detail::guarded_load(file, [&] {
     const detail::MappedFile m = detail::map_whole(file, "DCP .metadata file");
-    const auto pickle = torch_save_format::Pickle::read(m.data, m.size, file, &detail::dcp_classes());
+    const auto pickle = torch_save_format::Pickle::read(m.data, m.size, file, &torch_save_format::dcp_metadata_classes());
     detail::DcpReader r{file};
     using K = detail::DcpReader::K;
     const auto& md = r.object(*pickle.root, "Metadata");

@@ -154,6 +154,22 @@ struct PickleClasses {
   }
 };
 
+/// What DCP's `.metadata` pickle builds (`torch.distributed.checkpoint`, torch 2.x): its
+/// metadata dataclasses, and the few callables whose results are plain values.
+template <class = void>
+inline const PickleClasses& dcp_metadata_classes() {
+  static const PickleClasses c{
+      {"torch.distributed.checkpoint.metadata.Metadata", "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+       "torch.distributed.checkpoint.metadata.TensorProperties",
+       "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+       "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+       "torch.distributed.checkpoint.metadata.MetadataIndex", "torch.distributed.checkpoint.metadata.StorageMeta",
+       "torch.distributed.checkpoint.filesystem._StorageInfo"},
+      {"torch.Size", "torch.serialization._get_layout", "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+       "pathlib.PosixPath", "pathlib._local.PosixPath", "pathlib.WindowsPath", "pathlib._local.WindowsPath"}};
+  return c;
+}
+
 /// Limits: values built by one pickle (a state_dict of a large model has ~10 per tensor).
 inline constexpr std::size_t max_pickle_values = std::size_t{1} << 24;
 
