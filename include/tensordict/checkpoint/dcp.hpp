@@ -368,19 +368,12 @@ inline DcpFiles read_dcp(const std::filesystem::path& dir) {
 
 template <class = void>
 inline TensorDict dcp_tree(const DcpFiles& f, const CheckpointOptions& o) {
-  TensorDict out;
-  std::set<std::string> seen;
-  for (const auto& [n, t] : f.named) {
-    const std::string to = tree_name(n, o);
-    if (to.empty()) continue;
-    if (!seen.insert(to).second) throw FormatError(f.where + ": two tensors are renamed to '" + to + "'");
-    set_dotted(out, to, converted(t, o), f.where);
-  }
+  TensorDict out = named_tree(f.where, f.named, o, false);
   for (const auto& [n, v] : f.values) {
     const std::string to = tree_name(n, o);
     if (to.empty()) continue;
-    if (!seen.insert(to).second) throw FormatError(f.where + ": two entries are renamed to '" + to + "'");
     const NestedKey k = split_dotted(to);
+    if (out.contains(Key(k))) throw FormatError(f.where + ": two entries are named (or renamed to) '" + to + "'");
     try {
       out.set_non_tensor(Key(k), v);
     } catch (const Error& e) {

@@ -122,21 +122,29 @@ inline ShardedFiles read_sharded(const std::filesystem::path& path) {
   return out;
 }
 
-// The checkpoint as a TensorDict nested at ".", renamed and converted as `o` says.
+// Named tensors of a checkpoint (`where`) as a TensorDict nested at ".", renamed and converted
+// as `o` says; in name order with `sorted`, in the given order otherwise.
 template <class = void>
-inline TensorDict sharded_tree(const ShardedFiles& f, const CheckpointOptions& o) {
+inline TensorDict named_tree(const std::string& where, const std::vector<std::pair<std::string, at::Tensor>>& in,
+                             const CheckpointOptions& o, bool sorted) {
   std::vector<std::pair<std::string, at::Tensor>> named;
   std::set<std::string> seen;
-  for (const auto& [n, t] : f.named) {
+  for (const auto& [n, t] : in) {
     std::string to = tree_name(n, o);
     if (to.empty()) continue;
-    if (!seen.insert(to).second) throw FormatError(f.where + ": two tensors are named (or renamed to) '" + to + "'");
+    if (!seen.insert(to).second) throw FormatError(where + ": two tensors are named (or renamed to) '" + to + "'");
     named.emplace_back(std::move(to), converted(t, o));
   }
-  std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (sorted) std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   TensorDict out;
-  for (const auto& [n, t] : named) set_dotted(out, n, t, f.where);
+  for (const auto& [n, t] : named) set_dotted(out, n, t, where);
   return out;
+}
+
+// The checkpoint as a TensorDict nested at ".", in name order.
+template <class = void>
+inline TensorDict sharded_tree(const ShardedFiles& f, const CheckpointOptions& o) {
+  return named_tree(f.where, f.named, o, true);
 }
 
 // Writes one shard: the tensors, with transformers' metadata {"format": "pt"}.
