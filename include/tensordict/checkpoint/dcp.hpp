@@ -15,6 +15,8 @@
 /// chunk past its file's end or of the wrong shape or dtype are each a `FormatError` naming the
 /// file and the tensor; nothing partly loaded is returned.
 ///
+/// Writing one from C++ ranks: `td::dist::save_dcp` (distributed/dcp.hpp).
+///
 ///     td::TensorDict all = td::load_dcp("checkpoints/step-1000");
 ///     Model m = td::load_dcp<Model>("checkpoints/step-1000", {.rename = td::strip_prefix("model.")});
 
