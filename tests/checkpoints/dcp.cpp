@@ -102,6 +102,21 @@ int main(int argc, char** argv) {
   if (!td::load_dcp(typed, into).ok() || !into.model.head.weight.equal(t.model.head.weight)) fail("typed: load into a tree");
   const Model part = td::load_dcp<Model>(typed, {.rename = td::compose(td::drop_prefix("step"), td::strip_prefix("model."))});
   if (!part.layers[2].w.equal(t.model.layers[2].w)) fail("typed: renamed load");
+  // A value that is an object: refused, naming it; left out by a rename, it is never read.
+  const fs::path object = dir / "typed" / "ckpt_object";
+  try {
+    (void)td::load_dcp(object);
+    fail("ckpt_object: a Fraction loaded");
+  } catch (const td::FormatError& e) {
+    const std::string msg = e.what();
+    if (msg.find("'meta'") == std::string::npos || msg.find("fractions.Fraction") == std::string::npos) {
+      fail("ckpt_object: the message does not name the value and its class: " + msg);
+    }
+  }
+  const td::TensorDict no_meta = td::load_dcp(object, {.rename = td::drop_prefix("meta")});
+  if (no_meta.contains(td::Key("meta")) || !no_meta.get(td::Key("w")).equal(t.model.head.weight)) {
+    fail("ckpt_object: the load without the value");
+  }
   // Hostile copies.
   int refused = 0;
   const td::Json hostile = read_json(dir / "bad.json");

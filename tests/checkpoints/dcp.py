@@ -4,7 +4,8 @@ state dicts with `dcp.save` from 2 and 4 Gloo ranks on 127.0.0.1 (alternately): 
 on any dim over 1-D and 2-D meshes (uneven and empty shards included), replicated DTensors,
 plain tensors (written once), ten dtypes, nested dicts and lists, and plain values. Beside each
 checkpoint (DIR/case_K/ckpt), expected.safetensors holds every tensor whole and values.json the
-values. One case (DIR/typed) has a fixed layout that C++ loads into a struct. DIR/bad_* are
+values. One case (DIR/typed) has a fixed layout that C++ loads into a struct, and beside it
+ckpt_object holds a value that is an object (a Fraction). DIR/bad_* are
 copies of a checkpoint made hostile (a hole, an overlap, a path outside the folder, a missing or
 truncated file, a .metadata that is not DCP's, ...), with the message C++ must give in
 DIR/bad.json."""
@@ -121,6 +122,11 @@ def typed_rank(rank, world, port, out):
                     "head": {"weight": distribute_tensor(head, mesh, [Shard(1)])}},
           "step": 42}
     dcp.save(sd, checkpoint_id=os.path.join(out, "ckpt"))
+    # A value that is an object (not a plain value): refused by name, or left out by a rename.
+    from fractions import Fraction
+
+    dcp.save({"w": distribute_tensor(head, mesh, [Shard(0)]), "meta": Fraction(1, 3)},
+             checkpoint_id=os.path.join(out, "ckpt_object"))
     if rank == 0:
         flat = {f"model.layers.{i}.{k}": v for i, l in enumerate(layers) for k, v in l.items()}
         flat["model.head.weight"] = head

@@ -308,7 +308,9 @@ inline Json dcp_plain(const torch_save_format::Value& v, const std::string& wher
   }
 }
 
-// The checkpoint's tensors by name (each reassembled from its chunks) and its plain values.
+// The checkpoint's tensors by name (each reassembled from its chunks) and its plain values,
+// but those `o.rename` leaves out: they are never read (a value of a class this reader does not
+// build can be left out so).
 struct DcpFiles {
   std::string where;
   std::vector<std::pair<std::string, at::Tensor>> named;
@@ -316,7 +318,7 @@ struct DcpFiles {
 };
 
 template <class = void>
-inline DcpFiles read_dcp(const std::filesystem::path& dir) {
+inline DcpFiles read_dcp(const std::filesystem::path& dir, const CheckpointOptions& o) {
   const DcpMetadata md = read_dcp_metadata(dir);
   DcpFiles out;
   out.where = dir.string();
@@ -334,6 +336,7 @@ inline DcpFiles read_dcp(const std::filesystem::path& dir) {
   };
   for (const DcpTensor& t : md.tensors) {
     check_dcp_tiling(t, (dir / ".metadata").string());
+    if (tree_name(t.name, o).empty()) continue;
     at::Tensor whole;
     for (const DcpChunk& c : t.chunks) {
       const std::string what = "the chunk of '" + t.name + "' at offsets " + shape_str(c.offsets);
@@ -359,6 +362,7 @@ inline DcpFiles read_dcp(const std::filesystem::path& dir) {
     out.named.emplace_back(t.name, std::move(whole));
   }
   for (const DcpBytes& b : md.bytes) {
+    if (tree_name(b.name, o).empty()) continue;
     const std::string in = (dir / b.file).string() + " (the value of '" + b.name + "')";
     auto [m, p] = span(b.file, b.offset, b.length, "the value of '" + b.name + "'");
     Json value;
@@ -389,10 +393,12 @@ inline TensorDict dcp_tree(const DcpFiles& f, const CheckpointOptions& o) {
 
 /// Loads a DCP checkpoint folder as a TensorDict nested at "." (`model.w` → `model` / `w`):
 /// each tensor reassembled from its chunks (a tensor saved whole is a view of its file), each
-/// plain non-tensor value as non-tensor data. `rename` and `dtype` of the options apply.
+/// plain non-tensor value as non-tensor data. `rename` and `dtype` of the options apply; what
+/// `rename` leaves out is not read at all (a value of a class this reader refuses, a tensor not
+/// needed).
 template <class = void>
 [[nodiscard]] inline TensorDict load_dcp(const std::filesystem::path& dir, const CheckpointOptions& o = {}) {
-  return detail::guarded_load(dir.string(), [&] { return detail::dcp_tree(detail::read_dcp(dir), o); });
+  return detail::guarded_load(dir.string(), [&] { return detail::dcp_tree(detail::read_dcp(dir, o), o); });
 }
 
 /// Loads a DCP checkpoint into a struct of type T, strict or not as `load_safetensors<T>`
@@ -401,7 +407,7 @@ template <tree T>
   requires(std::is_default_constructible_v<T> && !std::is_same_v<T, TensorDict>)
 [[nodiscard]] T load_dcp(const std::filesystem::path& dir, const CheckpointOptions& o = {}) {
   return detail::guarded_load(dir.string(), [&] {
-    const detail::DcpFiles f = detail::read_dcp(dir);
+    const detail::DcpFiles f = detail::read_dcp(dir, o);
     const TensorDict td = detail::dcp_tree(f, o);
     return detail::typed_load<T>(f.where, td, o, [&] {
       std::vector<std::string> names;
@@ -418,7 +424,7 @@ template <tree T>
   requires(!std::is_same_v<T, CheckpointOptions>)
 LoadReport load_dcp(const std::filesystem::path& dir, T& out, const CheckpointOptions& o = {}) {
   return detail::guarded_load(dir.string(), [&] {
-    const detail::DcpFiles f = detail::read_dcp(dir);
+    const detail::DcpFiles f = detail::read_dcp(dir, o);
     return detail::fill_tree(f.where, f.named, out, o);
   });
 }
