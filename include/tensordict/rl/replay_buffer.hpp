@@ -102,11 +102,12 @@ class ReplayBuffer {
     TensorDict with_index = rows;
     const int64_t cap = storage_->capacity_for_rows(rows);
     const int64_t n = rows.batch_size()[0];
-    at::Tensor row_ids = at::arange(writer_.cursor(), writer_.cursor() + n, at::kLong).remainder_(cap);
+    const at::Tensor rows_at = writer_.next_rows(n, cap);
+    at::Tensor row_ids = rows_at;
     std::vector<int64_t> rshape(rows.batch_size().dims().begin(), rows.batch_size().dims().end());
     for (std::size_t i = 1; i < rshape.size(); ++i) row_ids = row_ids.unsqueeze(-1);
     with_index.set("index", row_ids.expand(rshape));
-    const at::Tensor idx = writer_.extend(*storage_, with_index);
+    const at::Tensor idx = writer_.extend(*storage_, with_index, rows_at);
     after_write(idx, update_priority && sampler_->prioritized() && rows.contains(Key(o_.priority_key)) ? &rows : nullptr);
     return index_of_rows(idx);
   }

@@ -687,14 +687,21 @@ class RoundRobinWriter {
     ++write_count_;
     return row;
   }
-  /// Writes a batch of items from the cursor on, wrapping around; returns their rows.
-  at::Tensor extend(TensorStorage& s, const TensorDict& rows) {
+  /// The rows the next `n` items go to in a storage of `capacity` rows (from the cursor on,
+  /// wrapping around).
+  at::Tensor next_rows(int64_t n, int64_t capacity) const {
+    return at::arange(cursor_, cursor_ + n, at::kLong).remainder_(capacity);
+  }
+  /// Writes a batch of items from the cursor on, wrapping around; returns their rows
+  /// (`next_rows`, which a caller that computed them already passes as `rows_at`).
+  at::Tensor extend(TensorStorage& s, const TensorDict& rows, at::Tensor rows_at = {}) {
     const int64_t start = cursor_;
     s.write(start, rows);
     const int64_t n = rows.batch_size()[0], cap = s.capacity();
+    if (!rows_at.defined()) rows_at = next_rows(n, cap);
     cursor_ = (start + n) % cap;
     write_count_ += n;
-    return at::arange(start, start + n, at::kLong).remainder_(cap);
+    return rows_at;
   }
   /// The next row to write.
   int64_t cursor() const noexcept { return cursor_; }
