@@ -24,6 +24,7 @@
 #include <torch/version.h>
 
 #include "detail/drivers.hpp"
+#include "detail/operands.hpp"
 
 #include "detail/macros.hpp"
 
@@ -44,6 +45,23 @@ template <tree T> [[nodiscard]] T mul(const T& a, const at::Scalar& s) { return 
 /// `a / b`, leaf by leaf (true division: integer leaves give floats); `a / s` on every leaf.
 template <tree T> [[nodiscard]] T div(const T& a, const T& b) { return detail::arith<detail::Arith::div>(a, b); }
 template <tree T> [[nodiscard]] T div(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::div>(a, s); }
+/// The same with a tensor `y` lined up with the batch dims, as Python pairs one with a tree: the
+/// batch size and `y`'s shape broadcast together (the tree's batch size may grow), then `y` is
+/// spread over each leaf's own dims (`td.mul(y)` with leaves `[4, 5, 3]`, batch size `[4, 5]`
+/// and `y` of shape `[5]` multiplies `leaf[i, j, :]` by `y[j]`). A 0-dim `y` is a number to
+/// every leaf.
+template <tree T> [[nodiscard]] T add(const T& a, const at::Tensor& y, const at::Scalar& alpha = 1) {
+  return detail::zip_operands("add", a, [&](const at::Tensor& x, const at::Tensor& z) { return at::add(x, z, alpha); }, y);
+}
+template <tree T> [[nodiscard]] T sub(const T& a, const at::Tensor& y, const at::Scalar& alpha = 1) {
+  return detail::zip_operands("sub", a, [&](const at::Tensor& x, const at::Tensor& z) { return at::sub(x, z, alpha); }, y);
+}
+template <tree T> [[nodiscard]] T mul(const T& a, const at::Tensor& y) {
+  return detail::zip_operands("mul", a, [](const at::Tensor& x, const at::Tensor& z) { return at::mul(x, z); }, y);
+}
+template <tree T> [[nodiscard]] T div(const T& a, const at::Tensor& y) {
+  return detail::zip_operands("div", a, [](const at::Tensor& x, const at::Tensor& z) { return at::div(x, z); }, y);
+}
 
 namespace detail {
 // The elementwise maximum (Larger) or minimum of two trees, NaN propagating.
@@ -68,6 +86,20 @@ T& extremum_(T& a, const T& b) {
 /// The larger (`maximum`) or smaller (`minimum`) of `a` and `b`, elementwise (NaN propagates).
 template <tree T> [[nodiscard]] T maximum(const T& a, const T& b) { return detail::extremum<true>(a, b); }
 template <tree T> [[nodiscard]] T minimum(const T& a, const T& b) { return detail::extremum<false>(a, b); }
+/// With a tensor lined up with the batch dims (as `mul`), or a number (torch's `clamp_min` /
+/// `clamp_max`, as Python's `_foreach_maximum` with a number computes it).
+template <tree T> [[nodiscard]] T maximum(const T& a, const at::Tensor& y) {
+  return detail::zip_operands("maximum", a, [](const at::Tensor& x, const at::Tensor& z) { return at::maximum(x, z); }, y);
+}
+template <tree T> [[nodiscard]] T minimum(const T& a, const at::Tensor& y) {
+  return detail::zip_operands("minimum", a, [](const at::Tensor& x, const at::Tensor& z) { return at::minimum(x, z); }, y);
+}
+template <tree T> [[nodiscard]] T maximum(const T& a, const at::Scalar& s) {
+  return detail::zip_operands("maximum", a, [&](const at::Tensor& x) { return at::clamp_min(x, s); });
+}
+template <tree T> [[nodiscard]] T minimum(const T& a, const at::Scalar& s) {
+  return detail::zip_operands("minimum", a, [&](const at::Tensor& x) { return at::clamp_max(x, s); });
+}
 /// `a + weight * (b - a)`, leaf by leaf (`torch.lerp`).
 template <tree T>
 [[nodiscard]] T lerp(const T& a, const T& b, const at::Scalar& weight) {
@@ -83,6 +115,27 @@ template <tree T>
         return detail::lerp_value(fm, x, y, detail::as<decltype(x)>(weight));
       },
       b);
+}
+namespace detail {
+template <class T, class O>
+concept pointwise_operand = std::is_same_v<O, T> || std::is_same_v<O, at::Tensor>;
+template <class T, class O>
+concept lerp_weight = pointwise_operand<T, O> || std::is_convertible_v<const O&, at::Scalar>;
+}  // namespace detail
+/// `lerp` with `end` a tree or a tensor, and `weight` a tree, a tensor or a number (Python's
+/// `td.lerp(end, weight)` in every form): tensors are lined up with the batch dims as in `mul`.
+template <tree T, class E, class W>
+  requires(detail::pointwise_operand<T, E> && detail::lerp_weight<T, W> &&
+           !(std::is_same_v<E, T> && !detail::pointwise_operand<T, W>))
+[[nodiscard]] T lerp(const T& a, const E& end, const W& weight) {
+  if constexpr (detail::pointwise_operand<T, W>) {
+    return detail::zip_operands(
+        "lerp", a, [](const at::Tensor& x, const at::Tensor& e, const at::Tensor& w) { return at::lerp(x, e, w); }, end,
+        weight);
+  } else {
+    const at::Scalar w(weight);
+    return detail::zip_operands("lerp", a, [&](const at::Tensor& x, const at::Tensor& e) { return at::lerp(x, e, w); }, end);
+  }
 }
 namespace detail {
 // a + value * t1 * t2 (addcmul) or a + value * t1 / t2 (addcdiv: Div) on values.
@@ -124,6 +177,33 @@ template <tree T>
 [[nodiscard]] T addcmul(const T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc<false>(a, t1, t2, value); }
 template <tree T>
 [[nodiscard]] T addcdiv(const T& a, const T& t1, const T& t2, const at::Scalar& value = 1) { return detail::addc<true>(a, t1, t2, value); }
+/// `addcmul` / `addcdiv` with `t1` and `t2` each a tree or a tensor lined up with the batch dims.
+template <tree T, class A, class B>
+  requires(detail::pointwise_operand<T, A> && detail::pointwise_operand<T, B> &&
+           !(std::is_same_v<A, T> && std::is_same_v<B, T>))
+[[nodiscard]] T addcmul(const T& a, const A& t1, const B& t2, const at::Scalar& value = 1) {
+  return detail::zip_operands(
+      "addcmul", a, [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) { return at::addcmul(x, y, z, value); },
+      t1, t2);
+}
+template <tree T, class A, class B>
+  requires(detail::pointwise_operand<T, A> && detail::pointwise_operand<T, B> &&
+           !(std::is_same_v<A, T> && std::is_same_v<B, T>))
+[[nodiscard]] T addcdiv(const T& a, const A& t1, const B& t2, const at::Scalar& value = 1) {
+  return detail::zip_operands(
+      "addcdiv", a, [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) { return at::addcdiv(x, y, z, value); },
+      t1, t2);
+}
+/// Every leaf raised to the matching leaf of `exponent` (a tree), or to a tensor lined up with
+/// the batch dims.
+template <tree T>
+[[nodiscard]] T pow(const T& a, const T& exponent) {
+  return detail::zip_operands("pow", a, [](const at::Tensor& x, const at::Tensor& e) { return at::pow(x, e); }, exponent);
+}
+template <tree T>
+[[nodiscard]] T pow(const T& a, const at::Tensor& exponent) {
+  return detail::zip_operands("pow", a, [](const at::Tensor& x, const at::Tensor& e) { return at::pow(x, e); }, exponent);
+}
 /// Every leaf raised to `exponent`.
 template <tree T>
 [[nodiscard]] T pow(const T& a, const at::Scalar& exponent) {
@@ -281,24 +361,46 @@ template <tree T>
 [[nodiscard]] T clamp_max(const T& a, const at::Scalar& max) {
   return clamp(a, std::nullopt, max);
 }
-/// Bounds leaf by leaf from another tree of the same keys (`td.clamp_min(other_td)`), or one
-/// tensor broadcast against every leaf (`td.clamp_min(tensor)`), as torch's tensor bounds.
+/// Bounds leaf by leaf from another tree of the same keys (`td.clamp_min(other_td)`), or from
+/// a tensor lined up with the batch dims, as Python pairs one (`td.clamp_min(y)` with batch size
+/// `[4, 5]` and `y` of shape `[5]` bounds `leaf[i, j, ...]` by `y[j]`).
 template <tree T>
 [[nodiscard]] T clamp_min(const T& a, const T& min) {
-  return tensordict::apply(a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_min(x, m); }, min);
+  return detail::zip_operands("clamp_min", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_min(x, m); }, min);
 }
 template <tree T>
 [[nodiscard]] T clamp_max(const T& a, const T& max) {
-  return tensordict::apply(a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_max(x, m); }, max);
+  return detail::zip_operands("clamp_max", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_max(x, m); }, max);
 }
 template <tree T>
 [[nodiscard]] T clamp_min(const T& a, const at::Tensor& min) {
-  return tensordict::apply(a, [&](const at::Tensor& x) { return at::clamp_min(x, min); });
+  return detail::zip_operands("clamp_min", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_min(x, m); }, min);
 }
 template <tree T>
 [[nodiscard]] T clamp_max(const T& a, const at::Tensor& max) {
-  return tensordict::apply(a, [&](const at::Tensor& x) { return at::clamp_max(x, max); });
+  return detail::zip_operands("clamp_max", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_max(x, m); }, max);
 }
+/// Every leaf clamped to `[min, max]` given as trees of the same keys, or as tensors lined up
+/// with the batch dims; `std::nullopt` leaves one side open (`clamp(t, min_td, std::nullopt)`).
+/// A tree bound beside a tensor or a number does not compile (Python refuses it too).
+template <tree T>
+[[nodiscard]] T clamp(const T& a, const T& min, const T& max) {
+  return detail::zip_operands(
+      "clamp", a, [](const at::Tensor& x, const at::Tensor& lo, const at::Tensor& hi) { return at::clamp(x, lo, hi); }, min, max);
+}
+template <tree T>
+[[nodiscard]] T clamp(const T& a, const T& min, std::nullopt_t) { return clamp_min(a, min); }
+template <tree T>
+[[nodiscard]] T clamp(const T& a, std::nullopt_t, const T& max) { return clamp_max(a, max); }
+template <tree T>
+[[nodiscard]] T clamp(const T& a, const at::Tensor& min, const at::Tensor& max) {
+  return detail::zip_operands(
+      "clamp", a, [](const at::Tensor& x, const at::Tensor& lo, const at::Tensor& hi) { return at::clamp(x, lo, hi); }, min, max);
+}
+template <tree T>
+[[nodiscard]] T clamp(const T& a, const at::Tensor& min, std::nullopt_t) { return clamp_min(a, min); }
+template <tree T>
+[[nodiscard]] T clamp(const T& a, std::nullopt_t, const at::Tensor& max) { return clamp_max(a, max); }
 
 }  // namespace tensordict
 

@@ -21,6 +21,7 @@
 
 #include "../tree/detail/levels.hpp"
 #include "detail/drivers.hpp"
+#include "detail/operands.hpp"
 
 namespace tensordict {
 
@@ -35,49 +36,6 @@ T leafwise(const char* op, const T& a, leaf_fn<1> f) {
 template <class T>
 T leafwise(const char* op, const T& a, const T& b, leaf_fn<2> f) {
   return apply_impl<T, plain_apply>(op, a, f, b);
-}
-
-// A tensor of the batch shape (or a prefix of it) against a leaf: dims of 1 appended for the
-// leaf's own dims, so that it broadcasts from the left, as Python's `expand_as_right`.
-template <class = void>
-inline at::Tensor as_right(const at::Tensor& y, const at::Tensor& x) {
-  std::vector<int64_t> s = y.sizes().vec();
-  s.resize(static_cast<std::size_t>(x.dim()), 1);
-  return y.reshape(s);
-}
-
-// f(leaf, y) with a tensor `y` as Python tensordict pairs it with a tree: the batch size and
-// y's shape broadcast together (from the right, as torch broadcasts shapes), the tree and y
-// expanded to that batch size, and y then aligned with the leading (batch) dims of each leaf.
-// A 0-dim y is a number to every leaf.
-template <class T>
-T with_tensor(const char* op, const T& t, const at::Tensor& y, leaf_fn<2> f) {
-  if (y.dim() == 0) {
-    auto g = [&](const at::Tensor& x) { return f(x, y); };
-    leaf_fn<1> h = g;
-    return apply_impl<T, plain_apply>(op, t, h);
-  }
-  const BatchSize* own = own_batch_size(t);
-  const BatchSize from = own ? *own : BatchSize{};
-  std::vector<int64_t> b;
-  try {
-    const auto s = at::infer_size(from.dims(), y.sizes());
-    b.assign(s.begin(), s.end());
-  } catch (const c10::Error&) {
-    throw BatchSizeError(std::string(op) + ": the tensor's shape " + shape_str(y.sizes()) +
-                         " does not broadcast with the batch size " + bs_str(from));
-  }
-  const BatchSize to{c10::IntArrayRef(b)};
-  const at::Tensor ye = y.expand(b);
-  auto g = [&](const at::Tensor& x) {
-    std::vector<int64_t> s = b;
-    for (int64_t i = static_cast<int64_t>(from.size()); i < x.dim(); ++i) s.push_back(x.size(i));
-    return f(x.expand(s), as_right(ye, x.expand(s)));
-  };
-  leaf_fn<1> h = g;
-  T out = apply_impl<T, unsettled_apply>(op, t, h);
-  visit_nonleaf([](const auto&...) {}, [&](BatchSize& lb) { lb = splice(lb, from, to); }, out);
-  return out;
 }
 
 }  // namespace detail

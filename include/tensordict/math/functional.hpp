@@ -20,7 +20,7 @@ namespace tensordict {
 /// a scalar or a tensor paired with the batch dims as Python pairs it).
 template <tree T>
 [[nodiscard]] T rsub(const T& t, const T& other, const at::Scalar& alpha = 1) {
-  return detail::leafwise("rsub", t, other, [&](const at::Tensor& x, const at::Tensor& y) { return at::sub(y, x, alpha); });
+  return detail::zip_operands("rsub", t, [&](const at::Tensor& x, const at::Tensor& y) { return at::sub(y, x, alpha); }, other);
 }
 template <tree T>
 [[nodiscard]] T rsub(const T& t, const at::Scalar& other, const at::Scalar& alpha = 1) {
@@ -35,7 +35,7 @@ template <tree T>
 /// `td % other`, torch's `remainder`).
 template <tree T>
 [[nodiscard]] T mod(const T& t, const T& other) {
-  return detail::leafwise("mod", t, other, [](const at::Tensor& x, const at::Tensor& y) { return at::remainder(x, y); });
+  return detail::zip_operands("mod", t, [](const at::Tensor& x, const at::Tensor& y) { return at::remainder(x, y); }, other);
 }
 template <tree T>
 [[nodiscard]] T mod(const T& t, const at::Scalar& other) {
@@ -55,6 +55,10 @@ template <tree T>
 template <tree T>
 [[nodiscard]] T operator%(const T& a, const at::Scalar& s) {
   return tensordict::mod(a, s);
+}
+template <tree T>
+[[nodiscard]] T operator%(const T& a, const at::Tensor& y) {
+  return tensordict::mod(a, y);
 }
 }  // namespace operators
 

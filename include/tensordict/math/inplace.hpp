@@ -56,6 +56,72 @@ T& div_(T& a, const at::Scalar& s) {
   }
   return detail::update_op("div_", a, [&](auto xs) { at::_foreach_div_(xs, s); }, nullptr);
 }
+/// The in-place forms with a tensor `y` lined up with the batch dims (as `mul`): `a += alpha * y`,
+/// `a -= alpha * y`, `a *= y`, `a /= y`. `y` may not grow the batch size; every leaf is checked
+/// to take its result (shape, and a dtype torch writes in place) before any is written.
+template <tree T> T& add_(T& a, const at::Tensor& y, const at::Scalar& alpha = 1) {
+  return detail::zip_operands_("add_", a, [&](const at::Tensor& x, const at::Tensor& z) { return at::add(x, z, alpha); }, y);
+}
+template <tree T> T& sub_(T& a, const at::Tensor& y, const at::Scalar& alpha = 1) {
+  return detail::zip_operands_("sub_", a, [&](const at::Tensor& x, const at::Tensor& z) { return at::sub(x, z, alpha); }, y);
+}
+template <tree T> T& mul_(T& a, const at::Tensor& y) {
+  return detail::zip_operands_("mul_", a, [](const at::Tensor& x, const at::Tensor& z) { return at::mul(x, z); }, y);
+}
+template <tree T> T& div_(T& a, const at::Tensor& y) {
+  return detail::zip_operands_("div_", a, [](const at::Tensor& x, const at::Tensor& z) { return at::div(x, z); }, y);
+}
+/// `maximum_` / `minimum_` with a tensor lined up with the batch dims, or a number.
+template <tree T> T& maximum_(T& a, const at::Tensor& y) {
+  return detail::zip_operands_("maximum_", a, [](const at::Tensor& x, const at::Tensor& z) { return at::maximum(x, z); }, y);
+}
+template <tree T> T& minimum_(T& a, const at::Tensor& y) {
+  return detail::zip_operands_("minimum_", a, [](const at::Tensor& x, const at::Tensor& z) { return at::minimum(x, z); }, y);
+}
+template <tree T> T& maximum_(T& a, const at::Scalar& s) {
+  return detail::zip_operands_("maximum_", a, [&](const at::Tensor& x) { return at::clamp_min(x, s); });
+}
+template <tree T> T& minimum_(T& a, const at::Scalar& s) {
+  return detail::zip_operands_("minimum_", a, [&](const at::Tensor& x) { return at::clamp_max(x, s); });
+}
+/// `pow_` with a tree of exponents or a tensor lined up with the batch dims.
+template <tree T> T& pow_(T& a, const T& exponent) {
+  return detail::zip_operands_("pow_", a, [](const at::Tensor& x, const at::Tensor& e) { return at::pow(x, e); }, exponent);
+}
+template <tree T> T& pow_(T& a, const at::Tensor& exponent) {
+  return detail::zip_operands_("pow_", a, [](const at::Tensor& x, const at::Tensor& e) { return at::pow(x, e); }, exponent);
+}
+/// `lerp_` with `end` a tree or a tensor and `weight` a tree, a tensor or a number.
+template <tree T, class E, class W>
+  requires(detail::pointwise_operand<T, E> && detail::lerp_weight<T, W> &&
+           !(std::is_same_v<E, T> && !detail::pointwise_operand<T, W>))
+T& lerp_(T& a, const E& end, const W& weight) {
+  if constexpr (detail::pointwise_operand<T, W>) {
+    return detail::zip_operands_(
+        "lerp_", a, [](const at::Tensor& x, const at::Tensor& e, const at::Tensor& w) { return at::lerp(x, e, w); }, end,
+        weight);
+  } else {
+    const at::Scalar w(weight);
+    return detail::zip_operands_("lerp_", a, [&](const at::Tensor& x, const at::Tensor& e) { return at::lerp(x, e, w); }, end);
+  }
+}
+/// `addcmul_` / `addcdiv_` with `t1` and `t2` each a tree or a tensor.
+template <tree T, class A, class B>
+  requires(detail::pointwise_operand<T, A> && detail::pointwise_operand<T, B> &&
+           !(std::is_same_v<A, T> && std::is_same_v<B, T>))
+T& addcmul_(T& a, const A& t1, const B& t2, const at::Scalar& value = 1) {
+  return detail::zip_operands_(
+      "addcmul_", a, [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) { return at::addcmul(x, y, z, value); },
+      t1, t2);
+}
+template <tree T, class A, class B>
+  requires(detail::pointwise_operand<T, A> && detail::pointwise_operand<T, B> &&
+           !(std::is_same_v<A, T> && std::is_same_v<B, T>))
+T& addcdiv_(T& a, const A& t1, const B& t2, const at::Scalar& value = 1) {
+  return detail::zip_operands_(
+      "addcdiv_", a, [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) { return at::addcdiv(x, y, z, value); },
+      t1, t2);
+}
 /// `a = max(a, b)` (`maximum_`) or `a = min(a, b)` (`minimum_`) on every leaf (NaN propagates).
 template <tree T> T& maximum_(T& a, const T& b) { return detail::extremum_<true>(a, b); }
 template <tree T> T& minimum_(T& a, const T& b) { return detail::extremum_<false>(a, b); }
@@ -222,23 +288,38 @@ template <tree T>
 T& clamp_max_(T& a, const at::Scalar& max) {
   return clamp_(a, std::nullopt, max);
 }
-/// In place, bounded by another tree's leaves or by one tensor broadcast against every leaf.
+/// In place, bounded by another tree's leaves or by a tensor lined up with the batch dims (as
+/// `clamp_min(a, y)`); `clamp_` with both bounds trees or both tensors.
 template <tree T>
 T& clamp_min_(T& a, const T& min) {
-  return tensordict::apply_(a, [](const at::Tensor& x, const at::Tensor& m) { return x.clamp_min_(m); }, min);
+  return detail::zip_operands_("clamp_min_", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_min(x, m); }, min);
 }
 template <tree T>
 T& clamp_max_(T& a, const T& max) {
-  return tensordict::apply_(a, [](const at::Tensor& x, const at::Tensor& m) { return x.clamp_max_(m); }, max);
+  return detail::zip_operands_("clamp_max_", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_max(x, m); }, max);
 }
 template <tree T>
 T& clamp_min_(T& a, const at::Tensor& min) {
-  return tensordict::apply_(a, [&](const at::Tensor& x) { return x.clamp_min_(min); });
+  return detail::zip_operands_("clamp_min_", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_min(x, m); }, min);
 }
 template <tree T>
 T& clamp_max_(T& a, const at::Tensor& max) {
-  return tensordict::apply_(a, [&](const at::Tensor& x) { return x.clamp_max_(max); });
+  return detail::zip_operands_("clamp_max_", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_max(x, m); }, max);
 }
+template <tree T>
+T& clamp_(T& a, const T& min, const T& max) {
+  return detail::zip_operands_(
+      "clamp_", a, [](const at::Tensor& x, const at::Tensor& lo, const at::Tensor& hi) { return at::clamp(x, lo, hi); }, min, max);
+}
+template <tree T>
+T& clamp_(T& a, const at::Tensor& min, const at::Tensor& max) {
+  return detail::zip_operands_(
+      "clamp_", a, [](const at::Tensor& x, const at::Tensor& lo, const at::Tensor& hi) { return at::clamp(x, lo, hi); }, min, max);
+}
+template <tree T> T& clamp_(T& a, const T& min, std::nullopt_t) { return clamp_min_(a, min); }
+template <tree T> T& clamp_(T& a, std::nullopt_t, const T& max) { return clamp_max_(a, max); }
+template <tree T> T& clamp_(T& a, const at::Tensor& min, std::nullopt_t) { return clamp_min_(a, min); }
+template <tree T> T& clamp_(T& a, std::nullopt_t, const at::Tensor& max) { return clamp_max_(a, max); }
 
 }  // namespace tensordict
 

@@ -96,6 +96,41 @@ template <tree T>
 [[nodiscard]] T operator/(const at::Scalar& s, const T& a) {
   return tensordict::mul(tensordict::reciprocal(a), s);
 }
+/// `a + y`, `y + a`, `a - y`, `y - a`, `a * y`, `y * a`, `a / y`, `y / a` with a tensor `y`
+/// lined up with the batch dims, as Python's operators pair one with a tree (see `mul`); `y / a`
+/// is `reciprocal(a) * y`, as Python computes it.
+template <tree T>
+[[nodiscard]] T operator+(const T& a, const at::Tensor& y) {
+  return tensordict::add(a, y);
+}
+template <tree T>
+[[nodiscard]] T operator+(const at::Tensor& y, const T& a) {
+  return tensordict::add(a, y);
+}
+template <tree T>
+[[nodiscard]] T operator-(const T& a, const at::Tensor& y) {
+  return tensordict::sub(a, y);
+}
+template <tree T>
+[[nodiscard]] T operator-(const at::Tensor& y, const T& a) {
+  return detail::zip_operands("rsub", a, [](const at::Tensor& x, const at::Tensor& z) { return at::sub(z, x); }, y);
+}
+template <tree T>
+[[nodiscard]] T operator*(const T& a, const at::Tensor& y) {
+  return tensordict::mul(a, y);
+}
+template <tree T>
+[[nodiscard]] T operator*(const at::Tensor& y, const T& a) {
+  return tensordict::mul(a, y);
+}
+template <tree T>
+[[nodiscard]] T operator/(const T& a, const at::Tensor& y) {
+  return tensordict::div(a, y);
+}
+template <tree T>
+[[nodiscard]] T operator/(const at::Tensor& y, const T& a) {
+  return tensordict::mul(tensordict::reciprocal(a), y);
+}
 /// In place, without autograd: `params -= lr * grads` style updates.
 template <tree T>
 T& operator+=(T& a, const T& b) {
@@ -128,6 +163,23 @@ T& operator/=(T& a, const T& b) {
 template <tree T>
 T& operator/=(T& a, const at::Scalar& s) {
   return tensordict::div_(a, s);
+}
+/// The compound assignments with a tensor lined up with the batch dims (in place, as `add_`).
+template <tree T>
+T& operator+=(T& a, const at::Tensor& y) {
+  return tensordict::add_(a, y);
+}
+template <tree T>
+T& operator-=(T& a, const at::Tensor& y) {
+  return tensordict::sub_(a, y);
+}
+template <tree T>
+T& operator*=(T& a, const at::Tensor& y) {
+  return tensordict::mul_(a, y);
+}
+template <tree T>
+T& operator/=(T& a, const at::Tensor& y) {
+  return tensordict::div_(a, y);
 }
 /// Comparisons leaf by leaf, giving a tree of bool leaves (as Python's `td == other`): with a
 /// tree of the same structure, a scalar (either side) or a tensor of the batch shape.

@@ -88,15 +88,34 @@ class TensorDictMath {
 #define TENSORDICT_DICT_BINARY(name) \
   template <class = void> [[nodiscard]] D name(const D& o) const { return tensordict::name(self(), o); } \
   template <class = void> D& name##_(const D& o) { return tensordict::name##_(self(), o); }
+  // With a tensor lined up with the batch dims, as Python pairs one (`td.mul(y)`, see math/).
+#define TENSORDICT_DICT_TENSOR(name) \
+  template <class = void> [[nodiscard]] D name(const at::Tensor& y) const { return tensordict::name(self(), y); } \
+  template <class = void> D& name##_(const at::Tensor& y) { return tensordict::name##_(self(), y); }
+#define TENSORDICT_DICT_TENSOR_ALPHA(name) \
+  template <class = void> [[nodiscard]] D name(const at::Tensor& y, const Scalar& alpha = 1) const { return tensordict::name(self(), y, alpha); } \
+  template <class = void> D& name##_(const at::Tensor& y, const Scalar& alpha = 1) { return tensordict::name##_(self(), y, alpha); }
   TENSORDICT_DICT_ALPHA(add)
   TENSORDICT_DICT_ALPHA(sub)
+  TENSORDICT_DICT_TENSOR_ALPHA(add)
+  TENSORDICT_DICT_TENSOR_ALPHA(sub)
   TENSORDICT_DICT_BINARY(mul)
   TENSORDICT_DICT_WITH_SCALAR(mul)
+  TENSORDICT_DICT_TENSOR(mul)
   TENSORDICT_DICT_BINARY(div)
   TENSORDICT_DICT_WITH_SCALAR(div)
-  // The elementwise larger / smaller of self and other (`maximum_`: in place).
+  TENSORDICT_DICT_TENSOR(div)
+  // The elementwise larger / smaller of self and other (`maximum_`: in place): a tree, a tensor
+  // or a number.
   TENSORDICT_DICT_BINARY(maximum)
   TENSORDICT_DICT_BINARY(minimum)
+  TENSORDICT_DICT_TENSOR(maximum)
+  TENSORDICT_DICT_TENSOR(minimum)
+  TENSORDICT_DICT_WITH_SCALAR(maximum)
+  TENSORDICT_DICT_WITH_SCALAR(minimum)
+  // `pow` with a tree of exponents or a tensor (the number form is below).
+  TENSORDICT_DICT_BINARY(pow)
+  TENSORDICT_DICT_TENSOR(pow)
   // Every tensor's function, out of place and in place (`neg()`, `neg_()`).
 #define TENSORDICT_DICT_UNARY(name) \
   template <class = void> [[nodiscard]] D name() const { return tensordict::name(self()); } \
@@ -143,6 +162,8 @@ class TensorDictMath {
 #undef TENSORDICT_DICT_WITH_SCALAR
 #undef TENSORDICT_DICT_ALPHA
 #undef TENSORDICT_DICT_BINARY
+#undef TENSORDICT_DICT_TENSOR
+#undef TENSORDICT_DICT_TENSOR_ALPHA
 #undef TENSORDICT_DICT_UNARY
 #undef TENSORDICT_DICT_REDUCE
 
@@ -347,6 +368,14 @@ class TensorDictMath {
   [[nodiscard]] D lerp(const D& end, const Scalar& weight) const { return tensordict::lerp(self(), end, weight); }
   template <class = void>
   D& lerp_(const D& end, const Scalar& weight) { return tensordict::lerp_(self(), end, weight); }
+  /// `lerp` in Python's other forms: `end` a TensorDict or a tensor, `weight` a TensorDict, a
+  /// tensor or a number (tensors lined up with the batch dims).
+  template <class E, class W>
+    requires(detail::pointwise_operand<D, E> && detail::lerp_weight<D, W> && !(std::is_same_v<E, D> && !detail::pointwise_operand<D, W>))
+  [[nodiscard]] D lerp(const E& end, const W& weight) const { return tensordict::lerp(self(), end, weight); }
+  template <class E, class W>
+    requires(detail::pointwise_operand<D, E> && detail::lerp_weight<D, W> && !(std::is_same_v<E, D> && !detail::pointwise_operand<D, W>))
+  D& lerp_(const E& end, const W& weight) { return tensordict::lerp_(self(), end, weight); }
   /// `self + value * t1 * t2` and `self + value * t1 / t2`, out of place and in place.
   template <class = void>
   [[nodiscard]] D addcmul(const D& t1, const D& t2, const Scalar& value = 1) const { return tensordict::addcmul(self(), t1, t2, value); }
@@ -356,6 +385,19 @@ class TensorDictMath {
   D& addcmul_(const D& t1, const D& t2, const Scalar& value = 1) { return tensordict::addcmul_(self(), t1, t2, value); }
   template <class = void>
   D& addcdiv_(const D& t1, const D& t2, const Scalar& value = 1) { return tensordict::addcdiv_(self(), t1, t2, value); }
+  /// The same with `t1` and `t2` each a TensorDict or a tensor lined up with the batch dims.
+  template <class A, class B>
+    requires(detail::pointwise_operand<D, A> && detail::pointwise_operand<D, B> && !(std::is_same_v<A, D> && std::is_same_v<B, D>))
+  [[nodiscard]] D addcmul(const A& t1, const B& t2, const Scalar& value = 1) const { return tensordict::addcmul(self(), t1, t2, value); }
+  template <class A, class B>
+    requires(detail::pointwise_operand<D, A> && detail::pointwise_operand<D, B> && !(std::is_same_v<A, D> && std::is_same_v<B, D>))
+  [[nodiscard]] D addcdiv(const A& t1, const B& t2, const Scalar& value = 1) const { return tensordict::addcdiv(self(), t1, t2, value); }
+  template <class A, class B>
+    requires(detail::pointwise_operand<D, A> && detail::pointwise_operand<D, B> && !(std::is_same_v<A, D> && std::is_same_v<B, D>))
+  D& addcmul_(const A& t1, const B& t2, const Scalar& value = 1) { return tensordict::addcmul_(self(), t1, t2, value); }
+  template <class A, class B>
+    requires(detail::pointwise_operand<D, A> && detail::pointwise_operand<D, B> && !(std::is_same_v<A, D> && std::is_same_v<B, D>))
+  D& addcdiv_(const A& t1, const B& t2, const Scalar& value = 1) { return tensordict::addcdiv_(self(), t1, t2, value); }
   /// Every tensor raised to `exponent`; clamped to `[min, max]`; out of place and in place.
   template <class = void>
   [[nodiscard]] D pow(const Scalar& exponent) const { return tensordict::pow(self(), exponent); }
@@ -365,6 +407,32 @@ class TensorDictMath {
   D& pow_(const Scalar& exponent) { return tensordict::pow_(self(), exponent); }
   template <class = void>
   D& clamp_(const OptScalar& min, const OptScalar& max = std::nullopt) { return tensordict::clamp_(self(), min, max); }
+  /// `clamp` with both bounds TensorDicts or both tensors (lined up with the batch dims), one of
+  /// them `std::nullopt` for an open side: `td.clamp(lo_td, hi_td)`, `td.clamp(lo, std::nullopt)`.
+  template <class = void>
+  [[nodiscard]] D clamp(const D& min, const D& max) const { return tensordict::clamp(self(), min, max); }
+  template <class = void>
+  [[nodiscard]] D clamp(const D& min, std::nullopt_t = std::nullopt) const { return tensordict::clamp_min(self(), min); }
+  template <class = void>
+  [[nodiscard]] D clamp(std::nullopt_t, const D& max) const { return tensordict::clamp_max(self(), max); }
+  template <class = void>
+  [[nodiscard]] D clamp(const at::Tensor& min, const at::Tensor& max) const { return tensordict::clamp(self(), min, max); }
+  template <class = void>
+  [[nodiscard]] D clamp(const at::Tensor& min, std::nullopt_t = std::nullopt) const { return tensordict::clamp_min(self(), min); }
+  template <class = void>
+  [[nodiscard]] D clamp(std::nullopt_t, const at::Tensor& max) const { return tensordict::clamp_max(self(), max); }
+  template <class = void>
+  D& clamp_(const D& min, const D& max) { return tensordict::clamp_(self(), min, max); }
+  template <class = void>
+  D& clamp_(const at::Tensor& min, const at::Tensor& max) { return tensordict::clamp_(self(), min, max); }
+  template <class = void>
+  D& clamp_(const D& min, std::nullopt_t = std::nullopt) { return tensordict::clamp_min_(self(), min); }
+  template <class = void>
+  D& clamp_(std::nullopt_t, const D& max) { return tensordict::clamp_max_(self(), max); }
+  template <class = void>
+  D& clamp_(const at::Tensor& min, std::nullopt_t = std::nullopt) { return tensordict::clamp_min_(self(), min); }
+  template <class = void>
+  D& clamp_(std::nullopt_t, const at::Tensor& max) { return tensordict::clamp_max_(self(), max); }
   /// Every tensor clamped from below / above, out of place and in place.
   template <class = void>
   [[nodiscard]] D clamp_min(const Scalar& min) const { return tensordict::clamp_min(self(), min); }
@@ -374,7 +442,7 @@ class TensorDictMath {
   D& clamp_min_(const Scalar& min) { return tensordict::clamp_min_(self(), min); }
   template <class = void>
   D& clamp_max_(const Scalar& max) { return tensordict::clamp_max_(self(), max); }
-  /// Bounded by another TensorDict's leaves, or by one tensor broadcast against every leaf.
+  /// Bounded by another TensorDict's leaves, or by a tensor lined up with the batch dims.
   template <class = void>
   [[nodiscard]] D clamp_min(const D& min) const { return tensordict::clamp_min(self(), min); }
   template <class = void>

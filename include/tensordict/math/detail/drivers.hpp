@@ -23,6 +23,7 @@
 #include <torch/version.h>
 
 #include "foreach.hpp"
+#include "operands.hpp"
 
 #include "macros.hpp"
 
@@ -58,6 +59,10 @@ T map_erased(const char* op, const T& t, lists_ref<tensor_vec, 1 + sizeof...(Os)
              leaf_fn<1 + sizeof...(Os)> leaf,
              fn_ref<bool(const std::array<tensor_vec, 1 + sizeof...(Os)>&, tensor_vec&)> fused,
              const Os&... os) {
+  // Trees of batch sizes that differ broadcast together, as Python's operations pair them.
+  if constexpr (sizeof...(Os) > 0) {
+    if (batch_differs(t, os...)) return zip_operands(op, t, leaf, os...);
+  }
   auto lists = present_leaves(op, t, os...);
   if (lists[0].empty()) return apply_impl<T, plain_apply>(op, t, leaf, os...);
   tensor_vec res;
