@@ -237,3 +237,71 @@ TEST_CASE("trees as the other operand: pow, lerp's weight, addcmul, clamp's boun
   td::clamp_max_(u, y * 0.5);
   CHECK(torch::allclose(u.a, torch::clamp_max(p.a, (y * 0.5).unsqueeze(1))));
 }
+
+TEST_CASE("repeat_interleave with a count per element, without a dim, and output_size") {
+  std::mt19937 rng(5);
+  for (const auto& batch : std::vector<std::vector<int64_t>>{{4}, {4, 5}, {2, 3, 2}}) {
+    const TensorDict t = random_td(rng, batch);
+    for (int64_t d = 0; d < static_cast<int64_t>(batch.size()); ++d) {
+      const torch::Tensor counts = torch::randint(0, 3, {batch[static_cast<std::size_t>(d)]}, torch::kLong);
+      const TensorDict r = t.repeat_interleave(counts, d);
+      CHECK(r.batch_size()[static_cast<std::size_t>(d)] == counts.sum().item<int64_t>());
+      CHECK(r.get("x").equal(t.get("x").repeat_interleave(counts, d)));
+      CHECK(r.get({"n", "c"}).equal(t.get({"n", "c"}).repeat_interleave(counts, d)));
+      check_same(t.repeat_interleave(torch::tensor(2), d), t.repeat_interleave(2, d), "0-dim count");
+      CHECK(t.repeat_interleave(counts, d, counts.sum().item<int64_t>()).batch_size() == r.batch_size());
+      CHECK_THROWS_AS((void)t.repeat_interleave(counts, d, counts.sum().item<int64_t>() + 1), td::Error);
+      CHECK_THROWS_WITH_AS((void)t.repeat_interleave(torch::ones({batch[static_cast<std::size_t>(d)] + 1}, torch::kLong), d),
+                           doctest::Contains("repeat_interleave: repeats of shape"), td::BatchSizeError);
+    }
+    // dim=None: the batch dims flattened first.
+    const TensorDict flat = t.repeat_interleave(3);
+    int64_t n = 1;
+    for (const auto b : batch) n *= b;
+    CHECK(flat.batch_size() == td::BatchSize{3 * n});
+    CHECK(flat.get("x").equal(t.get("x").flatten(0, static_cast<int64_t>(batch.size()) - 1).repeat_interleave(3, 0)));
+  }
+}
+
+TEST_CASE("split_keys over several key sets, as Python's split_keys(keys_a, keys_b, ...)") {
+  const TensorDict t({{"a", torch::zeros({2})}, {"b", torch::ones({2})}, {"n", TensorDict({{"c", torch::ones({2, 3})}, {"d", torch::ones({2})}}, {2})},
+                      {"e", torch::ones({2})}},
+                     {2});
+  auto [a, bc, rest] = t.split_keys({"a"}, {"b", td::Key{"n", "c"}});
+  CHECK(a.sorted_keys() == std::vector<std::string>{"a"});
+  CHECK(bc.keys({.include_nested = true, .leaves_only = true}) == std::vector<td::NestedKey>{{"b"}, {"n", "c"}});
+  CHECK(rest.keys({.include_nested = true, .leaves_only = true}) == std::vector<td::NestedKey>{{"n", "d"}, {"e"}});
+  CHECK(bc.get({"n", "c"}).is_same(t.get({"n", "c"})));
+  auto [x, y, z, w] = t.split_keys({"e"}, {"n"}, {"b"});
+  CHECK(y.sorted_keys() == std::vector<std::string>{"n"});
+  CHECK(w.sorted_keys() == std::vector<std::string>{"a"});
+  (void)x;
+  (void)z;
+  // A key an earlier set took, or one that is not there: a KeyError; not strict, skipped.
+  CHECK_THROWS_AS((void)t.split_keys({"a"}, {"a"}), td::KeyError);
+  CHECK_THROWS_AS((void)t.split_keys({"a"}, {"zz"}), td::KeyError);
+  const auto parts = t.split_keys({{td::NestedKey{"zz"}, td::NestedKey{"a"}}, {td::NestedKey{"a"}, td::NestedKey{"e"}}}, {.strict = false});
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0].sorted_keys() == std::vector<std::string>{"a"});
+  CHECK(parts[1].sorted_keys() == std::vector<std::string>{"e"});
+  CHECK(parts[2].sorted_keys() == std::vector<std::string>{"b", "n"});
+}
+
+TEST_CASE("zeros_like, ones_like, empty_like, full_like, rand_like, randn_like with Python's dtype= and requires_grad=") {
+  std::mt19937 rng(2);
+  const TensorDict t = random_td(rng, {3, 2});
+  for (const auto dt : {torch::kDouble, torch::kHalf, torch::kInt}) {
+    for (const auto& r : {td::zeros_like(t, dt), td::ones_like(t, dt), td::empty_like(t, dt), td::full_like(t, 2, dt)}) {
+      CHECK(r.batch_size() == t.batch_size());
+      for (const auto& k : r.keys({.include_nested = true, .leaves_only = true})) CHECK((r.get(k).scalar_type() == dt));
+    }
+  }
+  CHECK(td::full_like(t, 2, torch::kInt).get("x").equal(torch::full({3, 2}, 2, torch::kInt).unsqueeze(-1).unsqueeze(-1).expand_as(t.get("x"))));
+  CHECK((td::rand_like(t, torch::kDouble).get("y").scalar_type() == torch::kDouble));
+  CHECK((td::randn_like(t, torch::kDouble).get("y").scalar_type() == torch::kDouble));
+  const TensorDict g = td::zeros_like(t, torch::dtype(torch::kDouble).requires_grad(true));
+  CHECK(g.get("x").requires_grad());
+  CHECK((td::zeros_like(t).get("x").scalar_type() == torch::kFloat));
+  Pair p{torch::rand({3, 2}), torch::rand({3}), td::BatchSize{3}};
+  CHECK((td::ones_like(p, torch::kLong).a.scalar_type() == torch::kLong));
+}

@@ -676,11 +676,12 @@ TEST_CASE("quantile of a tensor of q, clamp_min/clamp_max with tree and tensor b
     const TensorDict lo = td::zeros_like(t).add(-2), hi = td::full_like(t, 4);
     CHECK(t.clamp_min(lo).get("x").equal(at::clamp_min(t.get("x"), lo.get("x"))));
     CHECK(t.clamp_max(hi).get({"n", "y"}).equal(at::clamp_max(t.get({"n", "y"}), hi.get({"n", "y"}))));
-    const at::Tensor bound = torch::tensor({-1, 0, 1}).to(dt);  // broadcast along x's last dim
+    // A tensor bound lines up with the batch dims, as Python's (not with each leaf's last dims).
+    const at::Tensor bound = torch::tensor({-1, 0, 1, 2, 3}).to(dt);
     TensorDict xs(td::BatchSize{5});
     xs.set("x", t.get("x").clone());
-    CHECK(td::clamp_min(xs, bound).get("x").equal(at::clamp_min(t.get("x"), bound)));
-    CHECK(td::clamp_max(xs, bound).get("x").equal(at::clamp_max(t.get("x"), bound)));
+    CHECK(td::clamp_min(xs, bound).get("x").equal(at::clamp_min(t.get("x"), bound.unsqueeze(1))));
+    CHECK(td::clamp_max(xs, bound).get("x").equal(at::clamp_max(t.get("x"), bound.unsqueeze(1))));
     TensorDict in = t.clone();
     const void* p = in.get("x").data_ptr();
     in.clamp_min_(lo).clamp_max_(hi);
@@ -688,7 +689,7 @@ TEST_CASE("quantile of a tensor of q, clamp_min/clamp_max with tree and tensor b
     CHECK(in.get("x").equal(t.get("x").clamp(-2, 4)));
     TensorDict in2 = xs.clone();
     in2.clamp_max_(bound);
-    CHECK(in2.get("x").equal(at::clamp_max(xs.get("x"), bound)));
+    CHECK(in2.get("x").equal(at::clamp_max(xs.get("x"), bound.unsqueeze(1))));
   }
   TensorDict a(td::BatchSize{2}), b(td::BatchSize{2});
   a.set("x", torch::zeros({2}));

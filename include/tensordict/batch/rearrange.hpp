@@ -7,6 +7,7 @@
 /// batch dims.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,53 @@ template <tree T>
   to[static_cast<std::size_t>(d)] *= repeats;
   return detail::rebatch("repeat_interleave", t, [&](const at::Tensor& x) { return x.repeat_interleave(repeats, d); },
                          BatchSize(c10::IntArrayRef(to)));
+}
+/// Each batch element along `dim` repeated as many times as `repeats` says for it (a 1-D tensor
+/// of one count per element, or one count for all), as `torch.repeat_interleave(x, repeats,
+/// dim, output_size)`; `output_size`, the sum of the counts where the caller knows it, spares
+/// reading them back from the device.
+template <tree T>
+[[nodiscard]] T repeat_interleave(const T& t, const at::Tensor& repeats, int64_t dim,
+                                  std::optional<int64_t> output_size = std::nullopt) {
+  const BatchSize bs = batch_size(t);
+  const int64_t d = detail::batch_dim("repeat_interleave", dim, bs.size(), bs);
+  const int64_t n = bs[static_cast<std::size_t>(d)];
+  if (repeats.dim() > 1 || (repeats.dim() == 1 && repeats.size(0) != 1 && repeats.size(0) != n)) {
+    throw BatchSizeError("repeat_interleave: repeats of shape " + detail::shape_str(repeats.sizes()) +
+                         " for batch dim " + std::to_string(d) + " of size " + std::to_string(n) +
+                         " (batch size " + detail::bs_str(bs) + "): one count per element, or one for all");
+  }
+  if (c10::isFloatingType(repeats.scalar_type()) || repeats.scalar_type() == at::kBool) {
+    throw Error(std::string("repeat_interleave: repeats must hold integers, not ") + c10::toString(repeats.scalar_type()));
+  }
+  const at::Tensor counts = repeats.to(at::kCPU, at::kLong);
+  if (counts.numel() && counts.min().item<int64_t>() < 0) throw Error("repeat_interleave: repeats must not be negative");
+  const int64_t total = repeats.numel() == 1 && repeats.dim() <= 1 ? n * counts.reshape({}).item<int64_t>() : counts.sum().item<int64_t>();
+  if (output_size && *output_size != total) {
+    throw Error("repeat_interleave: output_size " + std::to_string(*output_size) + " is not the sum of the repeats, " +
+                std::to_string(total));
+  }
+  std::vector<int64_t> to(bs.begin(), bs.end());
+  to[static_cast<std::size_t>(d)] = total;
+  const bool one = repeats.numel() == 1;
+  return detail::rebatch("repeat_interleave", t, [&](const at::Tensor& x) {
+    if (one) return x.repeat_interleave(counts.reshape({}).item<int64_t>(), d);
+    return x.repeat_interleave(repeats.to(x.device(), at::kLong), d, total);
+  }, BatchSize(c10::IntArrayRef(to)));
+}
+/// Without a dim (Python's `dim=None`): the batch dims flattened into one first, whose elements
+/// are then repeated.
+template <tree T>
+[[nodiscard]] T repeat_interleave(const T& t, int64_t repeats) {
+  const std::size_t nb = batch_size(t).size();
+  if (nb == 0) throw IndexError("repeat_interleave: a tree without batch dims has none to repeat");
+  return repeat_interleave(flatten(t, 0, static_cast<int64_t>(nb) - 1), repeats, 0);
+}
+template <tree T>
+[[nodiscard]] T repeat_interleave(const T& t, const at::Tensor& repeats) {
+  const std::size_t nb = batch_size(t).size();
+  if (nb == 0) throw IndexError("repeat_interleave: a tree without batch dims has none to repeat");
+  return repeat_interleave(flatten(t, 0, static_cast<int64_t>(nb) - 1), repeats, 0);
 }
 /// `expand` to the shape of `other` (a tensor: its whole shape; a tree: its batch size).
 template <tree T>

@@ -7,6 +7,7 @@
 /// `detail/math_methods.hpp`, the class as a node of the tree engine in `dict/node.hpp`.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -669,6 +670,37 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const KeyArgs& keys) const {
     return {select(keys), without_empty_levels(exclude(keys))};
   }
+  /// Python's `split_keys(keys_a, keys_b, ...)`: one TensorDict per set of keys, each taking
+  /// its entries from what the sets before it left, then one with the rest (its empty levels
+  /// dropped): `auto [a, bc, rest] = td.split_keys({"a"}, {"b", "c"});`. A missing key is a
+  /// KeyError; with `{.strict = false}` it is skipped (the vector form).
+  template <class = void>
+  [[nodiscard]] std::array<TensorDict, 3> split_keys(const KeyArgs& a, const KeyArgs& b) const {
+    auto v = split_key_sets({a.view(), b.view()}, true);
+    return {std::move(v[0]), std::move(v[1]), std::move(v[2])};
+  }
+  template <class = void>
+  [[nodiscard]] std::array<TensorDict, 4> split_keys(const KeyArgs& a, const KeyArgs& b, const KeyArgs& c) const {
+    auto v = split_key_sets({a.view(), b.view(), c.view()}, true);
+    return {std::move(v[0]), std::move(v[1]), std::move(v[2]), std::move(v[3])};
+  }
+  /// Options of the run-time `split_keys` over any number of key sets.
+  struct SplitKeysOptions {
+    /// A key that is missing is a KeyError (Python's default); false: it is skipped.
+    bool strict = true;
+  };
+  /// `split_keys` over a number of key sets known at run time: `sets.size() + 1` TensorDicts.
+  template <class = void>
+  [[nodiscard]] std::vector<TensorDict> split_keys(const std::vector<std::vector<NestedKey>>& sets,
+                                                   const SplitKeysOptions& o) const {
+    std::vector<std::vector<Key>> keys(sets.size());
+    std::vector<std::span<const Key>> views;
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      for (const auto& k : sets[i]) keys[i].emplace_back(k);
+      views.emplace_back(keys[i]);
+    }
+    return split_key_sets(views, o.strict);
+  }
   /// A tree of only the entries at `keys` (nested keys allowed; a missing key is a `KeyError`).
   template <class = void>
   [[nodiscard]] TensorDict select(const KeyArgs& keys) const;
@@ -789,6 +821,22 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   // `t` with every nested level that holds no entry (after pruning its own) removed.
   template <class = void>
   static TensorDict without_empty_levels(TensorDict t);
+  // The parts of `split_keys` over several key sets (see there).
+  template <class = void>
+  std::vector<TensorDict> split_key_sets(const std::vector<std::span<const Key>>& sets, bool strict) const {
+    std::vector<TensorDict> out;
+    TensorDict rest = *this;
+    for (const auto& set : sets) {
+      std::vector<Key> present;
+      for (const Key& k : set) {
+        if (strict || rest.contains(k)) present.push_back(k);
+      }
+      out.push_back(rest.select(present));
+      rest = rest.exclude(present);
+    }
+    out.push_back(without_empty_levels(std::move(rest)));
+    return out;
+  }
 
   template <class = void>
   const Entry* find(const Key& key) const;

@@ -46,33 +46,49 @@ T new_batch(const char* op, const T& t, c10::IntArrayRef size, const std::option
 }
 }  // namespace detail
 
+namespace detail {
+// `make(leaf, options)` with the options of Python's `torch.zeros_like(td, dtype=, device=,
+// requires_grad=)`: a field left unset keeps the leaf's own; `requires_grad` is set on the
+// result, since ATen's factories refuse it in their options.
+template <class T, class Make>
+T like_with(const char* op, const T& t, const at::TensorOptions& o, Make&& make) {
+  const bool grad = o.requires_grad();
+  const at::TensorOptions plain = o.requires_grad(false);
+  return like(op, t, [&](const at::Tensor& x) {
+    at::Tensor y = make(x, plain);
+    return grad ? y.requires_grad_() : y;
+  });
+}
+}  // namespace detail
+
 /// A tree of `t`'s structure whose leaves are zeros (`zeros_like`), ones (`ones_like`),
 /// uninitialised (`empty_like`), `value` (`full_like`), uniform in [0, 1) (`rand_like`) or
 /// standard normal (`randn_like`, floating-point leaves), each of its leaf's shape, dtype and
-/// device (`torch.zeros_like(td)`, ...).
+/// device (`torch.zeros_like(td)`, ...); with options, Python's keywords: `zeros_like(t,
+/// torch::kDouble)` (`dtype=`), `zeros_like(t, torch::dtype(torch::kHalf).requires_grad(true))`.
 template <tree T>
-[[nodiscard]] T zeros_like(const T& t) {
-  return detail::like("zeros_like", t, [](const at::Tensor& x) { return at::zeros_like(x); });
+[[nodiscard]] T zeros_like(const T& t, const at::TensorOptions& o = {}) {
+  return detail::like_with("zeros_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::zeros_like(x, p); });
 }
 template <tree T>
-[[nodiscard]] T ones_like(const T& t) {
-  return detail::like("ones_like", t, [](const at::Tensor& x) { return at::ones_like(x); });
+[[nodiscard]] T ones_like(const T& t, const at::TensorOptions& o = {}) {
+  return detail::like_with("ones_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::ones_like(x, p); });
 }
 template <tree T>
-[[nodiscard]] T empty_like(const T& t) {
-  return detail::like("empty_like", t, [](const at::Tensor& x) { return at::empty_like(x); });
+[[nodiscard]] T empty_like(const T& t, const at::TensorOptions& o = {}) {
+  return detail::like_with("empty_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::empty_like(x, p); });
 }
 template <tree T>
-[[nodiscard]] T full_like(const T& t, const at::Scalar& value) {
-  return detail::like("full_like", t, [&](const at::Tensor& x) { return at::full_like(x, value); });
+[[nodiscard]] T full_like(const T& t, const at::Scalar& value, const at::TensorOptions& o = {}) {
+  return detail::like_with("full_like", t, o, [&](const at::Tensor& x, const at::TensorOptions& p) { return at::full_like(x, value, p); });
 }
 template <tree T>
-[[nodiscard]] T rand_like(const T& t) {
-  return detail::like("rand_like", t, [](const at::Tensor& x) { return at::rand_like(x); });
+[[nodiscard]] T rand_like(const T& t, const at::TensorOptions& o = {}) {
+  return detail::like_with("rand_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::rand_like(x, p); });
 }
 template <tree T>
-[[nodiscard]] T randn_like(const T& t) {
-  return detail::like("randn_like", t, [](const at::Tensor& x) { return at::randn_like(x); });
+[[nodiscard]] T randn_like(const T& t, const at::TensorOptions& o = {}) {
+  return detail::like_with("randn_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::randn_like(x, p); });
 }
 
 /// A tree of `t`'s structure and batch size `size` (Python's `td.new_zeros(*size)`): each leaf

@@ -281,6 +281,16 @@ class TensorDictMath {
   [[nodiscard]] D repeat(c10::IntArrayRef repeats) const { return detail::adl::call_repeat(self(), repeats); }
   template <class = void>
   [[nodiscard]] D repeat_interleave(int64_t repeats, int64_t dim) const { return detail::adl::call_repeat_interleave(self(), repeats, dim); }
+  /// With a count per element (`td.repeat_interleave(counts, 0)`), and without a dim (the batch
+  /// dims flattened first, Python's `dim=None`).
+  template <class = void>
+  [[nodiscard]] D repeat_interleave(const at::Tensor& repeats, int64_t dim, std::optional<int64_t> output_size = std::nullopt) const {
+    return detail::adl::call_repeat_interleave(self(), repeats, dim, output_size);
+  }
+  template <class = void>
+  [[nodiscard]] D repeat_interleave(int64_t repeats) const { return detail::adl::call_repeat_interleave(self(), repeats); }
+  template <class = void>
+  [[nodiscard]] D repeat_interleave(const at::Tensor& repeats) const { return detail::adl::call_repeat_interleave(self(), repeats); }
   template <class = void>
   [[nodiscard]] D tile(c10::IntArrayRef dims) const { return detail::adl::call_tile(self(), dims); }
   template <class = void>
