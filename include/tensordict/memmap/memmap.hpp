@@ -6,6 +6,7 @@
 /// loading costs the metadata, not the data. Saves are atomic: a save is written beside the
 /// target and swapped in whole, so an interrupted save leaves the previous one intact.
 
+#include "../tree/detail/keep_storage.hpp"
 #include "detail/build.hpp"
 #include "options.hpp"
 
@@ -82,16 +83,23 @@ template <tree T>
   return from_tensordict<T>(detail::load_as<T>(dir, o));
 }
 /// Loads `dir` into `out`'s structure, checking every leaf's dtype and shape against `out`'s
-/// (and the class, as `load_memmap<T>` does), and returns `out` (whose leaves are replaced by
-/// the loaded tensors).
+/// (and the class, as `load_memmap<T>` does), and returns `out`: a leaf that holds a tensor
+/// gets the loaded values written into it (its storage kept, as torch's `load_state_dict`
+/// does); a leaf that holds none, or an expanded one, takes the loaded (memory-mapped) tensor.
 template <tree T>
   requires(!std::is_same_v<T, LoadOptions>)
 T& load_memmap(const std::filesystem::path& dir, T& out, const LoadOptions& o = {}) {
-  if constexpr (std::is_same_v<T, TensorDict>) {
-    out = from_tensordict(load_memmap(dir, o), out);
-  } else {
-    out = from_tensordict(detail::load_as<T>(dir, o), out);
-  }
+  T fresh = [&] {
+    if constexpr (std::is_same_v<T, TensorDict>) {
+      return from_tensordict(load_memmap(dir, o), out);
+    } else {
+      return from_tensordict(detail::load_as<T>(dir, o), out);
+    }
+  }();
+  // The tree's own tensors take the values, so that whatever holds them (a module's
+  // parameters) sees the load; Python's `load_memmap_` replaces them (docs/differences.md).
+  detail::keep_storage(fresh, out);
+  out = std::move(fresh);
   return out;
 }
 /// `load_memmap(dir, tree)`, as a method-like call: loads into `tree` and returns it.

@@ -18,6 +18,7 @@
 #include "../../convert.hpp"
 #include "../../dict.hpp"
 #include "../../errors.hpp"
+#include "../../tree/detail/keep_storage.hpp"
 
 namespace tensordict {
 
@@ -129,7 +130,8 @@ T typed_load(const std::string& file, const TensorDict& td, const CheckpointOpti
 namespace detail {
 // Loads `named` (a checkpoint's tensors by name, in the file's order) into `out`, as the
 // loaders into an existing tree do: renamed, converted, compared leaf by leaf; strict loads
-// throw the whole report and leave `out` as it was.
+// throw the whole report and leave `out` as it was. A leaf of `out` that holds a tensor is
+// written into (`keep_storage`); one that holds none takes the file's tensor, uncopied.
 template <class T>
 LoadReport fill_tree(const std::string& file, const std::vector<std::pair<std::string, at::Tensor>>& named, T& out,
                      const CheckpointOptions& o) {
@@ -176,6 +178,9 @@ LoadReport fill_tree(const std::string& file, const std::vector<std::pair<std::s
   }
   std::sort(r.unexpected.begin(), r.unexpected.end());
   if (o.strict && !r.ok()) throw FormatError(file + ": " + r.str());
+  // The tree's own tensors take the values (torch's load_state_dict copies into parameters):
+  // a module, an optimizer or anything else holding them sees the load.
+  keep_storage(next, out);
   tie_weights(next);
   out = std::move(next);
   return r;
