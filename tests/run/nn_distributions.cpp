@@ -150,6 +150,30 @@ TEST_CASE("ProbabilisticTensorDictModule: keys, interaction types and log-probab
   // The log-probability written is that of the action under the distribution of the parameters.
   CHECK(torch::allclose(td.get({"agent", "action_log_prob"}), policy->log_prob(td), 1e-4, 1e-4));
   CHECK(torch::allclose(policy->get_dist(td)->log_prob(a), td.get({"agent", "action_log_prob"}), 1e-4, 1e-4));
+  // As Python's, get_dist and log_prob write what the modules before the last compute into the
+  // caller's TensorDict; into `out` with get_dist(td, out); a const one is left as it was.
+  {
+    auto fresh = policy_input(5);
+    (void)policy->get_dist(fresh);
+    CHECK(fresh.contains("params"));
+    CHECK(fresh.contains("loc"));
+    CHECK(fresh.contains("scale"));
+    CHECK(!fresh.contains({"agent", "action"}));
+    auto with_action = policy_input(5);
+    with_action.set({"agent", "action"}, a.detach());
+    (void)policy->log_prob(with_action);
+    CHECK(with_action.contains("loc"));
+    const auto kept = policy_input(5);
+    (void)policy->get_dist(kept);
+    (void)policy->log_prob(tensordict::TensorDict(with_action.exclude({"loc", "scale", "params"})));
+    CHECK(kept.keys().size() == 1);
+    auto src = policy_input(5);
+    tensordict::TensorDict out(tensordict::BatchSize{5});
+    (void)policy->get_dist(src, out);
+    CHECK(src.keys().size() == 1);
+    CHECK(out.sorted_keys() == std::vector<std::string>{"loc", "params", "scale"});
+    CHECK(out.get("loc").equal(fresh.get("loc")) == src.get("observation").equal(fresh.get("observation")));
+  }
   // Random draws differ; the deterministic sample does not, and a guard sets it for its scope.
   auto again = policy_input(5);
   again.set("observation", td.get("observation"));

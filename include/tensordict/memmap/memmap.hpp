@@ -74,6 +74,18 @@ TensorDict load_as(const std::filesystem::path& dir, const LoadOptions& o) {
 }
 }  // namespace detail
 
+namespace detail {
+// The save in `dir` as a tree of `like`'s structure (its leaves the mapped files).
+template <class T>
+T loaded_like(const std::filesystem::path& dir, const T& like, const LoadOptions& o) {
+  if constexpr (std::is_same_v<T, TensorDict>) {
+    return from_tensordict(load_memmap(dir, o), like);
+  } else {
+    return from_tensordict(load_as<T>(dir, o), like);
+  }
+}
+}  // namespace detail
+
 /// Loads a struct saved in `dir` (by `memmap` of a T, or by Python as the same tensorclass).
 /// A save of another tensorclass is an error naming both classes (the Python module is not
 /// compared: C++ has none).
@@ -89,13 +101,7 @@ template <tree T>
 template <tree T>
   requires(!std::is_same_v<T, LoadOptions>)
 T& load_memmap(const std::filesystem::path& dir, T& out, const LoadOptions& o = {}) {
-  T fresh = [&] {
-    if constexpr (std::is_same_v<T, TensorDict>) {
-      return from_tensordict(load_memmap(dir, o), out);
-    } else {
-      return from_tensordict(detail::load_as<T>(dir, o), out);
-    }
-  }();
+  T fresh = detail::loaded_like(dir, out, o);
   // The tree's own tensors take the values, so that whatever holds them (a module's
   // parameters) sees the load; Python's `load_memmap_` replaces them (docs/differences.md).
   detail::keep_storage(fresh, out);
@@ -176,7 +182,9 @@ template <tree T>
   requires(!std::is_same_v<T, TensorDict>)
 T& memmap_(T& s, const std::filesystem::path& dir, const MemmapOptions& o = {}) {
   memmap(s, dir, o);
-  return load_memmap(dir, s, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
+  // The leaves become the mapped files (not copies written into the old tensors).
+  s = detail::loaded_like(dir, s, LoadOptions{.max_mappings = std::numeric_limits<std::size_t>::max()});
+  return s;
 }
 
 }  // namespace tensordict

@@ -438,18 +438,37 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
   }
   /// The default interaction type of the last module.
   [[nodiscard]] InteractionType default_interaction_type() const { return last_module().options().default_interaction_type; }
-  /// The distribution the sequence's output is drawn from: the modules before the last run on
-  /// a copy of `td`'s structure, which is left as it was.
-  [[nodiscard]] std::shared_ptr<Distribution> get_dist(const TensorDict& td) const {
-    TensorDict exec = td;
-    const TensorDict& params = dist_params(exec);
+  /// The distribution the sequence's output is drawn from. As Python's, the modules before the
+  /// last run on `td` and write what they compute into it (`param`, `loc`, `scale`, ...); a
+  /// const or temporary TensorDict is left as it was (they run on a copy of its structure).
+  [[nodiscard]] std::shared_ptr<Distribution> get_dist(TensorDict& td) const {
+    const TensorDict& params = dist_params(td);
     return last_module().get_dist(params);
   }
-  /// The log-probability of the sample stored in `td`.
+  [[nodiscard]] std::shared_ptr<Distribution> get_dist(const TensorDict& td) const {
+    TensorDict exec = td;
+    return get_dist(exec);
+  }
+  /// Python's `get_dist(td, tensordict_out)`: what the modules before the last compute goes
+  /// into `out` (the entries they write, not `td`'s), `td` is left as it was.
+  [[nodiscard]] std::shared_ptr<Distribution> get_dist(const TensorDict& td, TensorDict& out) const {
+    TensorDict exec = td;
+    auto d = get_dist(exec);
+    for (const auto& k : exec.keys({.include_nested = true, .leaves_only = true})) {
+      const Entry& e = exec.entry(k);
+      if (!td.contains(k) || !e.is_tensor() || !td.entry(k).is_tensor() || !td.get(k).is_same(e.tensor())) out.set(k, e);
+    }
+    return d;
+  }
+  /// The log-probability of the sample stored in `td`; as `get_dist`, the modules before the
+  /// last write what they compute into `td` (a const or temporary one is left as it was).
+  [[nodiscard]] at::Tensor log_prob(TensorDict& td) const {
+    const TensorDict& params = dist_params(td);
+    return last_module().log_prob(params);
+  }
   [[nodiscard]] at::Tensor log_prob(const TensorDict& td) const {
     TensorDict exec = td;
-    const TensorDict& params = dist_params(exec);
-    return last_module().log_prob(params);
+    return log_prob(exec);
   }
 
   TensorDict& run(TensorDict& td, TensorDict& fresh) override {
