@@ -272,7 +272,7 @@ def make_case(rng, cid):
           ["where", "masked_fill", "to", "select", "exclude", "split_keys", "update", "replace",
            "flatten_keys", "unflatten_keys", "apply", "lazy_stack"] + ["reduce"] * 8 + \
           ["compare"] * 3 + ["logic"] * 3 + ["predicate", "masked_select", "masked_fill_", "where_scalar"] + ["unary"] * 4 + ["create"] * 2 + ["rearrange"] * 4 + ["pad_sequence"] * 3 + \
-          ["lazy_padded"] * 2 + ["lazy_where"] * 2
+          ["lazy_padded"] * 2 + ["lazy_where"] * 2 + ["arith"] * 10
     name = rng.choice(ops)
     use_struct = name in STRUCT_OPS and rng.random() < 0.35
     batch = rand_batch(rng)
@@ -673,6 +673,9 @@ def make_case(rng, cid):
         elif name == "reduce":
             run = make_reduce(rng, td, batch, op)
             case["input"] = enc_td(td)  # make_reduce may have rewritten the values
+        elif name == "arith":
+            run, td = make_arith(rng, td, batch, op)
+            case["input"] = enc_td(td)  # make_arith may have changed the dtypes
         else:
             raise AssertionError(name)
 
@@ -718,6 +721,125 @@ def make_binary(rng, td, batch, op, name):
     if fn == "logical_and":
         return lambda: td.logical_and(other)
     return lambda: getattr(td, BINARY[fn])(other)
+
+
+# Elementwise operations with another operand, in every call form Python takes: the operand a
+# tree (of the batch size, or one that broadcasts with it), a tensor (lined up with the batch
+# dims: of a suffix of the batch shape, with 1s, growing it, or not broadcasting), a 0-dim
+# tensor or a number; in place; and the operators, with the tensor on either side.
+ARITH_ONE = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp_min", "clamp_max", "mod", "rsub"]
+ARITH_TWO = ["lerp", "addcmul", "addcdiv", "clamp"]
+ARITH_OPS = ["op_add", "op_radd", "op_sub", "op_rsub", "op_mul", "op_rmul", "op_div", "op_rdiv", "op_mod",
+             "op_iadd", "op_isub", "op_imul", "op_idiv"]
+ARITH_INPLACE = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp_min", "clamp_max", "lerp",
+                 "addcmul", "addcdiv"}
+
+
+def arith_operand(rng, td, batch, kinds):
+    kind = rng.choice(kinds)
+    if kind == "td":
+        other = build_like(rng, td)
+        if batch and rng.random() < 0.2:  # a batch size that broadcasts with the tree's
+            other = other[tuple(slice(0, 1) if i == 0 else slice(None) for i in range(len(batch)))]
+        return {"td": enc_td(other)}
+    if kind == "scalar":
+        return {"scalar": rng.choice([2, -1, 3, 0.5, 1.5])}
+    if kind == "none":
+        return {"none": True}
+    if kind == "tensor0":
+        shape = []
+    else:
+        k = rng.randint(0, len(batch))
+        shape = list(batch[k:])
+        r = rng.random()
+        if shape and r < 0.2:
+            shape[rng.randrange(len(shape))] = 1
+        elif r < 0.3:
+            shape = [2] + list(batch)  # grows the batch size
+        elif r < 0.36:
+            shape = shape + [4]  # does not broadcast
+    dt = rng.choice(["float32", "float32", "float64", "int64"])
+    return {"tensor": enc_tensor(rand_values(rng, shape, dt) + (0 if dt == "int64" else 0.5))}
+
+
+def dec_operand(o):
+    if "td" in o:
+        from tensordict import TensorDict as _TD  # noqa: F401
+        return dec_td(o["td"])
+    if "tensor" in o:
+        return dec_tensor(o["tensor"])
+    if "scalar" in o:
+        return o["scalar"]
+    return None
+
+
+def dec_td(e):
+    out = TensorDict({}, batch_size=e["batch_size"])
+    for k, v in e["entries"]:
+        out[k] = dec_td(v["td"]) if "td" in v else dec_tensor(v["tensor"])
+    return out
+
+
+def make_arith(rng, td, batch, op):
+    """A random elementwise operation of `td` with other operands, in one of Python's call forms."""
+    fn = rng.choice(ARITH_ONE * 2 + ARITH_TWO + ARITH_OPS)
+    op["fn"] = fn
+    # Mostly floating-point leaves (integer ones where torch takes them too).
+    for k in nested_keys(td, leaves_only=True):
+        x = td.get(k)
+        if not x.is_floating_point() and rng.random() < 0.8:
+            td.set(k, x.to(rng.choice([torch.float32, torch.float64])))
+    inplace = fn in ARITH_INPLACE and rng.random() < 0.35
+    op["inplace"] = inplace
+    any_kind = ["td", "tensor", "tensor", "tensor0", "scalar"]
+    if fn in ARITH_ONE or fn in ARITH_OPS:
+        kinds = ["tensor", "tensor", "tensor0", "scalar"] if fn in ("op_radd", "op_rsub", "op_rmul", "op_rdiv") else any_kind
+        op["args"] = [arith_operand(rng, td, batch, kinds)]
+        if fn in ("add", "sub", "rsub") and rng.random() < 0.3:
+            op["alpha"] = rng.choice([2, -1])
+    elif fn == "lerp":
+        op["args"] = [arith_operand(rng, td, batch, ["td", "tensor", "tensor0"]),
+                      arith_operand(rng, td, batch, any_kind)]
+    elif fn in ("addcmul", "addcdiv"):
+        op["args"] = [arith_operand(rng, td, batch, ["td", "tensor"]), arith_operand(rng, td, batch, ["td", "tensor"])]
+        op["value"] = rng.choice([1, 2, 0.5])
+    else:  # clamp: both bounds of one kind, or one open
+        kind = rng.choice(["td", "tensor", "scalar"])
+        lo, hi = arith_operand(rng, td, batch, [kind]), arith_operand(rng, td, batch, [kind])
+        r = rng.random()
+        if r < 0.2:
+            lo = {"none": True}
+        elif r < 0.4:
+            hi = {"none": True}
+        op["args"] = [lo, hi]
+    args = [dec_operand(a) for a in op["args"]]
+    kw = {"alpha": op["alpha"]} if "alpha" in op else {}
+
+    def run():
+        target = td.clone() if inplace or fn.startswith("op_i") else td
+        a = args[0]
+        if fn.startswith("op_"):
+            f = {"op_add": lambda: target + a, "op_radd": lambda: a + target, "op_sub": lambda: target - a,
+                 "op_rsub": lambda: a - target, "op_mul": lambda: target * a, "op_rmul": lambda: a * target,
+                 "op_div": lambda: target / a, "op_rdiv": lambda: a / target, "op_mod": lambda: target % a}
+            if fn in f:
+                return f[fn]()
+            if fn == "op_iadd":
+                target.__iadd__(a)
+            elif fn == "op_isub":
+                target.__isub__(a)
+            elif fn == "op_imul":
+                target.__imul__(a)
+            else:
+                target.__itruediv__(a)
+            return target
+        name = fn + ("_" if inplace else "")
+        if fn in ("addcmul", "addcdiv"):
+            r = getattr(target, name)(args[0], args[1], value=op["value"])
+        else:
+            r = getattr(target, name)(*args, **kw)
+        return target if inplace else r
+    return run, td
 
 
 # Reductions over batch dims: the function, and which `dim` forms Python takes for it.
@@ -799,7 +921,8 @@ def make_reduce(rng, td, batch, op):
 STRUCT_OPS = {"index", "set_at", "reshape", "view", "flatten", "unflatten", "squeeze",
               "squeeze_dim", "unsqueeze", "permute", "transpose", "expand", "stack", "cat",
               "unbind", "split", "split_sizes", "chunk", "pad_sequence", "where", "masked_fill", "reduce", "compare",
-              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar", "unary", "create", "rearrange"}
+              "logic", "predicate", "masked_select", "masked_fill_", "where_scalar", "unary", "create", "rearrange",
+              "arith"}
 
 
 def order_like(td, ref):

@@ -316,7 +316,31 @@ KNOWN = [
             "though its docs say the shapes must agree outside pad_dim; C++ refuses, naming "
             "the key and both shapes.",
      "match": lambda c: _op(c) == "pad_sequence" and _ok(c) and _shapes_differ_outside(c)},
+    {"name": "addc_zero_dim_tensor", "kind": "cpp_casts",
+     "why": "addcmul/addcdiv with a 0-dim tensor operand and nothing that broadcasts raise "
+            "TypeError in Python (torch._foreach_addcmul has no form with one tensor for a "
+            "list); C++ computes it as torch.addcmul does, the 0-dim tensor given to every leaf.",
+     "match": lambda c: _op(c) == "arith" and c["op"]["fn"] in ("addcmul", "addcdiv") and not _ok(c)
+     and "_foreach_addc" in c["expect"]["error"]
+     and any("tensor" in a and not a["tensor"]["shape"] for a in c["op"]["args"])},
+    {"name": "padding_outside_dtype_range", "kind": "cpp_stricter",
+     "why": "to_padded_tensor with a padding value a leaf's dtype cannot hold (-3 into uint8) "
+            "writes it wrapped around (253) in Python; C++ refuses, naming the key and dtype.",
+     "match": lambda c: _op(c) == "lazy_padded" and _ok(c) and c["op"]["padding"] < 0
+     and _has_dtype(c["inputs"], "uint8")},
 ]
+
+
+def _has_dtype(encs, dtype):
+    def walk(e):
+        for _, v in e["entries"]:
+            if "td" in v:
+                if walk(v["td"]):
+                    return True
+            elif v["tensor"]["dtype"] == dtype:
+                return True
+        return False
+    return any(walk(e) for e in encs)
 
 
 def known_difference(case):

@@ -365,6 +365,131 @@ T run_binary(const json& op, const T& t) {
   throw std::runtime_error("unknown binary operation " + fn);
 }
 
+// One operand of gen.py's "arith": a tree, a tensor, a number, or None.
+template <class T>
+using Operand = std::variant<T, torch::Tensor, at::Scalar, std::monostate>;
+
+template <class T>
+Operand<T> dec_operand(const json& o) {
+  if (o.contains("td")) return from_td<T>(dec_td(o.at("td")));
+  if (o.contains("tensor")) return dec_tensor(o.at("tensor"));
+  if (o.contains("scalar")) return dec_scalar(o.at("scalar"));
+  return std::monostate{};
+}
+
+// A call form C++ does not have (it would not compile): refused as the library refuses.
+[[noreturn]] inline void no_such_form(const std::string& fn) {
+  throw td::Error(fn + ": no such call form (a compile error in C++)");
+}
+
+// gen.py's "arith": an elementwise operation with other operands, in Python's call forms.
+template <class T>
+T run_arith(const json& op, const T& t) {
+  using namespace td::operators;
+  const auto fn = op.at("fn").get<std::string>();
+  const bool inplace = op.at("inplace").get<bool>();
+  std::vector<Operand<T>> args;
+  for (const auto& a : op.at("args")) args.push_back(dec_operand<T>(a));
+  const std::optional<at::Scalar> alpha = op.contains("alpha") ? std::optional<at::Scalar>(dec_scalar(op.at("alpha"))) : std::nullopt;
+  T out = td::clone(t);
+  auto one = [&](auto&& call) -> T {
+    return std::visit([&](const auto& a) -> T {
+      if constexpr (requires { call(a); }) {
+        return call(a);
+      } else {
+        no_such_form(fn);
+      }
+    }, args.at(0));
+  };
+  auto two = [&](auto&& call) -> T {
+    return std::visit([&](const auto& a, const auto& b) -> T {
+      if constexpr (requires { call(a, b); }) {
+        return call(a, b);
+      } else {
+        no_such_form(fn);
+      }
+    }, args.at(0), args.at(1));
+  };
+#define ARITH_ONE(name)                                                                                   \
+  if (fn == #name) {                                                                                      \
+    if (inplace) return one([&](const auto& a) -> decltype(td::name##_(out, a)) { return td::name##_(out, a); }); \
+    return one([&](const auto& a) -> decltype(td::name(t, a)) { return td::name(t, a); });                 \
+  }
+#define ARITH_ALPHA(name)                                                                                 \
+  if (fn == #name && alpha) {                                                                             \
+    if (inplace) return one([&](const auto& a) -> decltype(td::name##_(out, a, *alpha)) { return td::name##_(out, a, *alpha); }); \
+    return one([&](const auto& a) -> decltype(td::name(t, a, *alpha)) { return td::name(t, a, *alpha); });  \
+  }
+  ARITH_ALPHA(add)
+  ARITH_ALPHA(sub)
+  if (fn == "rsub" && alpha) return one([&](const auto& a) -> decltype(td::rsub(t, a, *alpha)) { return td::rsub(t, a, *alpha); });
+  ARITH_ONE(add)
+  ARITH_ONE(sub)
+  ARITH_ONE(mul)
+  ARITH_ONE(div)
+  ARITH_ONE(pow)
+  ARITH_ONE(maximum)
+  ARITH_ONE(minimum)
+  ARITH_ONE(clamp_min)
+  ARITH_ONE(clamp_max)
+#undef ARITH_ONE
+#undef ARITH_ALPHA
+  if (fn == "mod") return one([&](const auto& a) -> decltype(td::mod(t, a)) { return td::mod(t, a); });
+  if (fn == "rsub") return one([&](const auto& a) -> decltype(td::rsub(t, a)) { return td::rsub(t, a); });
+  if (fn == "lerp") {
+    if (inplace) return two([&](const auto& e, const auto& w) -> decltype(td::lerp_(out, e, w)) { return td::lerp_(out, e, w); });
+    return two([&](const auto& e, const auto& w) -> decltype(td::lerp(t, e, w)) { return td::lerp(t, e, w); });
+  }
+  if (fn == "addcmul" || fn == "addcdiv") {
+    const at::Scalar v = dec_scalar(op.at("value"));
+    if (fn == "addcmul") {
+      if (inplace) return two([&](const auto& a, const auto& b) -> decltype(td::addcmul_(out, a, b, v)) { return td::addcmul_(out, a, b, v); });
+      return two([&](const auto& a, const auto& b) -> decltype(td::addcmul(t, a, b, v)) { return td::addcmul(t, a, b, v); });
+    }
+    if (inplace) return two([&](const auto& a, const auto& b) -> decltype(td::addcdiv_(out, a, b, v)) { return td::addcdiv_(out, a, b, v); });
+    return two([&](const auto& a, const auto& b) -> decltype(td::addcdiv(t, a, b, v)) { return td::addcdiv(t, a, b, v); });
+  }
+  if (fn == "clamp") {
+    // None is std::nullopt; two numbers (or a number and None) are the optional-number form.
+    return two([&](const auto& lo, const auto& hi) -> T {
+      using L = std::decay_t<decltype(lo)>;
+      using H = std::decay_t<decltype(hi)>;
+      constexpr bool ln = std::is_same_v<L, std::monostate>, hn = std::is_same_v<H, std::monostate>;
+      if constexpr ((std::is_same_v<L, at::Scalar> || ln) && (std::is_same_v<H, at::Scalar> || hn)) {
+        std::optional<at::Scalar> a, b;
+        if constexpr (!ln) a = lo;
+        if constexpr (!hn) b = hi;
+        return td::clamp(t, a, b);
+      } else if constexpr (ln && !hn) {
+        if constexpr (requires { td::clamp(t, std::nullopt, hi); }) return td::clamp(t, std::nullopt, hi);
+        no_such_form(fn);
+      } else if constexpr (hn && !ln) {
+        if constexpr (requires { td::clamp(t, lo, std::nullopt); }) return td::clamp(t, lo, std::nullopt);
+        no_such_form(fn);
+      } else if constexpr (requires { td::clamp(t, lo, hi); }) {
+        return td::clamp(t, lo, hi);
+      } else {
+        no_such_form(fn);
+      }
+    });
+  }
+  auto opr = [&](auto&& call) -> T { return one([&](const auto& a) -> decltype(call(a)) { return call(a); }); };
+  if (fn == "op_add") return opr([&](const auto& a) -> decltype(t + a) { return t + a; });
+  if (fn == "op_radd") return opr([&](const auto& a) -> decltype(a + t) { return a + t; });
+  if (fn == "op_sub") return opr([&](const auto& a) -> decltype(t - a) { return t - a; });
+  if (fn == "op_rsub") return opr([&](const auto& a) -> decltype(a - t) { return a - t; });
+  if (fn == "op_mul") return opr([&](const auto& a) -> decltype(t * a) { return t * a; });
+  if (fn == "op_rmul") return opr([&](const auto& a) -> decltype(a * t) { return a * t; });
+  if (fn == "op_div") return opr([&](const auto& a) -> decltype(t / a) { return t / a; });
+  if (fn == "op_rdiv") return opr([&](const auto& a) -> decltype(a / t) { return a / t; });
+  if (fn == "op_mod") return opr([&](const auto& a) -> decltype(t % a) { return t % a; });
+  if (fn == "op_iadd") return opr([&](const auto& a) -> T { if constexpr (requires { out += a; }) { out += a; return out; } else { no_such_form(fn); } });
+  if (fn == "op_isub") return opr([&](const auto& a) -> T { if constexpr (requires { out -= a; }) { out -= a; return out; } else { no_such_form(fn); } });
+  if (fn == "op_imul") return opr([&](const auto& a) -> T { if constexpr (requires { out *= a; }) { out *= a; return out; } else { no_such_form(fn); } });
+  if (fn == "op_idiv") return opr([&](const auto& a) -> T { if constexpr (requires { out /= a; }) { out /= a; return out; } else { no_such_form(fn); } });
+  throw std::runtime_error("unknown arith operation " + fn);
+}
+
 template <class T>
 T run_predicate(const std::string& fn, const T& t) {
   if (fn == "isfinite") return td::isfinite(t);
@@ -426,6 +551,7 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
   const T& t = in.at(0);
   if (name == "reduce") return run_reduce(op, t);
   if (name == "compare" || name == "logic") return as_td(run_binary(op, t));
+  if (name == "arith") return as_td(run_arith(op, t));
   if (name == "predicate") return as_td(run_predicate(op.at("fn").get<std::string>(), t));
   if (name == "unary") return as_td(run_unary(op, t));
   if (name == "rearrange") {
@@ -614,6 +740,7 @@ int main(int argc, char** argv) {
     // Computed values (reductions, elementwise math, softmax) compare within a tolerance: the
     // kernels of libtorch 1.x and 2.x round differently (float16 softmax by one unit).
     g_close = op.at("name").get<std::string>() == "reduce" || op.at("name").get<std::string>() == "unary" ||
+              op.at("name").get<std::string>() == "arith" ||
               (op.contains("fn") && op.at("fn").is_string() && op.at("fn").get<std::string>() == "softmax");
     std::vector<TensorDict> inputs;
     if (c.contains("inputs")) {

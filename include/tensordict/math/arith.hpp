@@ -33,6 +33,14 @@ namespace tensordict {
 // ---------------------------------------------------------------------------------------------
 // Between trees of one structure and with scalars. Out of place, with the graph recorded.
 
+// Declared here, defined below: the forms with a 0-dim tensor call them.
+template <tree T> [[nodiscard]] T clamp(const T& a, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max);
+template <tree T> [[nodiscard]] T clamp_min(const T& a, const at::Scalar& min);
+template <tree T> [[nodiscard]] T clamp_max(const T& a, const at::Scalar& max);
+template <tree T> [[nodiscard]] T pow(const T& a, const at::Scalar& exponent);
+template <tree T> [[nodiscard]] T maximum(const T& a, const at::Scalar& s);
+template <tree T> [[nodiscard]] T minimum(const T& a, const at::Scalar& s);
+
 /// `a + alpha * b`, leaf by leaf (`a.add(b, alpha)`); `a + s` on every leaf.
 template <tree T> [[nodiscard]] T add(const T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith<detail::Arith::add>(a, b, alpha); }
 template <tree T> [[nodiscard]] T add(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::add>(a, s); }
@@ -45,15 +53,34 @@ template <tree T> [[nodiscard]] T mul(const T& a, const at::Scalar& s) { return 
 /// `a / b`, leaf by leaf (true division: integer leaves give floats); `a / s` on every leaf.
 template <tree T> [[nodiscard]] T div(const T& a, const T& b) { return detail::arith<detail::Arith::div>(a, b); }
 template <tree T> [[nodiscard]] T div(const T& a, const at::Scalar& s) { return detail::arith<detail::Arith::div>(a, s); }
+/// `a + alpha * s` and `a - alpha * s` on every leaf (Python's `td.add(2.0, alpha=3)`).
+template <tree T> [[nodiscard]] T add(const T& a, const at::Scalar& s, const at::Scalar& alpha) {
+  return detail::zip_operands("add", a, [&](const at::Tensor& x) { return at::add(x, s, alpha); });
+}
+template <tree T> [[nodiscard]] T sub(const T& a, const at::Scalar& s, const at::Scalar& alpha) {
+  return detail::zip_operands("sub", a, [&](const at::Tensor& x) { return at::sub(x, s, alpha); });
+}
 /// The same with a tensor `y` lined up with the batch dims, as Python pairs one with a tree: the
 /// batch size and `y`'s shape broadcast together (the tree's batch size may grow), then `y` is
 /// spread over each leaf's own dims (`td.mul(y)` with leaves `[4, 5, 3]`, batch size `[4, 5]`
 /// and `y` of shape `[5]` multiplies `leaf[i, j, :]` by `y[j]`). A 0-dim `y` is a number to
 /// every leaf.
-template <tree T> [[nodiscard]] T add(const T& a, const at::Tensor& y, const at::Scalar& alpha = 1) {
+///
+/// Where Python takes a 0-dim `y` as the number it holds (`add` and `sub` without `alpha`,
+/// `pow`, `maximum`, `minimum`, `clamp_min`, `clamp_max`, `rsub`), so does this library: its
+/// dtype rules are a number's (an integer leaf plus `torch.tensor(2.0)` is float32).
+template <tree T> [[nodiscard]] T add(const T& a, const at::Tensor& y) {
+  if (const auto s = detail::as_number(y)) return add(a, *s);
+  return detail::zip_operands("add", a, [](const at::Tensor& x, const at::Tensor& z) { return at::add(x, z); }, y);
+}
+template <tree T> [[nodiscard]] T add(const T& a, const at::Tensor& y, const at::Scalar& alpha) {
   return detail::zip_operands("add", a, [&](const at::Tensor& x, const at::Tensor& z) { return at::add(x, z, alpha); }, y);
 }
-template <tree T> [[nodiscard]] T sub(const T& a, const at::Tensor& y, const at::Scalar& alpha = 1) {
+template <tree T> [[nodiscard]] T sub(const T& a, const at::Tensor& y) {
+  if (const auto s = detail::as_number(y)) return sub(a, *s);
+  return detail::zip_operands("sub", a, [](const at::Tensor& x, const at::Tensor& z) { return at::sub(x, z); }, y);
+}
+template <tree T> [[nodiscard]] T sub(const T& a, const at::Tensor& y, const at::Scalar& alpha) {
   return detail::zip_operands("sub", a, [&](const at::Tensor& x, const at::Tensor& z) { return at::sub(x, z, alpha); }, y);
 }
 template <tree T> [[nodiscard]] T mul(const T& a, const at::Tensor& y) {
@@ -89,16 +116,18 @@ template <tree T> [[nodiscard]] T minimum(const T& a, const T& b) { return detai
 /// With a tensor lined up with the batch dims (as `mul`), or a number (torch's `clamp_min` /
 /// `clamp_max`, as Python's `_foreach_maximum` with a number computes it).
 template <tree T> [[nodiscard]] T maximum(const T& a, const at::Tensor& y) {
+  if (const auto s = detail::as_number(y)) return maximum(a, *s);
   return detail::zip_operands("maximum", a, [](const at::Tensor& x, const at::Tensor& z) { return at::maximum(x, z); }, y);
 }
 template <tree T> [[nodiscard]] T minimum(const T& a, const at::Tensor& y) {
+  if (const auto s = detail::as_number(y)) return minimum(a, *s);
   return detail::zip_operands("minimum", a, [](const at::Tensor& x, const at::Tensor& z) { return at::minimum(x, z); }, y);
 }
 template <tree T> [[nodiscard]] T maximum(const T& a, const at::Scalar& s) {
-  return detail::zip_operands("maximum", a, [&](const at::Tensor& x) { return at::clamp_min(x, s); });
+  return clamp(a, s, std::nullopt);
 }
 template <tree T> [[nodiscard]] T minimum(const T& a, const at::Scalar& s) {
-  return detail::zip_operands("minimum", a, [&](const at::Tensor& x) { return at::clamp_max(x, s); });
+  return clamp(a, std::nullopt, s);
 }
 /// `a + weight * (b - a)`, leaf by leaf (`torch.lerp`).
 template <tree T>
@@ -128,6 +157,10 @@ template <tree T, class E, class W>
   requires(detail::pointwise_operand<T, E> && detail::lerp_weight<T, W> &&
            !(std::is_same_v<E, T> && !detail::pointwise_operand<T, W>))
 [[nodiscard]] T lerp(const T& a, const E& end, const W& weight) {
+  if constexpr (std::is_same_v<W, at::Tensor>) {
+    // A 0-dim weight is a number to Python, unless `end` broadcasts.
+    if (weight.dim() == 0 && !detail::spreads(a, end)) return lerp(a, end, weight.item());
+  }
   if constexpr (detail::pointwise_operand<T, W>) {
     return detail::zip_operands(
         "lerp", a, [](const at::Tensor& x, const at::Tensor& e, const at::Tensor& w) { return at::lerp(x, e, w); }, end,
@@ -202,6 +235,7 @@ template <tree T>
 }
 template <tree T>
 [[nodiscard]] T pow(const T& a, const at::Tensor& exponent) {
+  if (const auto s = detail::as_number(exponent)) return pow(a, *s);
   return detail::zip_operands("pow", a, [](const at::Tensor& x, const at::Tensor& e) { return at::pow(x, e); }, exponent);
 }
 /// Every leaf raised to `exponent`.
@@ -374,10 +408,12 @@ template <tree T>
 }
 template <tree T>
 [[nodiscard]] T clamp_min(const T& a, const at::Tensor& min) {
+  if (const auto s = detail::as_number(min)) return clamp_min(a, *s);
   return detail::zip_operands("clamp_min", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_min(x, m); }, min);
 }
 template <tree T>
 [[nodiscard]] T clamp_max(const T& a, const at::Tensor& max) {
+  if (const auto s = detail::as_number(max)) return clamp_max(a, *s);
   return detail::zip_operands("clamp_max", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_max(x, m); }, max);
 }
 /// Every leaf clamped to `[min, max]` given as trees of the same keys, or as tensors lined up

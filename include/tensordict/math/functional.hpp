@@ -17,18 +17,34 @@
 namespace tensordict {
 
 /// `other - alpha * t`, leaf by leaf (Python's `td.rsub(other, alpha=alpha)`; `other` a tree,
-/// a scalar or a tensor paired with the batch dims as Python pairs it).
+/// a scalar or a tensor paired with the batch dims as Python pairs it). As Python computes it:
+/// without `alpha`, `-(t - other)`; with it, `other - alpha * t` from a tree and `t * -alpha +
+/// other` from a number or a tensor (so that a bool leaf with `alpha` gives integers).
 template <tree T>
-[[nodiscard]] T rsub(const T& t, const T& other, const at::Scalar& alpha = 1) {
+[[nodiscard]] T rsub(const T& t, const T& other) {
+  return detail::zip_operands("rsub", t, [](const at::Tensor& x, const at::Tensor& y) { return at::neg(at::sub(x, y)); }, other);
+}
+template <tree T>
+[[nodiscard]] T rsub(const T& t, const T& other, const at::Scalar& alpha) {
   return detail::zip_operands("rsub", t, [&](const at::Tensor& x, const at::Tensor& y) { return at::sub(y, x, alpha); }, other);
 }
 template <tree T>
-[[nodiscard]] T rsub(const T& t, const at::Scalar& other, const at::Scalar& alpha = 1) {
-  return detail::leafwise("rsub", t, [&](const at::Tensor& x) { return at::rsub(x, other, alpha); });
+[[nodiscard]] T rsub(const T& t, const at::Scalar& other) {
+  return detail::leafwise("rsub", t, [&](const at::Tensor& x) { return at::neg(at::sub(x, other)); });
 }
 template <tree T>
-[[nodiscard]] T rsub(const T& t, const at::Tensor& other, const at::Scalar& alpha = 1) {
-  return detail::with_tensor("rsub", t, other, [&](const at::Tensor& x, const at::Tensor& y) { return at::sub(y, x, alpha); });
+[[nodiscard]] T rsub(const T& t, const at::Scalar& other, const at::Scalar& alpha) {
+  return detail::leafwise("rsub", t, [&](const at::Tensor& x) { return at::add(at::mul(x, -alpha), other); });
+}
+template <tree T>
+[[nodiscard]] T rsub(const T& t, const at::Tensor& other) {
+  if (const auto s = detail::as_number(other)) return rsub(t, *s);
+  return detail::zip_operands("rsub", t, [](const at::Tensor& x, const at::Tensor& y) { return at::neg(at::sub(x, y)); }, other);
+}
+template <tree T>
+[[nodiscard]] T rsub(const T& t, const at::Tensor& other, const at::Scalar& alpha) {
+  if (const auto s = detail::as_number(other)) return rsub(t, *s, alpha);
+  return detail::zip_operands("rsub", t, [&](const at::Tensor& x, const at::Tensor& y) { return at::add(at::mul(x, -alpha), y); }, other);
 }
 
 /// The remainder of each leaf divided by `other`, with the divisor's sign (Python's `td.mod`,
@@ -59,6 +75,11 @@ template <tree T>
 template <tree T>
 [[nodiscard]] T operator%(const T& a, const at::Tensor& y) {
   return tensordict::mod(a, y);
+}
+/// `y - a` with a tensor `y`: Python's `__rsub__`, `a.rsub(y)`.
+template <tree T>
+[[nodiscard]] T operator-(const at::Tensor& y, const T& a) {
+  return tensordict::rsub(a, y);
 }
 }  // namespace operators
 

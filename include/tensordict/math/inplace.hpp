@@ -32,6 +32,15 @@ namespace tensordict {
 // ---------------------------------------------------------------------------------------------
 // In place, without autograd (updates, as an optimizer's step). Each returns its first tree.
 
+// Declared here, defined below: the forms with a 0-dim tensor call them.
+template <tree T> T& pow_(T& a, const at::Scalar& exponent);
+template <tree T> T& clamp_(T& a, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max);
+template <tree T> T& clamp_min_(T& a, const at::Scalar& min);
+template <tree T> T& clamp_max_(T& a, const at::Scalar& max);
+template <tree T> T& maximum_(T& a, const at::Scalar& s);
+template <tree T> T& minimum_(T& a, const at::Scalar& s);
+template <tree T> T& lerp_(T& a, const T& b, const at::Scalar& weight);
+
 /// `a += alpha * b` on every leaf (`add_(params, grads, -lr)` is an SGD step); `a += s`.
 template <tree T> T& add_(T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith_<detail::Arith::add>(a, b, alpha); }
 template <tree T> T& add_(T& a, const at::Scalar& s) { return detail::arith_<detail::Arith::add>(a, s); }
@@ -56,13 +65,28 @@ T& div_(T& a, const at::Scalar& s) {
   }
   return detail::update_op("div_", a, [&](auto xs) { at::_foreach_div_(xs, s); }, nullptr);
 }
+/// `a += alpha * s` and `a -= alpha * s` on every leaf (Python's `td.add_(2.0, alpha=3)`).
+template <tree T> T& add_(T& a, const at::Scalar& s, const at::Scalar& alpha) {
+  return detail::zip_operands_("add_", a, [&](const at::Tensor& x) { return at::add(x, s, alpha); });
+}
+template <tree T> T& sub_(T& a, const at::Scalar& s, const at::Scalar& alpha) {
+  return detail::zip_operands_("sub_", a, [&](const at::Tensor& x) { return at::sub(x, s, alpha); });
+}
 /// The in-place forms with a tensor `y` lined up with the batch dims (as `mul`): `a += alpha * y`,
 /// `a -= alpha * y`, `a *= y`, `a /= y`. `y` may not grow the batch size; every leaf is checked
 /// to take its result (shape, and a dtype torch writes in place) before any is written.
-template <tree T> T& add_(T& a, const at::Tensor& y, const at::Scalar& alpha = 1) {
+template <tree T> T& add_(T& a, const at::Tensor& y) {
+  if (const auto s = detail::as_number(y)) return add_(a, *s);
+  return detail::zip_operands_("add_", a, [](const at::Tensor& x, const at::Tensor& z) { return at::add(x, z); }, y);
+}
+template <tree T> T& add_(T& a, const at::Tensor& y, const at::Scalar& alpha) {
   return detail::zip_operands_("add_", a, [&](const at::Tensor& x, const at::Tensor& z) { return at::add(x, z, alpha); }, y);
 }
-template <tree T> T& sub_(T& a, const at::Tensor& y, const at::Scalar& alpha = 1) {
+template <tree T> T& sub_(T& a, const at::Tensor& y) {
+  if (const auto s = detail::as_number(y)) return sub_(a, *s);
+  return detail::zip_operands_("sub_", a, [](const at::Tensor& x, const at::Tensor& z) { return at::sub(x, z); }, y);
+}
+template <tree T> T& sub_(T& a, const at::Tensor& y, const at::Scalar& alpha) {
   return detail::zip_operands_("sub_", a, [&](const at::Tensor& x, const at::Tensor& z) { return at::sub(x, z, alpha); }, y);
 }
 template <tree T> T& mul_(T& a, const at::Tensor& y) {
@@ -73,22 +97,25 @@ template <tree T> T& div_(T& a, const at::Tensor& y) {
 }
 /// `maximum_` / `minimum_` with a tensor lined up with the batch dims, or a number.
 template <tree T> T& maximum_(T& a, const at::Tensor& y) {
+  if (const auto s = detail::as_number(y)) return maximum_(a, *s);
   return detail::zip_operands_("maximum_", a, [](const at::Tensor& x, const at::Tensor& z) { return at::maximum(x, z); }, y);
 }
 template <tree T> T& minimum_(T& a, const at::Tensor& y) {
+  if (const auto s = detail::as_number(y)) return minimum_(a, *s);
   return detail::zip_operands_("minimum_", a, [](const at::Tensor& x, const at::Tensor& z) { return at::minimum(x, z); }, y);
 }
 template <tree T> T& maximum_(T& a, const at::Scalar& s) {
-  return detail::zip_operands_("maximum_", a, [&](const at::Tensor& x) { return at::clamp_min(x, s); });
+  return clamp_(a, s, std::nullopt);
 }
 template <tree T> T& minimum_(T& a, const at::Scalar& s) {
-  return detail::zip_operands_("minimum_", a, [&](const at::Tensor& x) { return at::clamp_max(x, s); });
+  return clamp_(a, std::nullopt, s);
 }
 /// `pow_` with a tree of exponents or a tensor lined up with the batch dims.
 template <tree T> T& pow_(T& a, const T& exponent) {
   return detail::zip_operands_("pow_", a, [](const at::Tensor& x, const at::Tensor& e) { return at::pow(x, e); }, exponent);
 }
 template <tree T> T& pow_(T& a, const at::Tensor& exponent) {
+  if (const auto s = detail::as_number(exponent)) return pow_(a, *s);
   return detail::zip_operands_("pow_", a, [](const at::Tensor& x, const at::Tensor& e) { return at::pow(x, e); }, exponent);
 }
 /// `lerp_` with `end` a tree or a tensor and `weight` a tree, a tensor or a number.
@@ -96,6 +123,9 @@ template <tree T, class E, class W>
   requires(detail::pointwise_operand<T, E> && detail::lerp_weight<T, W> &&
            !(std::is_same_v<E, T> && !detail::pointwise_operand<T, W>))
 T& lerp_(T& a, const E& end, const W& weight) {
+  if constexpr (std::is_same_v<W, at::Tensor>) {
+    if (weight.dim() == 0 && !detail::spreads(std::as_const(a), end)) return lerp_(a, end, weight.item());
+  }
   if constexpr (detail::pointwise_operand<T, W>) {
     return detail::zip_operands_(
         "lerp_", a, [](const at::Tensor& x, const at::Tensor& e, const at::Tensor& w) { return at::lerp(x, e, w); }, end,
@@ -160,6 +190,18 @@ T& pow_(T& a, const at::Scalar& exponent) {
 template <tree T>
 T& clamp_(T& a, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
   if (!min && !max) throw Error("clamp_: at least one of min and max must be given");
+  // torch 2.x clamps an integer tensor by a fractional number into a floating-point result,
+  // which cannot be written back in place: refused before anything is written, on every libtorch.
+  if ((min && min->isFloatingPoint()) || (max && max->isFloatingPoint())) {
+    const auto xs = detail::present_leaves("clamp_", std::as_const(a))[0];
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const auto st = xs[i].scalar_type();
+      if (c10::isIntegralType(st, /*includeBool=*/true)) {
+        detail::throw_update("clamp_", detail::present_key(a, i),
+                             "the result type Float cannot be written into this leaf's dtype " + std::string(c10::toString(st)));
+      }
+    }
+  }
   if (detail::check_clamp_bounds("clamp_", std::as_const(a), min, max)) {
     return tensordict::apply_(a, [&](const at::Tensor& x) {
       const auto [lo, hi] = detail::leaf_clamp_bounds(x, min, max);
@@ -300,10 +342,12 @@ T& clamp_max_(T& a, const T& max) {
 }
 template <tree T>
 T& clamp_min_(T& a, const at::Tensor& min) {
+  if (const auto s = detail::as_number(min)) return clamp_min_(a, *s);
   return detail::zip_operands_("clamp_min_", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_min(x, m); }, min);
 }
 template <tree T>
 T& clamp_max_(T& a, const at::Tensor& max) {
+  if (const auto s = detail::as_number(max)) return clamp_max_(a, *s);
   return detail::zip_operands_("clamp_max_", a, [](const at::Tensor& x, const at::Tensor& m) { return at::clamp_max(x, m); }, max);
 }
 template <tree T>

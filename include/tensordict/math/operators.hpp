@@ -96,7 +96,8 @@ template <tree T>
 [[nodiscard]] T operator/(const at::Scalar& s, const T& a) {
   return tensordict::mul(tensordict::reciprocal(a), s);
 }
-/// `a + y`, `y + a`, `a - y`, `y - a`, `a * y`, `y * a`, `a / y`, `y / a` with a tensor `y`
+/// `a + y`, `y + a`, `a - y`, `a * y`, `y * a`, `a / y`, `y / a` with a tensor `y` (`y - a`
+/// and `a % y` are in functional.hpp, beside `rsub` and `mod`)
 /// lined up with the batch dims, as Python's operators pair one with a tree (see `mul`); `y / a`
 /// is `reciprocal(a) * y`, as Python computes it.
 template <tree T>
@@ -110,10 +111,6 @@ template <tree T>
 template <tree T>
 [[nodiscard]] T operator-(const T& a, const at::Tensor& y) {
   return tensordict::sub(a, y);
-}
-template <tree T>
-[[nodiscard]] T operator-(const at::Tensor& y, const T& a) {
-  return detail::zip_operands("rsub", a, [](const at::Tensor& x, const at::Tensor& z) { return at::sub(z, x); }, y);
 }
 template <tree T>
 [[nodiscard]] T operator*(const T& a, const at::Tensor& y) {

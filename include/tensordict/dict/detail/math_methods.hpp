@@ -84,6 +84,8 @@ class TensorDictMath {
 #define TENSORDICT_DICT_ALPHA(name) \
   template <class = void> [[nodiscard]] D name(const D& o, const Scalar& alpha = 1) const { return tensordict::name(self(), o, alpha); } \
   template <class = void> D& name##_(const D& o, const Scalar& alpha = 1) { return tensordict::name##_(self(), o, alpha); } \
+  template <class = void> [[nodiscard]] D name(const Scalar& s, const Scalar& alpha) const { return tensordict::name(self(), s, alpha); } \
+  template <class = void> D& name##_(const Scalar& s, const Scalar& alpha) { return tensordict::name##_(self(), s, alpha); } \
   TENSORDICT_DICT_WITH_SCALAR(name)
 #define TENSORDICT_DICT_BINARY(name) \
   template <class = void> [[nodiscard]] D name(const D& o) const { return tensordict::name(self(), o); } \
@@ -93,8 +95,9 @@ class TensorDictMath {
   template <class = void> [[nodiscard]] D name(const at::Tensor& y) const { return tensordict::name(self(), y); } \
   template <class = void> D& name##_(const at::Tensor& y) { return tensordict::name##_(self(), y); }
 #define TENSORDICT_DICT_TENSOR_ALPHA(name) \
-  template <class = void> [[nodiscard]] D name(const at::Tensor& y, const Scalar& alpha = 1) const { return tensordict::name(self(), y, alpha); } \
-  template <class = void> D& name##_(const at::Tensor& y, const Scalar& alpha = 1) { return tensordict::name##_(self(), y, alpha); }
+  TENSORDICT_DICT_TENSOR(name) \
+  template <class = void> [[nodiscard]] D name(const at::Tensor& y, const Scalar& alpha) const { return tensordict::name(self(), y, alpha); } \
+  template <class = void> D& name##_(const at::Tensor& y, const Scalar& alpha) { return tensordict::name##_(self(), y, alpha); }
   TENSORDICT_DICT_ALPHA(add)
   TENSORDICT_DICT_ALPHA(sub)
   TENSORDICT_DICT_TENSOR_ALPHA(add)
@@ -327,9 +330,12 @@ class TensorDictMath {
   }
   /// `other - alpha * td` (`td.rsub(other)`), the remainder with the divisor's sign
   /// (`td.mod(other)`, `td % other`), softmax along a batch dim (`td.softmax(dim, dtype)`).
-  [[nodiscard]] D rsub(const D& other, const Scalar& alpha = 1) const { return tensordict::rsub(self(), other, alpha); }
-  [[nodiscard]] D rsub(const Scalar& other, const Scalar& alpha = 1) const { return tensordict::rsub(self(), other, alpha); }
-  [[nodiscard]] D rsub(const at::Tensor& other, const Scalar& alpha = 1) const { return tensordict::rsub(self(), other, alpha); }
+  [[nodiscard]] D rsub(const D& other) const { return tensordict::rsub(self(), other); }
+  [[nodiscard]] D rsub(const Scalar& other) const { return tensordict::rsub(self(), other); }
+  [[nodiscard]] D rsub(const at::Tensor& other) const { return tensordict::rsub(self(), other); }
+  [[nodiscard]] D rsub(const D& other, const Scalar& alpha) const { return tensordict::rsub(self(), other, alpha); }
+  [[nodiscard]] D rsub(const Scalar& other, const Scalar& alpha) const { return tensordict::rsub(self(), other, alpha); }
+  [[nodiscard]] D rsub(const at::Tensor& other, const Scalar& alpha) const { return tensordict::rsub(self(), other, alpha); }
   [[nodiscard]] D mod(const D& other) const { return tensordict::mod(self(), other); }
   [[nodiscard]] D mod(const Scalar& other) const { return tensordict::mod(self(), other); }
   [[nodiscard]] D mod(const at::Tensor& other) const { return tensordict::mod(self(), other); }

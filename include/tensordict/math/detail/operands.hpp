@@ -8,8 +8,10 @@
 /// it promotes dtypes as a number does. The operations with "a tree, a tensor or a number" all go
 /// through `zip_operands` (out of place) and `zip_operands_` (in place).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -18,6 +20,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <torch/version.h>
 #include <c10/core/GradMode.h>
 
 #include "../../tree/detail/levels.hpp"
@@ -81,18 +84,77 @@ inline at::Tensor leaf_at(const at::Tensor& x, const std::vector<int64_t>& b, st
 
 // An operand's value at leaf `x` (already at the broadcast batch size): a tree operand's leaf
 // expanded to that batch size from its own, a tensor lined up with the batch dims, a number or a 0-dim tensor as it is.
+// A 0-dim tensor is given as it is unless another operand broadcasts (`spread`): Python then
+// expands every tensor operand to the batch size, so it promotes dtypes as a tensor of dims does.
 template <class T, class O>
 decltype(auto) operand_at(const O& o, const at::Tensor* tree_leaf, const at::Tensor* expanded, const at::Tensor& x,
-                          const std::vector<int64_t>& b, std::size_t from) {
+                          const std::vector<int64_t>& b, bool spread) {
   if constexpr (tree_operand<T, O>) {
-    (void)from;
     const BatchSize* ob = own_batch_size(o);
     return leaf_at(*tree_leaf, b, ob ? ob->size() : 0);
   } else if constexpr (tensor_operand<O>) {
-    return o.dim() == 0 ? o : as_right(*expanded, x);
+    return o.dim() == 0 && !spread ? o : as_right(*expanded, x);
   } else {
     return (o);
   }
+}
+
+// Whether an operand makes Python broadcast (a tensor with dims, a tree of another batch size).
+template <class T, class... O>
+bool spreads(const T& t, const O&... os) {
+  auto one = [&](const auto& o) {
+    using Q = std::decay_t<decltype(o)>;
+    if constexpr (tensor_operand<Q>) {
+      return o.dim() > 0;
+    } else if constexpr (tree_operand<T, Q>) {
+      const BatchSize* own = own_batch_size(t);
+      const BatchSize* ob = own_batch_size(o);
+      return (own == nullptr) != (ob == nullptr) || (own && !(*own == *ob));
+    } else {
+      return false;
+    }
+  };
+  return (one(os) || ...);
+}
+
+// A 0-dim tensor `y` as the number it holds, where Python's foreach call takes it as one (the
+// number's dtype rules: `int_leaf + torch.tensor(2.0)` is float32, not float64).
+template <class = void>
+inline std::optional<at::Scalar> as_number(const at::Tensor& y) {
+  if (y.dim() != 0) return std::nullopt;
+  return y.item();
+}
+
+// libtorch 1.x has no CPU kernel of some operations for float16 and bfloat16 (`clamp` with
+// tensor bounds, `lerp`), which torch 2.x has: there `f` runs on float32 copies of those
+// operands, and its result takes the dtype torch's promotion gives the operands themselves.
+template <class F, class... A>
+at::Tensor half_safe(F& f, const at::Tensor& x, const A&... a) {
+#if TORCH_VERSION_MAJOR < 2
+  try {
+    return f(x, a...);
+  } catch (const c10::Error& e) {
+    const std::string what = e.what();
+    if (what.find("not implemented for 'Half'") == std::string::npos &&
+        what.find("not implemented for 'BFloat16'") == std::string::npos) {
+      throw;
+    }
+    auto up = [](const auto& v) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, at::Tensor>) {
+        const auto st = v.scalar_type();
+        return st == at::kHalf || st == at::kBFloat16 ? v.to(at::kFloat) : v;
+      } else {
+        return v;
+      }
+    };
+    c10::ScalarType dt = x.scalar_type();
+    auto promote = [&](const auto& v) { dt = c10::promoteTypes(dt, at::result_type(x, v)); };
+    (promote(a), ...);
+    return f(up(x), up(a)...).to(dt);
+  }
+#else
+  return f(x, a...);
+#endif
 }
 
 // `f(leaf, operands at that leaf...)` on every present leaf of `t`, each operand a tree of `t`'s
@@ -123,13 +185,14 @@ T zip_operands(const char* op, const T& t, F&& f, const O&... os) {
   const std::tuple<decltype(leaves_of(os))...> lists{leaves_of(os)...};
   const std::tuple<decltype(expanded_of(os))...> expanded{expanded_of(os)...};
   const std::size_t nfrom = from.size();
+  const bool spread = spreads(t, os...);
   std::size_t i = 0;
   auto g = [&](const at::Tensor& leaf) -> at::Tensor {
     const std::size_t k = i++;
     const at::Tensor x = leaf_at(leaf, b, nfrom);
     return [&]<std::size_t... J>(std::index_sequence<J...>) {
-      return f(x, operand_at<T>(os, std::get<J>(lists).empty() ? nullptr : &std::get<J>(lists)[k],
-                                &std::get<J>(expanded), x, b, nfrom)...);
+      return half_safe(f, x, operand_at<T>(os, std::get<J>(lists).empty() ? nullptr : &std::get<J>(lists)[k],
+                                           &std::get<J>(expanded), x, b, spread)...);
     }(std::index_sequence_for<O...>{});
   };
   const bool grows = b.size() != nfrom || !std::equal(b.begin(), b.end(), from.begin());
@@ -150,6 +213,8 @@ T& zip_operands_(const char* op, T& t, F&& f, const O&... os) {
   const BatchSize from = own ? *own : BatchSize{};
   const std::vector<int64_t> b = operand_batch<T>(op, from, os...);
   if (b.size() != from.size() || !std::equal(b.begin(), b.end(), from.begin())) {
+    // A tree of no elements has nothing to write, whatever its operands broadcast to (Python).
+    if (std::find(from.begin(), from.end(), int64_t{0}) != from.end()) return t;
     throw BatchSizeError(std::string(op) + ": in place, the operands broadcast to the batch size " +
                          shape_str(c10::IntArrayRef(b)) + ", not the tree's " + bs_str(from));
   }
