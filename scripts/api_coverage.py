@@ -7,6 +7,14 @@ counterpart, "in part", "not yet" or "n/a" and why. The C++ of the present and p
 compiled by the tests (tests/api/probe.cpp, generated from the table), so a claimed counterpart
 exists. The table in docs/tensordict.md is generated from the same file.
 
+A name's C++ side lists every call form, separated by " ;; " (`td.mul(other) ;; td.mul(x) ;;
+td.mul(2)`), each compiled in the probe. With Python tensordict installed, the check holds the
+elementwise operations (those whose first operand Python annotates as "a TensorDict or a
+tensor", and the arithmetic ones documented to take a number) to the truth: a name marked "="
+must have a form with a TensorDict (`other`), with a tensor (`x`) and with a number wherever
+Python takes one, and no "=" where Python's signature has a keyword the C++ forms lack
+(`default=`: what to do with keys only one side has).
+
     scripts/api_coverage.py --write     regenerate tests/api/probe.cpp and the docs table
     scripts/api_coverage.py --check     fail if either is stale, or (with Python tensordict
                                         installed) if a public name is missing from the table
@@ -110,9 +118,75 @@ def probe_source(entries):
             out.append(f"  [&] {{ (void)({cond.group(2)}); }}();")
             out.append("#endif")
         else:
-            out.append(f"  [&] {{ (void)({e['cpp']}); }}();")
+            for form in forms(e["cpp"]):
+                out.append(f"  [&] {{ (void)({form}); }}();")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def forms(cpp):
+    """The call forms of one table entry's C++ side."""
+    return [f.strip() for f in cpp.split(" ;; ") if f.strip()]
+
+
+# What a form passes as the other operand: a TensorDict (the probe's `other`), a tensor (`x`), a
+# number (a literal argument or operand).
+FORM_KINDS = {
+    "td": re.compile(r"\bother\b"),
+    "tensor": re.compile(r"\bx\b"),
+    "number": re.compile(r"[(,]\s*-?\d|[-+*/%&|^]=?\s*\d|\d\s*[-+*/%&|^]"),
+}
+# Keywords of Python's elementwise operations that a C++ form cannot show by its shape, so an
+# entry that has them is "in part" until the library takes them.
+WATCHED_KEYWORDS = ("default",)
+
+
+def python_call_forms(name):
+    """(operand kinds, watched keywords) Python's `TensorDict.<name>` takes, or None where it is
+    not an elementwise operation with another operand."""
+    import inspect
+    from tensordict import TensorDict
+    if not name.startswith("TensorDict."):
+        return None
+    f = getattr(TensorDict, name.split(".", 1)[1], None)
+    try:
+        params = list(inspect.signature(f).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return None
+    if not params:
+        return None
+    ann = str(params[0].annotation)
+    takes_td = "TensorDictBase" in ann or "TensorCollection" in ann
+    takes_tensor = re.search(r"(?<![A-Za-z])Tensor(?![A-Za-z])", ann.replace("torch.Tensor", "Tensor")) is not None
+    if not (takes_td and takes_tensor):
+        return None
+    kinds = {"td", "tensor"}
+    doc = (f.__doc__ or "")
+    if re.search(r"\b(float|Number)\b", ann) or re.search(r"TensorDictBase, torch\.Tensor or Number", doc):
+        kinds.add("number")
+    keywords = [p.name for p in params if p.name in WATCHED_KEYWORDS]
+    return kinds, keywords
+
+
+def form_problems(entries):
+    """The "=" entries whose forms miss a call form Python takes (with Python tensordict)."""
+    problems = []
+    for e in entries:
+        if e["mark"] != "=":
+            continue
+        want = python_call_forms(e["name"])
+        if want is None:
+            continue
+        kinds, keywords = want
+        fs = forms(e["cpp"])
+        missing = sorted(k for k in kinds if not any(FORM_KINDS[k].search(f) for f in fs))
+        if missing:
+            problems.append(f"{e['name']} (line {e['line']}) is marked '=' but has no form with "
+                            f"{', '.join(missing)} (Python takes it): add the form or mark it '~'")
+        if keywords:
+            problems.append(f"{e['name']} (line {e['line']}) is marked '=' but Python's takes "
+                            f"{', '.join(k + '=' for k in keywords)}: mark it '~' naming it")
+    return problems
 
 
 def md_cell(s):
@@ -141,7 +215,7 @@ def docs_table(entries, version):
         cond = re.match(r"#if (\w+): (.*)$", expr or "")
         if cond:
             expr, note = cond.group(2), f"where `{cond.group(1)}` is 1 (libtorch 2.3 and later)"
-        cpp = f"`{md_cell(expr)}`" if expr else ""
+        cpp = "; ".join(f"`{md_cell(f)}`" for f in forms(expr)) if expr else ""
         lines.append(f"| `{e['name']}` | {mark[e['mark']]} | {cpp} | {md_cell(note)} |")
     lines += ["", END]
     return "\n".join(lines)
@@ -177,6 +251,7 @@ def main():
             problems.append(f"public names of tensordict {version} missing from {TABLE.name}: {missing}")
         if extra:
             problems.append(f"names in {TABLE.name} that tensordict {version} does not have: {extra}")
+        problems += form_problems(entries)
     elif a.check:
         print("Python tensordict is not installed: the table's names are not checked against it")
     probe = probe_source(entries)

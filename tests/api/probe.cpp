@@ -34,16 +34,43 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.acos_()); }();
   // TensorDict.add (scripts/api_coverage.txt:15)
   [&] { (void)(td.add(other, 2)); }();
+  [&] { (void)(td.add(x)); }();
+  [&] { (void)(td.add(x, 2)); }();
+  [&] { (void)(td.add(2)); }();
+  [&] { (void)(td.add(2, 3)); }();
+  [&] { (void)(td + x); }();
+  [&] { (void)(x + td); }();
+  [&] { (void)(td + 1); }();
+  [&] { (void)(1 + td); }();
   // TensorDict.add_ (scripts/api_coverage.txt:16)
   [&] { (void)(td.add_(other, 2)); }();
+  [&] { (void)(td.add_(x)); }();
+  [&] { (void)(td.add_(x, 2)); }();
+  [&] { (void)(td.add_(2)); }();
+  [&] { (void)(td.add_(2, 3)); }();
+  [&] { (void)(td += x); }();
+  [&] { (void)(td += other); }();
+  [&] { (void)(td += 1); }();
   // TensorDict.addcdiv (scripts/api_coverage.txt:17)
   [&] { (void)(td.addcdiv(other, other, 0.5)); }();
+  [&] { (void)(td.addcdiv(x, other)); }();
+  [&] { (void)(td.addcdiv(other, x)); }();
+  [&] { (void)(td.addcdiv(x, x, 2)); }();
   // TensorDict.addcdiv_ (scripts/api_coverage.txt:18)
   [&] { (void)(td.addcdiv_(other, other, 0.5)); }();
+  [&] { (void)(td.addcdiv_(x, other)); }();
+  [&] { (void)(td.addcdiv_(other, x)); }();
+  [&] { (void)(td.addcdiv_(x, x, 2)); }();
   // TensorDict.addcmul (scripts/api_coverage.txt:19)
   [&] { (void)(td.addcmul(other, other, 0.5)); }();
+  [&] { (void)(td.addcmul(x, other)); }();
+  [&] { (void)(td.addcmul(other, x)); }();
+  [&] { (void)(td.addcmul(x, x, 2)); }();
   // TensorDict.addcmul_ (scripts/api_coverage.txt:20)
   [&] { (void)(td.addcmul_(other, other, 0.5)); }();
+  [&] { (void)(td.addcmul_(x, other)); }();
+  [&] { (void)(td.addcmul_(other, x)); }();
+  [&] { (void)(td.addcmul_(x, x, 2)); }();
   // TensorDict.all (scripts/api_coverage.txt:21)
   [&] { (void)(td.all()); }();
   // TensorDict.all_gather (scripts/api_coverage.txt:22)
@@ -90,6 +117,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.bfloat16()); }();
   // TensorDict.bitwise_and (scripts/api_coverage.txt:46)
   [&] { (void)(td & other); }();
+  [&] { (void)(td & x); }();
+  [&] { (void)(td & 1); }();
+  [&] { (void)(td.bitwise_and(other)); }();
+  [&] { (void)(td.bitwise_and(x)); }();
   // TensorDict.bool (scripts/api_coverage.txt:47)
   [&] { (void)(td.to(torch::kBool)); }();
   // TensorDict.broadcast (scripts/api_coverage.txt:48)
@@ -112,14 +143,32 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.chunk(2)); }();
   // TensorDict.clamp (scripts/api_coverage.txt:57)
   [&] { (void)(td.clamp(0, 1)); }();
+  [&] { (void)(td.clamp(0)); }();
+  [&] { (void)(td.clamp(std::nullopt, 1)); }();
+  [&] { (void)(td.clamp(other, other)); }();
+  [&] { (void)(td.clamp(other)); }();
+  [&] { (void)(td.clamp(std::nullopt, other)); }();
+  [&] { (void)(td.clamp(x, x)); }();
+  [&] { (void)(td.clamp(x)); }();
+  [&] { (void)(td.clamp(std::nullopt, x)); }();
+  [&] { (void)(td.clamp(0, 1, td)); }();
+  [&] { (void)(td.clamp(x, x, td)); }();
   // TensorDict.clamp_max (scripts/api_coverage.txt:58)
   [&] { (void)(td.clamp_max(other)); }();
+  [&] { (void)(td.clamp_max(x)); }();
+  [&] { (void)(td.clamp_max(1)); }();
   // TensorDict.clamp_max_ (scripts/api_coverage.txt:59)
   [&] { (void)(td.clamp_max_(x)); }();
+  [&] { (void)(td.clamp_max_(other)); }();
+  [&] { (void)(td.clamp_max_(1)); }();
   // TensorDict.clamp_min (scripts/api_coverage.txt:60)
   [&] { (void)(td.clamp_min(x)); }();
+  [&] { (void)(td.clamp_min(other)); }();
+  [&] { (void)(td.clamp_min(0)); }();
   // TensorDict.clamp_min_ (scripts/api_coverage.txt:61)
   [&] { (void)(td.clamp_min_(other)); }();
+  [&] { (void)(td.clamp_min_(x)); }();
+  [&] { (void)(td.clamp_min_(0)); }();
   // TensorDict.clear (scripts/api_coverage.txt:62)
   [&] { (void)(td.clear()); }();
   // TensorDict.clear_device_ (scripts/api_coverage.txt:63)
@@ -180,8 +229,20 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.dim()); }();
   // TensorDict.div (scripts/api_coverage.txt:92)
   [&] { (void)(td.div(other)); }();
+  [&] { (void)(td.div(x)); }();
+  [&] { (void)(td.div(2)); }();
+  [&] { (void)(td / other); }();
+  [&] { (void)(td / x); }();
+  [&] { (void)(x / td); }();
+  [&] { (void)(td / 2); }();
+  [&] { (void)(2 / td); }();
   // TensorDict.div_ (scripts/api_coverage.txt:93)
   [&] { (void)(td.div_(other)); }();
+  [&] { (void)(td.div_(x)); }();
+  [&] { (void)(td.div_(2)); }();
+  [&] { (void)(td /= x); }();
+  [&] { (void)(td /= other); }();
+  [&] { (void)(td /= 2); }();
   // TensorDict.double (scripts/api_coverage.txt:94)
   [&] { (void)(td.to(torch::kDouble)); }();
   // TensorDict.dtype (scripts/api_coverage.txt:95)
@@ -208,6 +269,7 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::expand(td, {2, 3})); }();
   // TensorDict.expand_as (scripts/api_coverage.txt:107)
   [&] { (void)(td.expand_as(x)); }();
+  [&] { (void)(td.expand_as(other)); }();
   // TensorDict.expm1 (scripts/api_coverage.txt:108)
   [&] { (void)(td.expm1()); }();
   // TensorDict.expm1_ (scripts/api_coverage.txt:109)
@@ -342,8 +404,18 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::lazy_stack(tds, 0)); }();
   // TensorDict.lerp (scripts/api_coverage.txt:182)
   [&] { (void)(td.lerp(other, 0.5)); }();
+  [&] { (void)(td.lerp(other, other)); }();
+  [&] { (void)(td.lerp(other, x)); }();
+  [&] { (void)(td.lerp(x, 0.5)); }();
+  [&] { (void)(td.lerp(x, x)); }();
+  [&] { (void)(td.lerp(x, other)); }();
   // TensorDict.lerp_ (scripts/api_coverage.txt:183)
   [&] { (void)(td.lerp_(other, 0.5)); }();
+  [&] { (void)(td.lerp_(other, other)); }();
+  [&] { (void)(td.lerp_(other, x)); }();
+  [&] { (void)(td.lerp_(x, 0.5)); }();
+  [&] { (void)(td.lerp_(x, x)); }();
+  [&] { (void)(td.lerp_(x, other)); }();
   // TensorDict.lgamma (scripts/api_coverage.txt:184)
   [&] { (void)(td.lgamma()); }();
   // TensorDict.lgamma_ (scripts/api_coverage.txt:185)
@@ -378,6 +450,7 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.log_()); }();
   // TensorDict.logical_and (scripts/api_coverage.txt:200)
   [&] { (void)(td::logical_and(td, other)); }();
+  [&] { (void)(td.logical_and(x)); }();
   // TensorDict.logsumexp (scripts/api_coverage.txt:201)
   [&] { (void)(td.logsumexp()); }();
   // TensorDict.make_memmap (scripts/api_coverage.txt:202)
@@ -398,8 +471,12 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.max(0)); }();
   // TensorDict.maximum (scripts/api_coverage.txt:211)
   [&] { (void)(td.maximum(other)); }();
+  [&] { (void)(td.maximum(x)); }();
+  [&] { (void)(td.maximum(2)); }();
   // TensorDict.maximum_ (scripts/api_coverage.txt:212)
   [&] { (void)(td.maximum_(other)); }();
+  [&] { (void)(td.maximum_(x)); }();
+  [&] { (void)(td.maximum_(2)); }();
   // TensorDict.maybe_dense_stack (scripts/api_coverage.txt:213)
   [&] { (void)(td::maybe_dense_stack(tds, 0)); }();
   // TensorDict.mean (scripts/api_coverage.txt:214)
@@ -416,18 +493,39 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.min(0)); }();
   // TensorDict.minimum (scripts/api_coverage.txt:220)
   [&] { (void)(td.minimum(other)); }();
+  [&] { (void)(td.minimum(x)); }();
+  [&] { (void)(td.minimum(2)); }();
   // TensorDict.minimum_ (scripts/api_coverage.txt:221)
   [&] { (void)(td.minimum_(other)); }();
+  [&] { (void)(td.minimum_(x)); }();
+  [&] { (void)(td.minimum_(2)); }();
   // TensorDict.mod (scripts/api_coverage.txt:222)
   [&] { (void)(td.mod(other)); }();
+  [&] { (void)(td.mod(x)); }();
+  [&] { (void)(td.mod(2)); }();
+  [&] { (void)(td % other); }();
+  [&] { (void)(td % x); }();
+  [&] { (void)(td % 2); }();
   // TensorDict.moveaxis (scripts/api_coverage.txt:223)
   [&] { (void)(td.moveaxis(0, 1)); }();
   // TensorDict.movedim (scripts/api_coverage.txt:224)
   [&] { (void)(td.movedim(0, 1)); }();
   // TensorDict.mul (scripts/api_coverage.txt:225)
   [&] { (void)(td.mul(other)); }();
+  [&] { (void)(td.mul(x)); }();
+  [&] { (void)(td.mul(2)); }();
+  [&] { (void)(td * other); }();
+  [&] { (void)(td * x); }();
+  [&] { (void)(x * td); }();
+  [&] { (void)(td * 2); }();
+  [&] { (void)(2 * td); }();
   // TensorDict.mul_ (scripts/api_coverage.txt:226)
   [&] { (void)(td.mul_(other)); }();
+  [&] { (void)(td.mul_(x)); }();
+  [&] { (void)(td.mul_(2)); }();
+  [&] { (void)(td *= x); }();
+  [&] { (void)(td *= other); }();
+  [&] { (void)(td *= 2); }();
   // TensorDict.named_apply (scripts/api_coverage.txt:227)
   [&] { (void)(td.named_apply([](const td::NestedKey&, const at::Tensor& t) { return t; })); }();
   // TensorDict.names (scripts/api_coverage.txt:228)
@@ -454,6 +552,9 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::new_ones(td, {2})); }();
   // TensorDict.new_tensor (scripts/api_coverage.txt:239)
   [&] { (void)(td.new_tensor(x)); }();
+  [&] { (void)(td.new_tensor(other)); }();
+  [&] { (void)(td.new_tensor(2.5)); }();
+  [&] { (void)(td.new_tensor(x, torch::kDouble)); }();
   // TensorDict.new_zeros (scripts/api_coverage.txt:240)
   [&] { (void)(td::new_zeros(td, {2})); }();
   // TensorDict.non_tensor_items (scripts/api_coverage.txt:241)
@@ -480,8 +581,12 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.popitem()); }();
   // TensorDict.pow (scripts/api_coverage.txt:253)
   [&] { (void)(td.pow(2)); }();
+  [&] { (void)(td.pow(other)); }();
+  [&] { (void)(td.pow(x)); }();
   // TensorDict.pow_ (scripts/api_coverage.txt:254)
   [&] { (void)(td.pow_(2)); }();
+  [&] { (void)(td.pow_(other)); }();
+  [&] { (void)(td.pow_(x)); }();
   // TensorDict.prod (scripts/api_coverage.txt:255)
   [&] { (void)(td.prod(0)); }();
   // TensorDict.quantile (scripts/api_coverage.txt:258)
@@ -510,6 +615,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.repeat({2})); }();
   // TensorDict.repeat_interleave (scripts/api_coverage.txt:272)
   [&] { (void)(td.repeat_interleave(2, 0)); }();
+  [&] { (void)(td.repeat_interleave(x, 0)); }();
+  [&] { (void)(td.repeat_interleave(x, 0, 4)); }();
+  [&] { (void)(td.repeat_interleave(2)); }();
+  [&] { (void)(td.repeat_interleave(x)); }();
   // TensorDict.replace (scripts/api_coverage.txt:273)
   [&] { (void)(td.replace({{"a", td::Entry(x)}})); }();
   // TensorDict.requires_grad (scripts/api_coverage.txt:274)
@@ -528,6 +637,13 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.round_()); }();
   // TensorDict.rsub (scripts/api_coverage.txt:281)
   [&] { (void)(td.rsub(other)); }();
+  [&] { (void)(td.rsub(x)); }();
+  [&] { (void)(td.rsub(2)); }();
+  [&] { (void)(td.rsub(other, 2)); }();
+  [&] { (void)(td.rsub(x, 2)); }();
+  [&] { (void)(td.rsub(2, 3)); }();
+  [&] { (void)(x - td); }();
+  [&] { (void)(2 - td); }();
   // TensorDict.save (scripts/api_coverage.txt:282)
   [&] { (void)(td::memmap(td, dir)); }();
   // TensorDict.saved_path (scripts/api_coverage.txt:283)
@@ -578,6 +694,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.split(2)); }();
   // TensorDict.split_keys (scripts/api_coverage.txt:307)
   [&] { (void)(td.split_keys({"a"})); }();
+  [&] { (void)(td.split_keys({"a"}, {"b"})); }();
+  [&] { (void)(td.split_keys({"a"}, {"b"}, {"c"})); }();
+  [&] { (void)(td.split_keys(std::vector<std::vector<td::NestedKey>>{{"a"}}, {.strict = false})); }();
+  [&] { (void)(td.split_keys([](const td::NestedKey&, const at::Tensor&) { return true; })); }();
   // TensorDict.sqrt (scripts/api_coverage.txt:308)
   [&] { (void)(td.sqrt()); }();
   // TensorDict.sqrt_ (scripts/api_coverage.txt:309)
@@ -596,8 +716,23 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.std(0)); }();
   // TensorDict.sub (scripts/api_coverage.txt:316)
   [&] { (void)(td.sub(other, 2)); }();
+  [&] { (void)(td.sub(x)); }();
+  [&] { (void)(td.sub(x, 2)); }();
+  [&] { (void)(td.sub(2)); }();
+  [&] { (void)(td.sub(2, 3)); }();
+  [&] { (void)(td - other); }();
+  [&] { (void)(td - x); }();
+  [&] { (void)(td - 1); }();
+  [&] { (void)(1 - td); }();
   // TensorDict.sub_ (scripts/api_coverage.txt:317)
   [&] { (void)(td.sub_(other, 2)); }();
+  [&] { (void)(td.sub_(x)); }();
+  [&] { (void)(td.sub_(x, 2)); }();
+  [&] { (void)(td.sub_(2)); }();
+  [&] { (void)(td.sub_(2, 3)); }();
+  [&] { (void)(td -= x); }();
+  [&] { (void)(td -= other); }();
+  [&] { (void)(td -= 1); }();
   // TensorDict.sum (scripts/api_coverage.txt:318)
   [&] { (void)(td.sum(0)); }();
   // TensorDict.swapaxes (scripts/api_coverage.txt:319)
@@ -834,10 +969,19 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::acos_(td)); }();
   // torch.add (scripts/api_coverage.txt:470)
   [&] { (void)(td::add(td, other)); }();
+  [&] { (void)(td::add(td, x)); }();
+  [&] { (void)(td::add(td, 2)); }();
+  [&] { (void)(td::add(td, other, 2)); }();
+  [&] { (void)(td::add(td, x, 2)); }();
+  [&] { (void)(td::add(td, 2, 3)); }();
   // torch.addcdiv (scripts/api_coverage.txt:471)
   [&] { (void)(td::addcdiv(td, other, other)); }();
+  [&] { (void)(td::addcdiv(td, x, other)); }();
+  [&] { (void)(td::addcdiv(td, x, x, 2)); }();
   // torch.addcmul (scripts/api_coverage.txt:472)
   [&] { (void)(td::addcmul(td, other, other)); }();
+  [&] { (void)(td::addcmul(td, other, x)); }();
+  [&] { (void)(td::addcmul(td, x, x, 2)); }();
   // torch.asin (scripts/api_coverage.txt:473)
   [&] { (void)(td::asin(td)); }();
   // torch.asin_ (scripts/api_coverage.txt:474)
@@ -866,14 +1010,26 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::chunk(td, 2)); }();
   // torch.clamp (scripts/api_coverage.txt:486)
   [&] { (void)(td::clamp(td, 0, 1)); }();
+  [&] { (void)(td::clamp(td, other, other)); }();
+  [&] { (void)(td::clamp(td, x, x)); }();
+  [&] { (void)(td::clamp(td, x, std::nullopt)); }();
+  [&] { (void)(td::clamp(td, 0, 1, td)); }();
   // torch.clamp_max (scripts/api_coverage.txt:487)
   [&] { (void)(td::clamp_max(td, 1)); }();
+  [&] { (void)(td::clamp_max(td, other)); }();
+  [&] { (void)(td::clamp_max(td, x)); }();
   // torch.clamp_max_ (scripts/api_coverage.txt:488)
   [&] { (void)(td::clamp_max_(td, 1)); }();
+  [&] { (void)(td::clamp_max_(td, other)); }();
+  [&] { (void)(td::clamp_max_(td, x)); }();
   // torch.clamp_min (scripts/api_coverage.txt:489)
   [&] { (void)(td::clamp_min(td, 0)); }();
+  [&] { (void)(td::clamp_min(td, other)); }();
+  [&] { (void)(td::clamp_min(td, x)); }();
   // torch.clamp_min_ (scripts/api_coverage.txt:490)
   [&] { (void)(td::clamp_min_(td, 0)); }();
+  [&] { (void)(td::clamp_min_(td, other)); }();
+  [&] { (void)(td::clamp_min_(td, x)); }();
   // torch.clone (scripts/api_coverage.txt:491)
   [&] { (void)(td::clone(td)); }();
   // torch.cos (scripts/api_coverage.txt:492)
@@ -886,8 +1042,12 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::cosh_(td)); }();
   // torch.div (scripts/api_coverage.txt:496)
   [&] { (void)(td::div(td, other)); }();
+  [&] { (void)(td::div(td, x)); }();
+  [&] { (void)(td::div(td, 2)); }();
   // torch.empty_like (scripts/api_coverage.txt:497)
   [&] { (void)(td::empty_like(td)); }();
+  [&] { (void)(td::empty_like(td, torch::kDouble)); }();
+  [&] { (void)(td::empty_like(td, torch::dtype(torch::kHalf).requires_grad(true), at::MemoryFormat::Preserve)); }();
   // torch.erf (scripts/api_coverage.txt:498)
   [&] { (void)(td::erf(td)); }();
   // torch.erf_ (scripts/api_coverage.txt:499)
@@ -922,6 +1082,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::frac_(td)); }();
   // torch.full_like (scripts/api_coverage.txt:514)
   [&] { (void)(td::full_like(td, 1)); }();
+  [&] { (void)(td::full_like(td, 1, torch::kInt)); }();
+  [&] { (void)(td::full_like(td, 1, torch::dtype(torch::kDouble).requires_grad(true), at::MemoryFormat::Preserve)); }();
   // torch.gather (scripts/api_coverage.txt:515)
   [&] { (void)(td::gather(td, 0, index)); }();
   // torch.grad (scripts/api_coverage.txt:516)
@@ -940,6 +1102,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::l1_loss(td, other)); }();
   // torch.lerp (scripts/api_coverage.txt:523)
   [&] { (void)(td::lerp(td, other, 0.5)); }();
+  [&] { (void)(td::lerp(td, other, other)); }();
+  [&] { (void)(td::lerp(td, x, x)); }();
+  [&] { (void)(td::lerp(td, x, 0.5)); }();
+  [&] { (void)(td::lerp(td, other, x)); }();
   // torch.lgamma (scripts/api_coverage.txt:524)
   [&] { (void)(td::lgamma(td)); }();
   // torch.log (scripts/api_coverage.txt:525)
@@ -964,10 +1130,12 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::masked_select(td, mask)); }();
   // torch.maximum (scripts/api_coverage.txt:535)
   [&] { (void)(td::maximum(td, other)); }();
+  [&] { (void)(td::maximum(td, x)); }();
   // torch.mean (scripts/api_coverage.txt:536)
   [&] { (void)(td::mean(td, 0)); }();
   // torch.minimum (scripts/api_coverage.txt:537)
   [&] { (void)(td::minimum(td, other)); }();
+  [&] { (void)(td::minimum(td, x)); }();
   // torch.moveaxis (scripts/api_coverage.txt:538)
   [&] { (void)(td::moveaxis(td, 0, 1)); }();
   // torch.movedim (scripts/api_coverage.txt:539)
@@ -976,6 +1144,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::mse_loss(td, other)); }();
   // torch.mul (scripts/api_coverage.txt:541)
   [&] { (void)(td::mul(td, other)); }();
+  [&] { (void)(td::mul(td, x)); }();
+  [&] { (void)(td::mul(td, 2)); }();
   // torch.narrow (scripts/api_coverage.txt:542)
   [&] { (void)(td::narrow(td, 0, 0, 1)); }();
   // torch.neg (scripts/api_coverage.txt:543)
@@ -984,20 +1154,32 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::neg_(td)); }();
   // torch.ones_like (scripts/api_coverage.txt:545)
   [&] { (void)(td::ones_like(td)); }();
+  [&] { (void)(td::ones_like(td, torch::kDouble)); }();
+  [&] { (void)(td::ones_like(td, torch::dtype(torch::kHalf).requires_grad(true), at::MemoryFormat::Preserve)); }();
   // torch.permute (scripts/api_coverage.txt:546)
   [&] { (void)(td::permute(td, {1, 0})); }();
   // torch.pow (scripts/api_coverage.txt:547)
   [&] { (void)(td::pow(td, 2)); }();
+  [&] { (void)(td::pow(td, other)); }();
+  [&] { (void)(td::pow(td, x)); }();
   // torch.rand_like (scripts/api_coverage.txt:548)
   [&] { (void)(td::rand_like(td)); }();
+  [&] { (void)(td::rand_like(td, torch::kDouble)); }();
+  [&] { (void)(td::rand_like(td, torch::dtype(torch::kDouble).requires_grad(true), at::MemoryFormat::Preserve)); }();
   // torch.randn_like (scripts/api_coverage.txt:549)
   [&] { (void)(td::randn_like(td)); }();
+  [&] { (void)(td::randn_like(td, torch::kDouble)); }();
+  [&] { (void)(td::randn_like(td, torch::dtype(torch::kDouble).requires_grad(true), at::MemoryFormat::Preserve)); }();
   // torch.reciprocal (scripts/api_coverage.txt:550)
   [&] { (void)(td::reciprocal(td)); }();
   // torch.reciprocal_ (scripts/api_coverage.txt:551)
   [&] { (void)(td::reciprocal_(td)); }();
   // torch.repeat_interleave (scripts/api_coverage.txt:552)
   [&] { (void)(td::repeat_interleave(td, 2, 0)); }();
+  [&] { (void)(td::repeat_interleave(td, x, 0)); }();
+  [&] { (void)(td::repeat_interleave(td, x, 0, 4)); }();
+  [&] { (void)(td::repeat_interleave(td, 2)); }();
+  [&] { (void)(td::repeat_interleave(td, x)); }();
   // torch.reshape (scripts/api_coverage.txt:553)
   [&] { (void)(td::reshape(td, {-1})); }();
   // torch.roll (scripts/api_coverage.txt:554)
@@ -1010,6 +1192,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::round_(td)); }();
   // torch.rsub (scripts/api_coverage.txt:558)
   [&] { (void)(td::rsub(td, other)); }();
+  [&] { (void)(td::rsub(td, x)); }();
+  [&] { (void)(td::rsub(td, 2)); }();
+  [&] { (void)(td::rsub(td, other, 2)); }();
+  [&] { (void)(td::rsub(td, x, 2)); }();
   // torch.sigmoid (scripts/api_coverage.txt:559)
   [&] { (void)(td::sigmoid(td)); }();
   // torch.sigmoid_ (scripts/api_coverage.txt:560)
@@ -1040,6 +1226,11 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::std(td, 0)); }();
   // torch.sub (scripts/api_coverage.txt:573)
   [&] { (void)(td::sub(td, other)); }();
+  [&] { (void)(td::sub(td, x)); }();
+  [&] { (void)(td::sub(td, 2)); }();
+  [&] { (void)(td::sub(td, other, 2)); }();
+  [&] { (void)(td::sub(td, x, 2)); }();
+  [&] { (void)(td::sub(td, 2, 3)); }();
   // torch.sum (scripts/api_coverage.txt:574)
   [&] { (void)(td::sum(td, 0)); }();
   // torch.swapaxes (scripts/api_coverage.txt:575)
@@ -1076,4 +1267,6 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::where(mask, td, other)); }();
   // torch.zeros_like (scripts/api_coverage.txt:591)
   [&] { (void)(td::zeros_like(td)); }();
+  [&] { (void)(td::zeros_like(td, torch::kDouble)); }();
+  [&] { (void)(td::zeros_like(td, torch::dtype(torch::kHalf).requires_grad(true), at::MemoryFormat::Preserve)); }();
 }

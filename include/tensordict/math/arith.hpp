@@ -40,6 +40,7 @@ template <tree T> [[nodiscard]] T clamp_max(const T& a, const at::Scalar& max);
 template <tree T> [[nodiscard]] T pow(const T& a, const at::Scalar& exponent);
 template <tree T> [[nodiscard]] T maximum(const T& a, const at::Scalar& s);
 template <tree T> [[nodiscard]] T minimum(const T& a, const at::Scalar& s);
+template <tree T> T& copy_(T& a, const T& src);
 
 /// `a + alpha * b`, leaf by leaf (`a.add(b, alpha)`); `a + s` on every leaf.
 template <tree T> [[nodiscard]] T add(const T& a, const T& b, const at::Scalar& alpha = 1) { return detail::arith<detail::Arith::add>(a, b, alpha); }
@@ -437,6 +438,13 @@ template <tree T>
 [[nodiscard]] T clamp(const T& a, const at::Tensor& min, std::nullopt_t) { return clamp_min(a, min); }
 template <tree T>
 [[nodiscard]] T clamp(const T& a, std::nullopt_t, const at::Tensor& max) { return clamp_max(a, max); }
+/// `clamp` written into `out`'s tensors (Python's `clamp(min, max, out=out)`), returning `out`:
+/// the bounds in any of the forms above.
+template <tree T, class L, class H>
+  requires requires(const T& a, const L& lo, const H& hi) { clamp(a, lo, hi); }
+T& clamp(const T& a, const L& min, const H& max, T& out) {
+  return copy_(out, clamp(a, min, max));
+}
 
 }  // namespace tensordict
 

@@ -51,11 +51,12 @@ namespace detail {
 // requires_grad=)`: a field left unset keeps the leaf's own; `requires_grad` is set on the
 // result, since ATen's factories refuse it in their options.
 template <class T, class Make>
-T like_with(const char* op, const T& t, const at::TensorOptions& o, Make&& make) {
+T like_with(const char* op, const T& t, const at::TensorOptions& o, const std::optional<at::MemoryFormat>& mf, Make&& make) {
   const bool grad = o.requires_grad();
   const at::TensorOptions plain = o.requires_grad(false);
   return like(op, t, [&](const at::Tensor& x) {
-    at::Tensor y = make(x, plain);
+    const c10::optional<at::MemoryFormat> m = mf ? c10::optional<at::MemoryFormat>(*mf) : c10::nullopt;
+    at::Tensor y = make(x, plain, m);
     return grad ? y.requires_grad_() : y;
   });
 }
@@ -65,30 +66,38 @@ T like_with(const char* op, const T& t, const at::TensorOptions& o, Make&& make)
 /// uninitialised (`empty_like`), `value` (`full_like`), uniform in [0, 1) (`rand_like`) or
 /// standard normal (`randn_like`, floating-point leaves), each of its leaf's shape, dtype and
 /// device (`torch.zeros_like(td)`, ...); with options, Python's keywords: `zeros_like(t,
-/// torch::kDouble)` (`dtype=`), `zeros_like(t, torch::dtype(torch::kHalf).requires_grad(true))`.
+/// torch::kDouble)` (`dtype=`), `zeros_like(t, torch::dtype(torch::kHalf).device(d).requires_grad(true))`
+/// (`dtype=`, `device=`, `layout=`, `requires_grad=`), then `memory_format`.
 template <tree T>
-[[nodiscard]] T zeros_like(const T& t, const at::TensorOptions& o = {}) {
-  return detail::like_with("zeros_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::zeros_like(x, p); });
+[[nodiscard]] T zeros_like(const T& t, const at::TensorOptions& o = {}, std::optional<at::MemoryFormat> memory_format = std::nullopt) {
+  return detail::like_with("zeros_like", t, o, memory_format,
+                           [](const at::Tensor& x, const at::TensorOptions& p, const c10::optional<at::MemoryFormat>& m) { return at::zeros_like(x, p, m); });
 }
 template <tree T>
-[[nodiscard]] T ones_like(const T& t, const at::TensorOptions& o = {}) {
-  return detail::like_with("ones_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::ones_like(x, p); });
+[[nodiscard]] T ones_like(const T& t, const at::TensorOptions& o = {}, std::optional<at::MemoryFormat> memory_format = std::nullopt) {
+  return detail::like_with("ones_like", t, o, memory_format,
+                           [](const at::Tensor& x, const at::TensorOptions& p, const c10::optional<at::MemoryFormat>& m) { return at::ones_like(x, p, m); });
 }
 template <tree T>
-[[nodiscard]] T empty_like(const T& t, const at::TensorOptions& o = {}) {
-  return detail::like_with("empty_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::empty_like(x, p); });
+[[nodiscard]] T empty_like(const T& t, const at::TensorOptions& o = {}, std::optional<at::MemoryFormat> memory_format = std::nullopt) {
+  return detail::like_with("empty_like", t, o, memory_format,
+                           [](const at::Tensor& x, const at::TensorOptions& p, const c10::optional<at::MemoryFormat>& m) { return at::empty_like(x, p, m); });
 }
 template <tree T>
-[[nodiscard]] T full_like(const T& t, const at::Scalar& value, const at::TensorOptions& o = {}) {
-  return detail::like_with("full_like", t, o, [&](const at::Tensor& x, const at::TensorOptions& p) { return at::full_like(x, value, p); });
+[[nodiscard]] T full_like(const T& t, const at::Scalar& value, const at::TensorOptions& o = {},
+                          std::optional<at::MemoryFormat> memory_format = std::nullopt) {
+  return detail::like_with("full_like", t, o, memory_format,
+                           [&](const at::Tensor& x, const at::TensorOptions& p, const c10::optional<at::MemoryFormat>& m) { return at::full_like(x, value, p, m); });
 }
 template <tree T>
-[[nodiscard]] T rand_like(const T& t, const at::TensorOptions& o = {}) {
-  return detail::like_with("rand_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::rand_like(x, p); });
+[[nodiscard]] T rand_like(const T& t, const at::TensorOptions& o = {}, std::optional<at::MemoryFormat> memory_format = std::nullopt) {
+  return detail::like_with("rand_like", t, o, memory_format,
+                           [](const at::Tensor& x, const at::TensorOptions& p, const c10::optional<at::MemoryFormat>& m) { return at::rand_like(x, p, m); });
 }
 template <tree T>
-[[nodiscard]] T randn_like(const T& t, const at::TensorOptions& o = {}) {
-  return detail::like_with("randn_like", t, o, [](const at::Tensor& x, const at::TensorOptions& p) { return at::randn_like(x, p); });
+[[nodiscard]] T randn_like(const T& t, const at::TensorOptions& o = {}, std::optional<at::MemoryFormat> memory_format = std::nullopt) {
+  return detail::like_with("randn_like", t, o, memory_format,
+                           [](const at::Tensor& x, const at::TensorOptions& p, const c10::optional<at::MemoryFormat>& m) { return at::randn_like(x, p, m); });
 }
 
 /// A tree of `t`'s structure and batch size `size` (Python's `td.new_zeros(*size)`): each leaf
@@ -127,6 +136,13 @@ template <tree T>
   T out = detail::apply_impl<T, detail::unsettled_apply>("new_tensor", t, g);
   detail::visit_nonleaf([](const auto&...) {}, [&](BatchSize& b) { b = BatchSize(data.sizes()); }, out);
   return out;
+}
+/// The same from a number (Python's `td.new_tensor(2.0)`): every leaf a 0-dim tensor of it, in
+/// its leaf's dtype (or `dtype`); batch size `[]`.
+template <tree T>
+[[nodiscard]] T new_tensor(const T& t, const at::Scalar& data, std::optional<at::ScalarType> dtype = std::nullopt,
+                           std::optional<at::Device> device = std::nullopt, bool requires_grad = false) {
+  return new_tensor(t, at::scalar_tensor(data, at::TensorOptions().dtype(data.type())), dtype, device, requires_grad);
 }
 /// A tree of `t`'s keys whose leaves are copies of `data`'s matching leaves (Python's
 /// `td.new_tensor(other_td)`): each of its `t` leaf's dtype (or `dtype`), batch size and

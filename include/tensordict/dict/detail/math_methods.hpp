@@ -437,6 +437,9 @@ class TensorDictMath {
   [[nodiscard]] D clamp(const at::Tensor& min, std::nullopt_t = std::nullopt) const { return tensordict::clamp_min(self(), min); }
   template <class = void>
   [[nodiscard]] D clamp(std::nullopt_t, const at::Tensor& max) const { return tensordict::clamp_max(self(), max); }
+  /// `clamp` written into `out` (Python's `out=`), the bounds in any form above: returns `out`.
+  template <class L, class H>
+  D& clamp(const L& min, const H& max, D& out) const { return tensordict::clamp(self(), min, max, out); }
   template <class = void>
   D& clamp_(const D& min, const D& max) { return tensordict::clamp_(self(), min, max); }
   template <class = void>
@@ -489,6 +492,10 @@ class TensorDictMath {
   /// `dtype`), batch size `data`'s shape (Python's `td.new_tensor(data)`).
   template <class = void>
   [[nodiscard]] D new_tensor(const at::Tensor& data, OptDtype dtype = std::nullopt) const { return tensordict::new_tensor(self(), data, dtype); }
+  template <class = void>
+  [[nodiscard]] D new_tensor(const D& data, OptDtype dtype = std::nullopt) const { return tensordict::new_tensor(self(), data, dtype); }
+  template <class = void>
+  [[nodiscard]] D new_tensor(const Scalar& data, OptDtype dtype = std::nullopt) const { return tensordict::new_tensor(self(), data, dtype); }
   /// The elements / bytes of every tensor together (Python's `param_count()`, `bytes()`).
   template <class = void>
   [[nodiscard]] int64_t param_count(bool count_duplicates = true) const { return tensordict::param_count(self(), count_duplicates); }
