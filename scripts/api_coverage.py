@@ -12,8 +12,8 @@ td.mul(2)`), each compiled in the probe. With Python tensordict installed, the c
 elementwise operations (those whose first operand Python annotates as "a TensorDict or a
 tensor", and the arithmetic ones documented to take a number) to the truth: a name marked "="
 must have a form with a TensorDict (`other`), with a tensor (`x`) and with a number wherever
-Python takes one, and no "=" where Python's signature has a keyword the C++ forms lack
-(`default=`: what to do with keys only one side has).
+Python takes one, and a form for each keyword of WATCHED_KEYWORDS Python's signature has
+(`default=`, what to do with keys only one side has: `td::MissingKeys::...`).
 
     scripts/api_coverage.py --write     regenerate tests/api/probe.cpp and the docs table
     scripts/api_coverage.py --check     fail if either is stale, or (with Python tensordict
@@ -136,9 +136,9 @@ FORM_KINDS = {
     "tensor": re.compile(r"\bx\b"),
     "number": re.compile(r"[(,]\s*-?\d|[-+*/%&|^]=?\s*\d|\d\s*[-+*/%&|^]"),
 }
-# Keywords of Python's elementwise operations that a C++ form cannot show by its shape, so an
-# entry that has them is "in part" until the library takes them.
-WATCHED_KEYWORDS = ("default",)
+# Keywords of Python's elementwise operations, and how a C++ form shows it takes one: an entry
+# without such a form is "in part".
+WATCHED_KEYWORDS = {"default": re.compile(r"\bMissingKeys::")}
 
 
 def python_call_forms(name):
@@ -183,9 +183,10 @@ def form_problems(entries):
         if missing:
             problems.append(f"{e['name']} (line {e['line']}) is marked '=' but has no form with "
                             f"{', '.join(missing)} (Python takes it): add the form or mark it '~'")
-        if keywords:
+        lacking = [k for k in keywords if not any(WATCHED_KEYWORDS[k].search(f) for f in fs)]
+        if lacking:
             problems.append(f"{e['name']} (line {e['line']}) is marked '=' but Python's takes "
-                            f"{', '.join(k + '=' for k in keywords)}: mark it '~' naming it")
+                            f"{', '.join(k + '=' for k in lacking)} and no form shows it: add the form or mark it '~'")
     return problems
 
 

@@ -2,8 +2,11 @@
 // sequences of them, as Python's tensordict.nn.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include <torch/torch.h>
 
+#include <tensordict/nn/load.hpp>
 #include <tensordict/tensordict.hpp>
 
 namespace td = tensordict;
@@ -75,4 +78,28 @@ TEST_CASE("nn: an actor with a TanhNormal and a critic") {
     actor(data);                                       // action = 2 * tanh(loc): no noise
   }
   CHECK(torch::allclose(data.get("action"), 2 * data.get("loc").tanh()));
+}
+
+TEST_CASE("nn: weights into a module, strictly and in place; get_dist writes what it computes") {
+  tdnn::TensorDictSequential policy(
+      tdnn::TensorDictModule(torch::nn::Linear(4, 8), {"observation"}, {"hidden"}),
+      tdnn::TensorDictModule(torch::nn::Linear(8, 2), {"hidden"}, {"logits"}));
+  const torch::Tensor w0 = td::from_module(policy).get({"module", "0", "module", "weight"});
+  td::TensorDict trained = td::from_module(policy).apply([](const at::Tensor& x) { return torch::randn_like(x.detach()); });
+  td::save_safetensors(trained, "policy.safetensors");
+
+  td::load_weights(policy, "policy.safetensors");      // every name, shape and dtype checked
+  td::LoadReport r = td::load_weights(policy, trained, {.strict = false});  // a tree too; lenient
+  CHECK(r.ok());
+  CHECK(w0.equal(trained.get({"module", "0", "module", "weight"})));   // the module's own tensor
+  std::filesystem::remove("policy.safetensors");
+
+  tdnn::ProbabilisticTensorDictSequential actor(
+      tdnn::TensorDictModule(torch::nn::Linear(4, 4), {"observation"}, {"params"}),
+      tdnn::TensorDictModule(tdnn::NormalParamExtractor{}, {"params"}, {"loc", "scale"}),
+      tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::Normal>()));
+  td::TensorDict data({{"observation", torch::randn({3, 4})}}, {3});
+  auto dist = actor->get_dist(data);                   // as Python: data now holds params, loc, scale
+  CHECK(data.contains("loc"));
+  CHECK(dist->sample().sizes() == at::IntArrayRef{3, 2});
 }

@@ -212,3 +212,30 @@ TEST_CASE("TensorDict: new trees from data, pytrees, per-leaf casts") {
   CHECK((cast.get("i").scalar_type() == torch::kLong));
   CHECK(q.batch_size() == td::BatchSize({2}));
 }
+
+TEST_CASE("tensordict: every call form of the elementwise operations, as Python's") {
+  TensorDict td({{"obs", torch::rand({4, 5, 3})}, {"reward", torch::rand({4, 5})}}, {4, 5});
+  const TensorDict other = td.clone();
+  const torch::Tensor w = torch::rand({5});            // lines up with the batch dims [4, 5]
+  TensorDict scaled = td * w;                           // td * w: obs[i, j, :] * w[j]
+  TensorDict bigger = td.add(torch::ones({2, 4, 5}));  // the batch size grows to [2, 4, 5]
+  TensorDict blend = td.lerp(other, w);                 // td.lerp(other, weight_tensor)
+  TensorDict bounded = td.clamp(other - 0.1, other);    // td.clamp(min_td, max_td)
+  TensorDict sq = td.pow(other);                        // td.pow(other_td)
+  td.mul_(torch::full({4, 5}, 2.0)).add_(1.0, 3);       // td.mul_(t).add_(1.0, alpha=3)
+  TensorDict r = torch::tensor(1.0) - td;               // 1 - td (rsub)
+  auto [a, b, rest] = td.split_keys({"obs"}, {"reward"});   // td.split_keys(["obs"], ["reward"])
+  TensorDict doubled = td.repeat_interleave(torch::tensor({1, 2, 0, 1}), 0);  // counts per element
+  TensorDict zeros = td::zeros_like(td, torch::kDouble);    // torch.zeros_like(td, dtype=torch.float64)
+  CHECK(torch::allclose(scaled.get("obs"), other.get("obs") * w.view({1, 5, 1})));
+  CHECK(bigger.batch_size() == td::BatchSize{2, 4, 5});
+  CHECK(doubled.batch_size() == td::BatchSize{4, 5});
+  CHECK((zeros.get("obs").scalar_type() == torch::kDouble));
+  CHECK(blend.batch_size() == td.batch_size());
+  CHECK(bounded.batch_size() == td.batch_size());
+  CHECK(sq.batch_size() == td.batch_size());
+  CHECK(r.batch_size() == td.batch_size());
+  CHECK(a.sorted_keys() == std::vector<std::string>{"obs"});
+  CHECK(b.sorted_keys() == std::vector<std::string>{"reward"});
+  CHECK(rest.is_empty());
+}

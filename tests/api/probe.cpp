@@ -42,6 +42,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(x + td); }();
   [&] { (void)(td + 1); }();
   [&] { (void)(1 + td); }();
+  [&] { (void)(td.add(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.add(other, 2, td::MissingKeys::fill(x))); }();
   // TensorDict.add_ (scripts/api_coverage.txt:16)
   [&] { (void)(td.add_(other, 2)); }();
   [&] { (void)(td.add_(x)); }();
@@ -121,6 +123,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td & 1); }();
   [&] { (void)(td.bitwise_and(other)); }();
   [&] { (void)(td.bitwise_and(x)); }();
+  [&] { (void)(td.bitwise_and(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.bitwise_and(other, td::MissingKeys::fill(x))); }();
   // TensorDict.bool (scripts/api_coverage.txt:47)
   [&] { (void)(td.to(torch::kBool)); }();
   // TensorDict.broadcast (scripts/api_coverage.txt:48)
@@ -157,6 +161,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.clamp_max(other)); }();
   [&] { (void)(td.clamp_max(x)); }();
   [&] { (void)(td.clamp_max(1)); }();
+  [&] { (void)(td.clamp_max(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.clamp_max(other, td::MissingKeys::fill(x))); }();
   // TensorDict.clamp_max_ (scripts/api_coverage.txt:59)
   [&] { (void)(td.clamp_max_(x)); }();
   [&] { (void)(td.clamp_max_(other)); }();
@@ -165,6 +171,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.clamp_min(x)); }();
   [&] { (void)(td.clamp_min(other)); }();
   [&] { (void)(td.clamp_min(0)); }();
+  [&] { (void)(td.clamp_min(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.clamp_min(other, td::MissingKeys::fill(x))); }();
   // TensorDict.clamp_min_ (scripts/api_coverage.txt:61)
   [&] { (void)(td.clamp_min_(other)); }();
   [&] { (void)(td.clamp_min_(x)); }();
@@ -236,6 +244,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(x / td); }();
   [&] { (void)(td / 2); }();
   [&] { (void)(2 / td); }();
+  [&] { (void)(td.div(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.div(other, td::MissingKeys::fill(x))); }();
   // TensorDict.div_ (scripts/api_coverage.txt:93)
   [&] { (void)(td.div_(other)); }();
   [&] { (void)(td.div_(x)); }();
@@ -451,6 +461,7 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   // TensorDict.logical_and (scripts/api_coverage.txt:200)
   [&] { (void)(td::logical_and(td, other)); }();
   [&] { (void)(td.logical_and(x)); }();
+  [&] { (void)(td.logical_and(other, td::MissingKeys::intersection())); }();
   // TensorDict.logsumexp (scripts/api_coverage.txt:201)
   [&] { (void)(td.logsumexp()); }();
   // TensorDict.make_memmap (scripts/api_coverage.txt:202)
@@ -473,6 +484,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.maximum(other)); }();
   [&] { (void)(td.maximum(x)); }();
   [&] { (void)(td.maximum(2)); }();
+  [&] { (void)(td.maximum(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.maximum(other, td::MissingKeys::fill(x))); }();
   // TensorDict.maximum_ (scripts/api_coverage.txt:212)
   [&] { (void)(td.maximum_(other)); }();
   [&] { (void)(td.maximum_(x)); }();
@@ -495,6 +508,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.minimum(other)); }();
   [&] { (void)(td.minimum(x)); }();
   [&] { (void)(td.minimum(2)); }();
+  [&] { (void)(td.minimum(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.minimum(other, td::MissingKeys::fill(x))); }();
   // TensorDict.minimum_ (scripts/api_coverage.txt:221)
   [&] { (void)(td.minimum_(other)); }();
   [&] { (void)(td.minimum_(x)); }();
@@ -519,6 +534,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(x * td); }();
   [&] { (void)(td * 2); }();
   [&] { (void)(2 * td); }();
+  [&] { (void)(td.mul(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.mul(other, td::MissingKeys::fill(x))); }();
   // TensorDict.mul_ (scripts/api_coverage.txt:226)
   [&] { (void)(td.mul_(other)); }();
   [&] { (void)(td.mul_(x)); }();
@@ -583,6 +600,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.pow(2)); }();
   [&] { (void)(td.pow(other)); }();
   [&] { (void)(td.pow(x)); }();
+  [&] { (void)(td.pow(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.pow(other, td::MissingKeys::fill(x))); }();
   // TensorDict.pow_ (scripts/api_coverage.txt:254)
   [&] { (void)(td.pow_(2)); }();
   [&] { (void)(td.pow_(other)); }();
@@ -644,6 +663,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td.rsub(2, 3)); }();
   [&] { (void)(x - td); }();
   [&] { (void)(2 - td); }();
+  [&] { (void)(td.rsub(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.rsub(other, 2, td::MissingKeys::fill(x))); }();
   // TensorDict.save (scripts/api_coverage.txt:282)
   [&] { (void)(td::memmap(td, dir)); }();
   // TensorDict.saved_path (scripts/api_coverage.txt:283)
@@ -724,6 +745,8 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td - x); }();
   [&] { (void)(td - 1); }();
   [&] { (void)(1 - td); }();
+  [&] { (void)(td.sub(other, td::MissingKeys::intersection())); }();
+  [&] { (void)(td.sub(other, 2, td::MissingKeys::fill(x))); }();
   // TensorDict.sub_ (scripts/api_coverage.txt:317)
   [&] { (void)(td.sub_(other, 2)); }();
   [&] { (void)(td.sub_(x)); }();

@@ -674,7 +674,7 @@ def make_case(rng, cid):
             run = make_reduce(rng, td, batch, op)
             case["input"] = enc_td(td)  # make_reduce may have rewritten the values
         elif name == "arith":
-            run, td = make_arith(rng, td, batch, op)
+            run, td = make_arith(rng, td, batch, op, other_keys=not use_struct)
             case["input"] = enc_td(td)  # make_arith may have changed the dtypes
         else:
             raise AssertionError(name)
@@ -780,8 +780,12 @@ def dec_td(e):
     return out
 
 
-def make_arith(rng, td, batch, op):
-    """A random elementwise operation of `td` with other operands, in one of Python's call forms."""
+ARITH_DEFAULT = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp_min", "clamp_max", "rsub"}
+
+
+def make_arith(rng, td, batch, op, other_keys=True):
+    """A random elementwise operation of `td` with other operands, in one of Python's call forms.
+    With `other_keys`, a TensorDict operand may have other keys, paired by `default=`."""
     fn = rng.choice(ARITH_ONE * 2 + ARITH_TWO + ARITH_OPS)
     op["fn"] = fn
     # Mostly floating-point leaves (integer ones where torch takes them too).
@@ -812,8 +816,21 @@ def make_arith(rng, td, batch, op):
         elif r < 0.4:
             hi = {"none": True}
         op["args"] = [lo, hi]
+    if (other_keys and fn in ARITH_DEFAULT and not inplace and "td" in op["args"][0]
+            and rng.random() < 0.4):
+        other = dec_td(op["args"][0]["td"])
+        leaves = nested_keys(other, leaves_only=True)
+        if len(leaves) > 1 and rng.random() < 0.7:
+            other = other.exclude(py_key(rng.choice(leaves)))
+        if rng.random() < 0.6:
+            other["extra"] = rand_values(rng, list(other.batch_size) + rand_features(rng), "float32")
+        op["args"][0] = {"td": enc_td(other)}
+        op["default"] = rng.choice(["intersection", {"tensor": enc_tensor(torch.tensor(rng.choice([0.0, 1.5])))},
+                                    None])
     args = [dec_operand(a) for a in op["args"]]
     kw = {"alpha": op["alpha"]} if "alpha" in op else {}
+    if op.get("default") is not None:
+        kw["default"] = op["default"] if isinstance(op["default"], str) else dec_tensor(op["default"]["tensor"])
 
     def run():
         target = td.clone() if inplace or fn.startswith("op_i") else td

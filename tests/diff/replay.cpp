@@ -392,6 +392,25 @@ T run_arith(const json& op, const T& t) {
   for (const auto& a : op.at("args")) args.push_back(dec_operand<T>(a));
   const std::optional<at::Scalar> alpha = op.contains("alpha") ? std::optional<at::Scalar>(dec_scalar(op.at("alpha"))) : std::nullopt;
   T out = td::clone(t);
+  // Python's default=: keys only one side has (TensorDicts only).
+  if (op.contains("default") && !op.at("default").is_null()) {
+    if constexpr (std::is_same_v<T, TensorDict>) {
+      const json& d = op.at("default");
+      const td::MissingKeys m = d.is_string() ? td::MissingKeys::intersection() : td::MissingKeys::fill(dec_tensor(d.at("tensor")));
+      const TensorDict other = std::get<T>(args.at(0));
+      if (fn == "add") return alpha ? t.add(other, *alpha, m) : t.add(other, m);
+      if (fn == "sub") return alpha ? t.sub(other, *alpha, m) : t.sub(other, m);
+      if (fn == "rsub") return alpha ? t.rsub(other, *alpha, m) : t.rsub(other, m);
+      if (fn == "mul") return t.mul(other, m);
+      if (fn == "div") return t.div(other, m);
+      if (fn == "pow") return t.pow(other, m);
+      if (fn == "maximum") return t.maximum(other, m);
+      if (fn == "minimum") return t.minimum(other, m);
+      if (fn == "clamp_min") return t.clamp_min(other, m);
+      if (fn == "clamp_max") return t.clamp_max(other, m);
+    }
+    throw std::runtime_error("default= on a struct");
+  }
   auto one = [&](auto&& call) -> T {
     return std::visit([&](const auto& a) -> T {
       if constexpr (requires { call(a); }) {

@@ -305,3 +305,21 @@ TEST_CASE("zeros_like, ones_like, empty_like, full_like, rand_like, randn_like w
   Pair p{torch::rand({3, 2}), torch::rand({3}), td::BatchSize{3}};
   CHECK((td::ones_like(p, torch::kLong).a.scalar_type() == torch::kLong));
 }
+
+TEST_CASE("default= of the binary operations: keys only one side has, dropped or filled") {
+  const TensorDict a({{"x", torch::ones({2})}, {"n", TensorDict({{"y", torch::full({2}, 2.0)}}, {2})}, {"z", torch::full({2}, 3.0)}}, {2});
+  const TensorDict b({{"w", torch::full({2}, 10.0)}, {"n", TensorDict({{"y", torch::full({2}, 20.0)}, {"q", torch::full({2}, 7.0)}}, {2})},
+                      {"x", torch::full({2}, 5.0)}},
+                     {2});
+  CHECK_THROWS_AS((void)a.add(b), td::Error);  // the keys differ
+  const TensorDict i = a.mul(b, td::MissingKeys::intersection());
+  CHECK(i.keys({.include_nested = true, .leaves_only = true}) == std::vector<td::NestedKey>{{"x"}, {"n", "y"}});
+  CHECK(i.get({"n", "y"}).equal(torch::full({2}, 40.0)));
+  // As Python's: the first tree's keys (a level's new keys after its own), then the second's.
+  const TensorDict f = a.add(b, td::MissingKeys::fill(torch::tensor(100.0)));
+  CHECK(f.keys({.include_nested = true, .leaves_only = true}) ==
+        std::vector<td::NestedKey>{{"x"}, {"n", "y"}, {"n", "q"}, {"z"}, {"w"}});
+  CHECK(f.get({"n", "q"}).equal(torch::full({2}, 107.0)));
+  CHECK(f.get("z").equal(torch::full({2}, 103.0)));
+  CHECK(a.sub(b, 2, td::MissingKeys::intersection()).get("x").equal(torch::full({2}, -9.0)));
+}

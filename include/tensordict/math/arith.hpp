@@ -304,6 +304,20 @@ template <tree T>
 [[nodiscard]] T clamp(const T& a, const std::optional<at::Scalar>& min,
                       const std::optional<at::Scalar>& max) {
   if (!min && !max) throw Error("clamp: at least one of min and max must be given");
+  // A fractional bound makes an integer leaf's result floating-point (torch 2.x; libtorch 1.x
+  // would keep the integers): computed so on every libtorch.
+  if ((min && min->isFloatingPoint()) || (max && max->isFloatingPoint())) {
+    bool integral = false;
+    const auto lists = detail::present_leaves("clamp", a);
+    for (const auto& x : lists[0]) integral = integral || c10::isIntegralType(x.scalar_type(), true);
+    if (integral) {
+      return tensordict::apply(a, [&](const at::Tensor& x) {
+        auto f = [&](const at::Tensor& v) { return v.clamp(detail::opt(min), detail::opt(max)); };
+        if (c10::isIntegralType(x.scalar_type(), true)) return f(x.to(c10::typeMetaToScalarType(at::get_default_dtype())));
+        return detail::half_safe(f, x);
+      });
+    }
+  }
   if (detail::check_clamp_bounds("clamp", a, min, max)) {
     return tensordict::apply(a, [&](const at::Tensor& x) {
       const auto [lo, hi] = detail::leaf_clamp_bounds(x, min, max);

@@ -13,6 +13,7 @@
 
 #include "../../dtype.hpp"
 #include "../../math.hpp"
+#include "../missing_keys.hpp"
 
 namespace tensordict::detail {
 
@@ -65,11 +66,67 @@ TENSORDICT_ADL_CALL(tensor_split)
 #undef TENSORDICT_ADL_CALL
 }  // namespace adl
 
+// `a` and `b` with the keys only one of them has dropped (`intersection`) or filled with the
+// stand-in on the side that lacks them, as Python's `default=` pairs them.
+template <class D>
+std::pair<D, D> with_missing_keys(const D& a, const D& b, const MissingKeys& m) {
+  const auto ka = a.keys({.include_nested = true, .leaves_only = true});
+  const auto kb = b.keys({.include_nested = true, .leaves_only = true});
+  if (!m.value().defined()) {
+    std::vector<NestedKey> both;
+    for (const auto& k : ka) {
+      if (b.contains(k) && b.entry(k).is_tensor()) both.push_back(k);
+    }
+    return {a.select(both), b.select(both)};
+  }
+  D a2 = a, b2 = b;
+  auto fill = [&](D& into, const D& from, const std::vector<NestedKey>& keys) {
+    for (const auto& k : keys) {
+      if (into.contains(k) || !from.entry(k).is_tensor()) continue;
+      const at::Tensor& x = from.get(k);
+      into.set(k, m.value().to(x.device()).expand_as(x));
+    }
+  };
+  fill(a2, b, kb);
+  fill(b2, a, ka);
+  return {std::move(a2), std::move(b2)};
+}
+
 // D is TensorDict (complete where a method is used).
 template <class D>
 class TensorDictMath {
   const D& self() const noexcept { return static_cast<const D&>(*this); }
   D& self() noexcept { return static_cast<D&>(*this); }
+
+ public:
+  /// The binary operations with Python's `default=` (`td.mul(other, td::MissingKeys::
+  /// intersection())`, `td.add(other, td::MissingKeys::fill(torch::zeros({})))`): the keys only
+  /// one side has are dropped, or the stand-in takes their place on the side that lacks them.
+#define TENSORDICT_DICT_MISSING(name) \
+  template <class = void> [[nodiscard]] D name(const D& o, const MissingKeys& m) const { \
+    auto [a, b] = with_missing_keys(self(), o, m); \
+    return tensordict::name(a, b); \
+  }
+#define TENSORDICT_DICT_MISSING_ALPHA(name) \
+  TENSORDICT_DICT_MISSING(name) \
+  template <class = void> [[nodiscard]] D name(const D& o, const at::Scalar& alpha, const MissingKeys& m) const { \
+    auto [a, b] = with_missing_keys(self(), o, m); \
+    return tensordict::name(a, b, alpha); \
+  }
+  TENSORDICT_DICT_MISSING_ALPHA(add)
+  TENSORDICT_DICT_MISSING_ALPHA(sub)
+  TENSORDICT_DICT_MISSING_ALPHA(rsub)
+  TENSORDICT_DICT_MISSING(mul)
+  TENSORDICT_DICT_MISSING(div)
+  TENSORDICT_DICT_MISSING(pow)
+  TENSORDICT_DICT_MISSING(maximum)
+  TENSORDICT_DICT_MISSING(minimum)
+  TENSORDICT_DICT_MISSING(clamp_min)
+  TENSORDICT_DICT_MISSING(clamp_max)
+  TENSORDICT_DICT_MISSING(bitwise_and)
+  TENSORDICT_DICT_MISSING(logical_and)
+#undef TENSORDICT_DICT_MISSING
+#undef TENSORDICT_DICT_MISSING_ALPHA
 
  public:
   using Scalar = at::Scalar;
