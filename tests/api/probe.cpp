@@ -474,8 +474,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::map_iter(td, [](const td::TensorDict& c) { return c; }, {.chunksize = 4, .shuffle = true})); }();
   // TensorDict.masked_fill (scripts/api_coverage.txt:207)
   [&] { (void)(td.masked_fill(mask, 0)); }();
+  [&] { (void)(td.masked_fill(mask, torch::tensor(2.0))); }();
   // TensorDict.masked_fill_ (scripts/api_coverage.txt:208)
   [&] { (void)(td.masked_fill_(mask, 0)); }();
+  [&] { (void)(td.masked_fill_(mask, torch::tensor(2.0))); }();
   // TensorDict.masked_select (scripts/api_coverage.txt:209)
   [&] { (void)(td.masked_select(mask)); }();
   // TensorDict.max (scripts/api_coverage.txt:210)
@@ -842,6 +844,10 @@ void tensordict_api_probe(td::TensorDict& td, const td::TensorDict& other, std::
   [&] { (void)(td::view(td, {-1})); }();
   // TensorDict.where (scripts/api_coverage.txt:364)
   [&] { (void)(td.where(mask, other)); }();
+  [&] { (void)(td.where(mask, x)); }();
+  [&] { (void)(td.where(mask, 0)); }();
+  [&] { (void)(td.where(mask, other, td)); }();
+  [&] { (void)(td.where(mask, other, 0)); }();
   // TensorDict.zero_ (scripts/api_coverage.txt:365)
   [&] { (void)(td::zero_(td)); }();
   // TensorDict.zero_grad (scripts/api_coverage.txt:366)

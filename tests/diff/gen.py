@@ -572,7 +572,11 @@ def make_case(rng, cid):
                 shape = shape[:-1] if shape and rng.random() < 0.5 else shape + [2]
             op["cond"] = enc_tensor(rand_values(rng, shape, "bool"))
             op["value"] = rng.choice([0, 1, -3])
-            run = lambda: td.where(dec_tensor(op["cond"]), op["value"])
+            if rng.random() < 0.35:  # a tensor other, broadcast against each leaf from the right
+                op["tensor"] = enc_tensor(rand_values(rng, rng.choice([[], [1], [2], [3]]), rng.choice(DTYPES)))
+                run = lambda: td.where(dec_tensor(op["cond"]), dec_tensor(op["tensor"]))
+            else:
+                run = lambda: td.where(dec_tensor(op["cond"]), op["value"])
         elif name == "unary":
             fn = rng.choice(UNARY + ["clamp_min", "clamp_max"])
             inplace = rng.random() < 0.4

@@ -316,6 +316,12 @@ KNOWN = [
             "though its docs say the shapes must agree outside pad_dim; C++ refuses, naming "
             "the key and both shapes.",
      "match": lambda c: _op(c) == "pad_sequence" and _ok(c) and _shapes_differ_outside(c)},
+    {"name": "where_tensor_breaks_level", "kind": "python_bug",
+     "why": "where(cond, tensor) whose tensor broadcasts a leaf past its level's batch size "
+            "(a level with a batch dim of 1 more than the root's) returns a tensordict whose "
+            "leaf does not start with that level's batch size; C++ refuses, naming the leaf.",
+     "match": lambda c: _op(c) == "where_scalar" and "tensor" in c["op"] and _ok(c)
+     and "result" in c["expect"] and _inconsistent(c["expect"]["result"])},
     {"name": "addc_zero_dim_tensor", "kind": "cpp_casts",
      "why": "addcmul/addcdiv with a 0-dim tensor operand and nothing that broadcasts raise "
             "TypeError in Python (torch._foreach_addcmul has no form with one tensor for a "
@@ -329,6 +335,18 @@ KNOWN = [
      "match": lambda c: _op(c) == "lazy_padded" and _ok(c) and c["op"]["padding"] < 0
      and _has_dtype(c["inputs"], "uint8")},
 ]
+
+
+def _inconsistent(enc):
+    """Whether some leaf of an encoded tree does not start with its level's batch size."""
+    b = enc["batch_size"]
+    for _, v in enc["entries"]:
+        if "td" in v:
+            if _inconsistent(v["td"]):
+                return True
+        elif v["tensor"]["shape"][:len(b)] != b:
+            return True
+    return False
 
 
 def _has_dtype(encs, dtype):

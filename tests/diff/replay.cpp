@@ -615,7 +615,10 @@ std::optional<Result> run_batch_op(const json& op, const std::vector<T>& in) {
     td::masked_fill_(out, dec_tensor(op.at("mask")), i64("value"));
     return as_td(out);
   }
-  if (name == "where_scalar") return as_td(td::where(dec_tensor(op.at("cond")), t, at::Scalar(i64("value"))));
+  if (name == "where_scalar") {
+    if (op.contains("tensor")) return as_td(td::where(dec_tensor(op.at("cond")), t, dec_tensor(op.at("tensor"))));
+    return as_td(td::where(dec_tensor(op.at("cond")), t, at::Scalar(i64("value"))));
+  }
   if (name == "index") return as_td(td::index(t, dec_index(op.at("index"))));
   if (name == "set_at") {
     T out = td::clone(t);

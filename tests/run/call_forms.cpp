@@ -323,3 +323,11 @@ TEST_CASE("default= of the binary operations: keys only one side has, dropped or
   CHECK(f.get("z").equal(torch::full({2}, 103.0)));
   CHECK(a.sub(b, 2, td::MissingKeys::intersection()).get("x").equal(torch::full({2}, -9.0)));
 }
+
+TEST_CASE("arithmetic with a number on trees whose leaves hold no elements") {
+  const TensorDict e({{"a", torch::zeros({0, 3, 2}, torch::kDouble)}, {"n", TensorDict({{"b", torch::zeros({0, 3}, torch::kFloat)}}, {0})}}, {0});
+  for (const auto& r : {e - 0.5, e * 2.0, e + 1.0, e.sub(0.5), e.pow(2.0)}) {
+    CHECK(r.batch_size() == td::BatchSize{0});
+    CHECK(r.get("a").sizes() == at::IntArrayRef{0, 3, 2});
+  }
+}

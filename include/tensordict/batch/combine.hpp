@@ -287,6 +287,15 @@ template <tree T>
   // The scalar takes part in type promotion, as torch.where's (a bool leaf and -3 give int64).
   return detail::rebatch("where", a, [&](const at::Tensor& x) { return at::where(m(x), x, other); }, batch_size(a));
 }
+/// `a` where `cond` is true and the tensor `other` elsewhere (Python's `td.where(cond, y)`): as
+/// Python, `cond` lines up with the batch dims and `other` broadcasts against each leaf as
+/// torch's `where` broadcasts (from the right); a 0-dim `other` is a number to every leaf.
+template <tree T>
+[[nodiscard]] T where(const at::Tensor& cond, const T& a, const at::Tensor& other) {
+  detail::check_mask("where", cond, batch_size(a));
+  detail::MaskByRank m{cond, {}};
+  return detail::rebatch("where", a, [&](const at::Tensor& x) { return at::where(m(x), x, other); }, batch_size(a));
+}
 /// Leaf by leaf, `a` where the leaf of the tree condition `cond` (same structure, bool leaves
 /// that broadcast against the leaves) is true and `b` elsewhere.
 template <tree T>
@@ -345,6 +354,14 @@ template <tree T>
 T& where_(T& a, const at::Tensor& cond, const T& b) {
   return tensordict::copy_(a, where(cond, std::as_const(a), b));
 }
+/// `masked_fill` with a 0-dim tensor `value` (Python takes one; torch's `masked_fill` too).
+template <tree T>
+[[nodiscard]] T masked_fill(const T& t, const at::Tensor& mask, const at::Tensor& value) {
+  if (value.dim() != 0) {
+    throw Error("masked_fill: the value must be a number or a 0-dim tensor, not a tensor of shape " + detail::shape_str(value.sizes()));
+  }
+  return masked_fill(t, mask, value.item());
+}
 /// `masked_fill` in place: every leaf's own storage written where `mask` is true.
 template <tree T>
 T& masked_fill_(T& t, const at::Tensor& mask, const at::Scalar& value) {
@@ -352,6 +369,14 @@ T& masked_fill_(T& t, const at::Tensor& mask, const at::Scalar& value) {
   detail::MaskByRank m{mask, {}};
   for_each(t, [&](at::Tensor& x) { x.masked_fill_(m(x), value); });
   return t;
+}
+/// `masked_fill_` with a 0-dim tensor `value`.
+template <tree T>
+T& masked_fill_(T& t, const at::Tensor& mask, const at::Tensor& value) {
+  if (value.dim() != 0) {
+    throw Error("masked_fill_: the value must be a number or a 0-dim tensor, not a tensor of shape " + detail::shape_str(value.sizes()));
+  }
+  return masked_fill_(t, mask, value.item());
 }
 /// The batch elements where `mask` is true, as one new batch dim (`td[mask]`, Python's
 /// `masked_select`): `mask` is bool and has the shape of the leading batch dims it covers.

@@ -4,10 +4,14 @@
 /// of math.hpp (one foreach call per operation over all tensors, in-place forms without
 /// autograd). A base of `TensorDict`, so that the class itself holds only what is its own.
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <utility>
+#include <vector>
+
+#include <ATen/ExpandUtils.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -47,6 +51,7 @@ TENSORDICT_ADL_CALL(repeat)
 TENSORDICT_ADL_CALL(repeat_interleave)
 TENSORDICT_ADL_CALL(tile)
 TENSORDICT_ADL_CALL(expand_as)
+TENSORDICT_ADL_CALL(expand)
 TENSORDICT_ADL_CALL(pad)
 TENSORDICT_ADL_CALL(movedim)
 TENSORDICT_ADL_CALL(transpose)
@@ -66,30 +71,49 @@ TENSORDICT_ADL_CALL(tensor_split)
 #undef TENSORDICT_ADL_CALL
 }  // namespace adl
 
-// `a` and `b` with the keys only one of them has dropped (`intersection`) or filled with the
-// stand-in on the side that lacks them, as Python's `default=` pairs them.
-template <class D>
-std::pair<D, D> with_missing_keys(const D& a, const D& b, const MissingKeys& m) {
+// `op(a, b)` with Python's `default=`: the keys only one side has dropped (`intersection`), or
+// the stand-in `d` taking the missing side's place: `leaf(x, d)` / `leaf(d, y)` with `d` as it
+// is (a 0-dim stand-in promotes dtypes as Python's does), the result holding the keys of both,
+// the first tree's first (a level's new keys after its own).
+template <class D, class Op, class Leaf>
+D missing_keys_op(const D& a0, const D& b0, const MissingKeys& m, Op&& op, Leaf&& leaf) {
+  // Batch sizes that differ broadcast first, as the operation would pair them.
+  D a = a0, b = b0;
+  if (!(a.batch_size() == b.batch_size())) {
+    const auto common = at::infer_size(a.batch_size().dims(), b.batch_size().dims());
+    if (!std::equal(common.begin(), common.end(), a.batch_size().begin(), a.batch_size().end())) a = adl::call_expand(a, c10::IntArrayRef(common));
+    if (!std::equal(common.begin(), common.end(), b.batch_size().begin(), b.batch_size().end())) b = adl::call_expand(b, c10::IntArrayRef(common));
+  }
   const auto ka = a.keys({.include_nested = true, .leaves_only = true});
   const auto kb = b.keys({.include_nested = true, .leaves_only = true});
+  auto has_leaf = [](const D& t, const NestedKey& k) { return t.contains(k) && t.entry(k).is_tensor(); };
   if (!m.value().defined()) {
     std::vector<NestedKey> both;
     for (const auto& k : ka) {
-      if (b.contains(k) && b.entry(k).is_tensor()) both.push_back(k);
+      if (has_leaf(b, k)) both.push_back(k);
     }
-    return {a.select(both), b.select(both)};
+    return op(a.select(both), b.select(both));
   }
-  D a2 = a, b2 = b;
-  auto fill = [&](D& into, const D& from, const std::vector<NestedKey>& keys) {
-    for (const auto& k : keys) {
-      if (into.contains(k) || !from.entry(k).is_tensor()) continue;
-      const at::Tensor& x = from.get(k);
-      into.set(k, m.value().to(x.device()).expand_as(x));
-    }
-  };
-  fill(a2, b, kb);
-  fill(b2, a, ka);
-  return {std::move(a2), std::move(b2)};
+  const at::Tensor& d = m.value();
+  // The result's structure: the first tree's, then the second's keys it lacks, as Python orders
+  // them; every leaf then set to its value.
+  std::vector<NestedKey> both;
+  for (const auto& k : ka) {
+    if (has_leaf(b, k)) both.push_back(k);
+  }
+  D out = a;
+  for (const auto& k : kb) {
+    if (!out.contains(k) && b.entry(k).is_tensor()) out.set(k, b.get(k));
+  }
+  const D common = op(a.select(both), b.select(both));
+  for (const auto& k : both) out.set(k, common.get(k));
+  for (const auto& k : ka) {
+    if (a.entry(k).is_tensor() && !has_leaf(b, k)) out.set(k, leaf(a.get(k), d.to(a.get(k).device())));
+  }
+  for (const auto& k : kb) {
+    if (b.entry(k).is_tensor() && !has_leaf(a, k)) out.set(k, leaf(d.to(b.get(k).device()), b.get(k)));
+  }
+  return out;
 }
 
 // D is TensorDict (complete where a method is used).
@@ -102,29 +126,29 @@ class TensorDictMath {
   /// The binary operations with Python's `default=` (`td.mul(other, td::MissingKeys::
   /// intersection())`, `td.add(other, td::MissingKeys::fill(torch::zeros({})))`): the keys only
   /// one side has are dropped, or the stand-in takes their place on the side that lacks them.
-#define TENSORDICT_DICT_MISSING(name) \
+#define TENSORDICT_DICT_MISSING(name, leaf_expr) \
   template <class = void> [[nodiscard]] D name(const D& o, const MissingKeys& m) const { \
-    auto [a, b] = with_missing_keys(self(), o, m); \
-    return tensordict::name(a, b); \
+    return detail::missing_keys_op(self(), o, m, [](const D& a, const D& b) { return tensordict::name(a, b); }, \
+                                   [](const at::Tensor& x, const at::Tensor& y) { return leaf_expr; }); \
   }
-#define TENSORDICT_DICT_MISSING_ALPHA(name) \
-  TENSORDICT_DICT_MISSING(name) \
+#define TENSORDICT_DICT_MISSING_ALPHA(name, leaf_expr, alpha_expr) \
+  TENSORDICT_DICT_MISSING(name, leaf_expr) \
   template <class = void> [[nodiscard]] D name(const D& o, const at::Scalar& alpha, const MissingKeys& m) const { \
-    auto [a, b] = with_missing_keys(self(), o, m); \
-    return tensordict::name(a, b, alpha); \
+    return detail::missing_keys_op(self(), o, m, [&](const D& a, const D& b) { return tensordict::name(a, b, alpha); }, \
+                                   [&](const at::Tensor& x, const at::Tensor& y) { return alpha_expr; }); \
   }
-  TENSORDICT_DICT_MISSING_ALPHA(add)
-  TENSORDICT_DICT_MISSING_ALPHA(sub)
-  TENSORDICT_DICT_MISSING_ALPHA(rsub)
-  TENSORDICT_DICT_MISSING(mul)
-  TENSORDICT_DICT_MISSING(div)
-  TENSORDICT_DICT_MISSING(pow)
-  TENSORDICT_DICT_MISSING(maximum)
-  TENSORDICT_DICT_MISSING(minimum)
-  TENSORDICT_DICT_MISSING(clamp_min)
-  TENSORDICT_DICT_MISSING(clamp_max)
-  TENSORDICT_DICT_MISSING(bitwise_and)
-  TENSORDICT_DICT_MISSING(logical_and)
+  TENSORDICT_DICT_MISSING_ALPHA(add, at::add(x, y), at::add(x, y, alpha))
+  TENSORDICT_DICT_MISSING_ALPHA(sub, at::sub(x, y), at::sub(x, y, alpha))
+  TENSORDICT_DICT_MISSING_ALPHA(rsub, at::neg(at::sub(x, y)), at::sub(y, x, alpha))
+  TENSORDICT_DICT_MISSING(mul, at::mul(x, y))
+  TENSORDICT_DICT_MISSING(div, at::div(x, y))
+  TENSORDICT_DICT_MISSING(pow, at::pow(x, y))
+  TENSORDICT_DICT_MISSING(maximum, at::maximum(x, y))
+  TENSORDICT_DICT_MISSING(minimum, at::minimum(x, y))
+  TENSORDICT_DICT_MISSING(clamp_min, at::clamp_min(x, y))
+  TENSORDICT_DICT_MISSING(clamp_max, at::clamp_max(x, y))
+  TENSORDICT_DICT_MISSING(bitwise_and, at::bitwise_and(x, y))
+  TENSORDICT_DICT_MISSING(logical_and, at::logical_and(x, y))
 #undef TENSORDICT_DICT_MISSING
 #undef TENSORDICT_DICT_MISSING_ALPHA
 
@@ -311,6 +335,12 @@ class TensorDictMath {
   // With `pad`, keys only one side has take `pad` on the other (Python's `where(..., pad=)`).
   template <class = void>
   [[nodiscard]] D where(const at::Tensor& cond, const D& other, const Scalar& pad) const { return detail::adl::call_where(cond, self(), other, pad); }
+  template <class = void>
+  [[nodiscard]] D where(const at::Tensor& cond, const at::Tensor& other) const { return detail::adl::call_where(cond, self(), other); }
+  template <class = void>
+  [[nodiscard]] D masked_fill(const at::Tensor& mask, const at::Tensor& value) const { return detail::adl::call_masked_fill(self(), mask, value); }
+  template <class = void>
+  D& masked_fill_(const at::Tensor& mask, const at::Tensor& value) { return detail::adl::call_masked_fill_(self(), mask, value); }
   template <class = void>
   [[nodiscard]] D masked_fill(const at::Tensor& mask, const Scalar& value) const { return detail::adl::call_masked_fill(self(), mask, value); }
   template <class = void>

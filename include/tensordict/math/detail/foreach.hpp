@@ -384,12 +384,17 @@ inline tensor_vec fused_outputs(const tensor_vec& xs) {
   constexpr int64_t small = 4096;
   tensor_vec out(xs.size());
   int64_t pooled = 0;
+  bool any_small = false;
   for (const auto& x : xs) {
-    if (x.numel() <= small) pooled += x.numel();
+    if (x.numel() <= small) {
+      pooled += x.numel();
+      any_small = true;
+    }
   }
   const c10::ScalarType st = xs[0].scalar_type();
   at::Tensor pool;
-  if (pooled > 0) pool = at::detail::empty_cpu({pooled}, st, false, c10::nullopt);
+  // Leaves of no elements share a pool of none, which must still exist (its storage is read).
+  if (any_small) pool = at::detail::empty_cpu({pooled}, st, false, c10::nullopt);
   int64_t off = 0;
   for (std::size_t i = 0; i < xs.size(); ++i) {
     const at::Tensor& x = xs[i];
