@@ -149,7 +149,8 @@ template <class Out = TensorDict, class... A>
 /// name, as a checkpoint load does: strict (the default), anything missing, unexpected or
 /// mismatched fails with one `FormatError` listing it all and `out` is left as it was; not
 /// strict, what matches is loaded and the rest reported. `rename` maps the module's names to
-/// the tree's key paths. The leaves are the module's tensors (shared, not copied).
+/// the tree's key paths. A leaf that holds no tensor takes the module's own (shared, not
+/// copied); one that holds a tensor gets the module's values written into it (its storage kept).
 template <class T>
 LoadReport load_parameters(const torch::jit::Module& module, T& out, const CheckpointOptions& o = {}) {
   return tensordict::detail::fill_tree("module", named_tensors(module), out, o);
