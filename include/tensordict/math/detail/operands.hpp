@@ -99,6 +99,21 @@ decltype(auto) operand_at(const O& o, const at::Tensor* tree_leaf, const at::Ten
   }
 }
 
+// Whether a tree operand's batch size differs from `t`'s (Python then broadcasts the two).
+template <class T, class... O>
+bool batch_differs(const T& t, const O&... os) {
+  const BatchSize* own = own_batch_size(t);
+  auto differs = [&](const auto& o) {
+    if constexpr (tree_operand<T, std::decay_t<decltype(o)>>) {
+      const BatchSize* ob = own_batch_size(o);
+      return (own == nullptr) != (ob == nullptr) || (own && !(*own == *ob));
+    } else {
+      return false;
+    }
+  };
+  return (differs(os) || ...);
+}
+
 // Whether an operand makes Python broadcast (a tensor with dims, a tree of another batch size).
 template <class T, class... O>
 bool spreads(const T& t, const O&... os) {
@@ -106,12 +121,8 @@ bool spreads(const T& t, const O&... os) {
     using Q = std::decay_t<decltype(o)>;
     if constexpr (tensor_operand<Q>) {
       return o.dim() > 0;
-    } else if constexpr (tree_operand<T, Q>) {
-      const BatchSize* own = own_batch_size(t);
-      const BatchSize* ob = own_batch_size(o);
-      return (own == nullptr) != (ob == nullptr) || (own && !(*own == *ob));
     } else {
-      return false;
+      return batch_differs(t, o);
     }
   };
   return (one(os) || ...);
@@ -247,19 +258,5 @@ T with_tensor(const char* op, const T& t, const at::Tensor& y, F&& f) {
   return zip_operands(op, t, [&](const at::Tensor& x, const at::Tensor& z) -> at::Tensor { return f(x, z); }, y);
 }
 
-// Whether a tree operand's batch size differs from `t`'s (Python then broadcasts the two).
-template <class T, class... O>
-bool batch_differs(const T& t, const O&... os) {
-  const BatchSize* own = own_batch_size(t);
-  auto differs = [&](const auto& o) {
-    if constexpr (tree_operand<T, std::decay_t<decltype(o)>>) {
-      const BatchSize* ob = own_batch_size(o);
-      return (own == nullptr) != (ob == nullptr) || (own && !(*own == *ob));
-    } else {
-      return false;
-    }
-  };
-  return (differs(os) || ...);
-}
 
 }  // namespace tensordict::detail
