@@ -14,7 +14,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "detail/functorch.hpp"
+#include "autograd/detail/functorch.hpp"
 #include "math.hpp"
 #include "node.hpp"
 #include "tree.hpp"
@@ -28,7 +28,7 @@ concept grad_tree = tree<P> || std::is_same_v<std::remove_cv_t<P>, TensorDict>;
 
 }  // namespace tensordict
 
-#include "detail/autograd.hpp"
+#include "autograd/detail/grad.hpp"
 
 namespace tensordict {
 

@@ -1,4 +1,4 @@
 #pragma once
 /// \file
 /// The storage side of consolidation moved to <tensordict/detail/consolidate.hpp>. This path keeps working.
-#include "detail/consolidate.hpp"
+#include "tree/detail/consolidate.hpp"

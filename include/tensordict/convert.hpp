@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "batch.hpp"  // own_batch_size, used by the struct conversions
+#include "tree/detail/levels.hpp"  // own_batch_size, used by the struct conversions
 #include "dict.hpp"
 #include "tree.hpp"
-#include "detail/convert.hpp"
+#include "convert/detail/convert.hpp"
 
 namespace tensordict {
 

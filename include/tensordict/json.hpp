@@ -32,7 +32,7 @@
 #define TENSORDICT_HAS_NLOHMANN 0
 #endif
 
-#include "detail/lazy.hpp"
+#include "json/detail/lazy.hpp"
 #include "errors.hpp"
 
 namespace tensordict {
@@ -484,7 +484,7 @@ class Json {
 }  // namespace tensordict
 
 // How each C++ type becomes a Json and back.
-#include "detail/json_convert.hpp"
+#include "json/detail/convert.hpp"
 
 namespace tensordict {
 
@@ -546,4 +546,4 @@ inline std::optional<std::string> big_integer_text(const Json& j) { return j.big
 }  // namespace tensordict
 
 // The reader, and `Json::parse` with it.
-#include "detail/json_scan.hpp"
+#include "json/detail/scan.hpp"

@@ -4,11 +4,11 @@
 /// (`from_module`, `from_modules`, `to_module`: nn/from_module.hpp), modules that read and write
 /// TensorDict keys (`nn::TensorDictModule`: nn/module.hpp) and chains of them
 /// (`nn::TensorDictSequential`: nn/sequential.hpp), and distributions (`nn::TanhNormal`, ...:
-/// nn/distributions.hpp; over several keys: nn/composite.hpp) with the modules that sample them
+/// nn/distributions.hpp; over several keys: nn/distributions/composite.hpp) with the modules that sample them
 /// (`nn::ProbabilisticTensorDictModule`: nn/probabilistic.hpp), parameters as a module
 /// (`nn::TensorDictParams`: nn/params.hpp) and ensembles (`nn::EnsembleModule`: nn/ensemble.hpp).
 
-#include "nn/composite.hpp"
+#include "nn/distributions/composite.hpp"
 #include "nn/distributions.hpp"
 #include "nn/ensemble.hpp"
 #include "nn/from_module.hpp"

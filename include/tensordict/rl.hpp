@@ -1,13 +1,17 @@
 #pragma once
 /// \file
-/// The C++ half of TorchRL: value estimators (`rl/functional.hpp` on tensors, `rl/value.hpp` on
-/// TensorDicts), storages and the writer (`rl/storage.hpp`), samplers (`rl/samplers.hpp`), the
-/// replay buffer (`rl/replay_buffer.hpp`) reading and writing TorchRL's files, environments
-/// (`rl/envs.hpp`), the collector (`rl/collector.hpp`) and the clipped PPO loss (`rl/ppo.hpp`).
+/// The C++ half of TorchRL, laid out as TorchRL is: `rl/data/` (storages, writers, samplers and
+/// the replay buffer, reading and writing TorchRL's files), `rl/envs/` (specs, `EnvBase`,
+/// `step_mdp`, `libs/` CartPole and Pendulum, `batched/` `SerialEnv`), `rl/collectors/`
+/// (`SyncDataCollector`, `split_trajectories`) and `rl/objectives/` (`value/`: the estimators on
+/// tensors and over TensorDicts; the clipped PPO loss). Opt-in: not in the umbrella.
 
-#include "rl/collector.hpp"
+#include "rl/collectors/sync.hpp"
+#include "rl/collectors/utils.hpp"
+#include "rl/data/replay_buffers.hpp"
+#include "rl/data/samplers.hpp"
+#include "rl/data/storages.hpp"
 #include "rl/envs.hpp"
-#include "rl/functional.hpp"
-#include "rl/ppo.hpp"
-#include "rl/replay_buffer.hpp"
-#include "rl/value.hpp"
+#include "rl/objectives/ppo.hpp"
+#include "rl/objectives/value/advantages.hpp"
+#include "rl/objectives/value/functional.hpp"

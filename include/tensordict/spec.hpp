@@ -26,7 +26,7 @@ namespace tensordict {
 
 }  // namespace tensordict
 
-#include "detail/spec_paths.hpp"
+#include "spec/detail/paths.hpp"
 
 namespace tensordict {
 
@@ -100,7 +100,7 @@ struct spec<T, true> {
 
 }  // namespace tensordict
 
-#include "detail/spec_checks.hpp"
+#include "spec/detail/checks.hpp"
 
 namespace tensordict {
 

@@ -17,7 +17,7 @@
 #include "memmap/memmap.hpp"
 #include "memmap/append.hpp"
 #include "io/tabular.hpp"
-#include "io/archive.hpp"
+#include "memmap/archive.hpp"
 #include "math.hpp"
 #include "nn.hpp"
 #include "optim.hpp"

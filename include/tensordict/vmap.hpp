@@ -19,7 +19,7 @@
 #include <ATen/ATen.h>
 
 #include "autograd.hpp"
-#include "detail/functorch.hpp"
+#include "autograd/detail/functorch.hpp"
 #include "batch.hpp"
 #include "detail/what.hpp"
 #include "dict.hpp"
@@ -61,7 +61,7 @@ struct VmapOptions {
 
 }  // namespace tensordict
 
-#include "detail/vmap.hpp"
+#include "vmap/detail/vmap.hpp"
 
 namespace tensordict {
 

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
-#include <tensordict/nn/composite.hpp>
+#include <tensordict/nn/distributions/composite.hpp>
 #include <tensordict/nn/distributions.hpp>
 #include <tensordict/tensordict.hpp>
 

@@ -1,4 +1,4 @@
-// Recomputes, in C++ (include/tensordict/rl/functional.hpp), every value estimate that
+// Recomputes, in C++ (include/tensordict/rl/objectives/value/functional.hpp), every value estimate that
 // tests/rl/value.py computed with TorchRL on random trajectories (time dim anywhere, dones and
 // terminations at random), and compares within 1e-5. Exit status 1 on any difference.
 // Usage: tensordict_value_compare DIR
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
-#include <tensordict/rl/functional.hpp>
-#include <tensordict/rl/value.hpp>
+#include <tensordict/rl/objectives/value/functional.hpp>
+#include <tensordict/rl/objectives/value/advantages.hpp>
 #include <tensordict/tensordict.hpp>
 
 namespace td = tensordict;

@@ -6,8 +6,8 @@
 
 #include <torch/torch.h>
 #include <tensordict/tensordict.hpp>
-#include <tensordict/rl/collector.hpp>
-#include <tensordict/rl/ppo.hpp>
+#include <tensordict/rl/collectors/sync.hpp>
+#include <tensordict/rl/objectives/ppo.hpp>
 
 namespace rl = tensordict::rl;
 namespace tdnn = tensordict::nn;

@@ -4,8 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <torch/torch.h>
-#include <tensordict/rl/functional.hpp>
-#include <tensordict/rl/value.hpp>
+#include <tensordict/rl/objectives/value/functional.hpp>
+#include <tensordict/rl/objectives/value/advantages.hpp>
 
 namespace rl = tensordict::rl;
 

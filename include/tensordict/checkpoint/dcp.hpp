@@ -32,8 +32,9 @@
 
 #include <ATen/ATen.h>
 
-#include "../detail/mapped_file.hpp"
+#include "../io/detail/mapped_file.hpp"
 #include "../io/torch_save_format.hpp"
+#include "../dtype.hpp"
 #include "core.hpp"
 #include "detail/state_dict.hpp"
 #include "sharded.hpp"
@@ -69,15 +70,8 @@ namespace detail {
 
 template <class = void>
 inline at::ScalarType dcp_dtype(const torch_save_format::Value& v, const std::string& where) {
-  static const std::pair<const char*, at::ScalarType> known[] = {
-      {"float32", at::kFloat}, {"float64", at::kDouble},   {"float16", at::kHalf},  {"bfloat16", at::kBFloat16},
-      {"int64", at::kLong},    {"int32", at::kInt},        {"int16", at::kShort},   {"int8", at::kChar},
-      {"uint8", at::kByte},    {"bool", at::kBool},        {"complex64", at::kComplexFloat},
-      {"complex128", at::kComplexDouble}};
   if (v.kind == torch_save_format::Value::Kind::global && v.global.module == "torch") {
-    for (const auto& [n, t] : known) {
-      if (v.global.name == n) return t;
-    }
+    if (auto t = tensordict::detail::dtype_from_short_name(v.global.name)) return *t;
   }
   throw FormatError(where + ": a dtype this reader does not know (" +
                     (v.kind == torch_save_format::Value::Kind::global ? v.global.module + "." + v.global.name

@@ -18,7 +18,7 @@
 
 #include "../io/torch_save_format.hpp"
 #include "core.hpp"
-#include "../detail/mapped_file.hpp"
+#include "../io/detail/mapped_file.hpp"
 #include "../io.hpp"
 #include "detail/state_dict.hpp"
 

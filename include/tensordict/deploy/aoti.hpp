@@ -43,7 +43,7 @@
 #include "pytree.hpp"
 #include "pytree_spec.hpp"
 #include "../checkpoint/core.hpp"
-#include "../detail/mapped_file.hpp"
+#include "../io/detail/mapped_file.hpp"
 #include "detail/aoti.hpp"
 
 namespace tensordict::aoti {

@@ -21,7 +21,7 @@
 
 
 #include "../errors.hpp"
-#include "../detail/json_scan.hpp"
+#include "../json/detail/scan.hpp"
 
 namespace tensordict {
 

@@ -18,7 +18,7 @@
 #include <boost/hana/fwd/length.hpp>
 #include <boost/hana/fwd/second.hpp>
 
-#include "../detail/bind_generated.hpp"
+#include "bind_generated.hpp"
 
 namespace tensordict {
 

@@ -3,8 +3,11 @@
 /// `TensorDict`: the runtime, string-keyed tree, for data whose keys are known only at run time
 /// (loaded files, configs, rollouts). Ordered as a Python dict, nested, with non-tensor entries,
 /// a batch size and an optional device; the operations of the struct path as methods. The
-/// long bodies are in `detail/tensordict_impl.hpp`, the arithmetic methods in
-/// `detail/math_methods.hpp`, the class as a node of the tree engine in `dict/node.hpp`.
+/// class declares; its parts by concern: the longer bodies of the keys and entries in
+/// `detail/entries_impl.hpp` and `detail/tensordict_impl.hpp`, the batch shape and names in
+/// `detail/batch_impl.hpp`, the tree operations in `detail/tree_methods.hpp`, the arithmetic
+/// methods in `detail/math_methods.hpp`, the options in `options.hpp`, the class as a node of
+/// the tree engine in `dict/node.hpp`.
 
 #include <algorithm>
 #include <array>
@@ -29,7 +32,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "../batch_size.hpp"
-#include "../detail/consolidate.hpp"
+#include "../tree/detail/consolidate.hpp"
 #include "../detail/text.hpp"
 #include "../detail/what.hpp"
 #include "../dtype.hpp"
@@ -41,28 +44,11 @@
 #include "../tree.hpp"
 #include "detail/key_table.hpp"
 #include "detail/math_methods.hpp"
+#include "detail/tree_methods.hpp"
 #include "entry.hpp"
+#include "options.hpp"
 
 namespace tensordict {
-
-/// Which keys `keys()`, `values()` and `items()` list: `{.include_nested = true,
-/// .leaves_only = true}` lists every leaf as a nested key, depth first (JAX's tree_leaves order).
-/// `.sort = true` orders them by their names joined with "." (Python's `sort=True`);
-/// `.is_leaf` decides which entries are leaves, not walked into (by default, all but nested
-/// TensorDicts), as Python's `is_leaf`.
-struct KeysOptions {
-  bool include_nested = false;
-  bool leaves_only = false;
-  bool sort = false;
-  std::function<bool(const Entry&)> is_leaf = {};
-};
-
-/// Python's `rename(**rename_map)`: batch dim names to change, old → new (null removes the
-/// name): `td.rename(tensordict::NamesMap{{"time", "t"}})`.
-struct NamesMap {
-  NamesMap(std::initializer_list<std::pair<std::string, std::optional<std::string>>> m) : map(m.begin(), m.end()) {}
-  std::vector<std::pair<std::string, std::optional<std::string>>> map;
-};
 
 /// The runtime tree: key → tensor | TensorDict | non-tensor data, in insertion order, with a
 /// batch size (the leading dims every tensor shares) and an optional device.
@@ -79,7 +65,9 @@ struct NamesMap {
 /// `a + b`, `a - b`, `a * b`, `a / b` (a scalar on either side), `-a` and the compound
 /// assignments (in place, without autograd) are math.hpp's `tensordict::operators`, which a
 /// TensorDict finds without a `using` (see `operators::found_by_lookup`).
-class TensorDict : public operators::found_by_lookup, public detail::TensorDictMath<TensorDict> {
+class TensorDict : public operators::found_by_lookup,
+                   public detail::TensorDictMath<TensorDict>,
+                   public detail::TensorDictTree<TensorDict> {
   // The keys, shared with trees of the same keys (null while there are none), and the entries
   // in the same order. A lookup is one hash and one table node, then an index.
   std::shared_ptr<detail::KeyTable> keys_;
@@ -163,12 +151,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// Sets the batch size; every tensor must start with it. Nested TensorDicts whose batch size
   /// is a shorter prefix of it get it too, as in Python. On error nothing changes.
   template <class = void>
-  TensorDict& set_batch_size(BatchSize b) {
-    TensorDict next = *this;
-    next.extend_batch_size(NestedKey(std::vector<std::string>{}), b);
-    *this = std::move(next);
-    return *this;
-  }
+  TensorDict& set_batch_size(BatchSize b);
   /// Number of batch dims.
   std::size_t batch_dims() const noexcept { return batch_size_.size(); }
   /// The batch dims' names (Python's `td.names`), empty when the tree has none. Kept by
@@ -188,17 +171,9 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// spans), or whose names are changed by `map` (old name → new name; null removes it), as
   /// Python's `rename(*names)` and `rename(**rename_map)`; `rename_` in place.
   template <class = void>
-  [[nodiscard]] TensorDict rename(std::vector<std::optional<std::string>> names) const {
-    TensorDict out = *this;
-    out.rename_(std::move(names));
-    return out;
-  }
+  [[nodiscard]] TensorDict rename(std::vector<std::optional<std::string>> names) const;
   template <class = void>
-  [[nodiscard]] TensorDict rename(const NamesMap& map) const {
-    TensorDict out = *this;
-    out.rename_(map);
-    return out;
-  }
+  [[nodiscard]] TensorDict rename(const NamesMap& map) const;
   template <class = void>
   TensorDict& rename_(std::vector<std::optional<std::string>> names);
   template <class = void>
@@ -210,14 +185,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// Makes room for `n` top-level entries, so that adding them allocates once (a tree built
   /// from a source of known size: a struct, a Python TensorDict).
   template <class = void>
-  TensorDict& reserve(std::size_t n) {
-    if (n <= values_.size()) return *this;
-    detail::KeyTable& k = own_keys();
-    k.index.reserve(n);
-    k.order.reserve(n);
-    values_.reserve(n);
-    return *this;
-  }
+  TensorDict& reserve(std::size_t n);
   /// Python's names of the batch size: `ndim()`, `ndimension()` and `dim()` are `batch_dims()`,
   /// `shape()` is `batch_size()`.
   int64_t ndim() const noexcept { return static_cast<int64_t>(batch_size_.size()); }
@@ -226,42 +194,16 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   const BatchSize& shape() const noexcept { return batch_size_; }
   /// How deep the nested TensorDicts go: 0 without any (Python's `td.depth`).
   template <class = void>
-  int64_t depth() const {
-    int64_t d = 0;
-    for (const auto& [k, v] : nodes()) {
-      if (v.is_tensordict()) d = std::max(d, 1 + v.tensordict().depth());
-    }
-    return d;
-  }
+  int64_t depth() const;
   /// Whether a tensor at any depth requires grad (Python's `td.requires_grad`).
   template <class = void>
-  bool requires_grad() const {
-    for (const auto& [k, v] : nodes()) {
-      if ((v.is_tensor() && v.tensor().defined() && v.tensor().requires_grad()) ||
-          (v.is_tensordict() && v.tensordict().requires_grad())) {
-        return true;
-      }
-    }
-    return false;
-  }
+  bool requires_grad() const;
   /// Every tensor detached from the graph in place (Python's `detach_`).
   template <class = void>
-  TensorDict& detach_() {
-    for (auto&& [k, v] : nodes()) {
-      if (v.is_tensor() && v.tensor().defined()) {
-        v.tensor().detach_();
-      } else if (v.is_tensordict()) {
-        v.tensordict().detach_();
-      }
-    }
-    return *this;
-  }
+  TensorDict& detach_();
   /// Every entry removed (Python's `clear`).
   template <class = void>
-  TensorDict& clear() {
-    for (std::size_t i = values_.size(); i-- > 0;) pop(Key(name_at(i)));
-    return *this;
-  }
+  TensorDict& clear();
   /// An empty TensorDict of this tree's batch size and device set at `key` (Python's
   /// `create_nested`).
   template <class = void>
@@ -269,30 +211,14 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// The value of the non-tensor entry at `key` (Python's `get_non_tensor`: a stack's values
   /// as a JSON array), or `default_value` when there is no entry there.
   template <class = void>
-  Json get_non_tensor(const Key& key, std::optional<Json> default_value = std::nullopt) const {
-    const Entry* e = find(key);
-    if (!e) {
-      if (default_value) return *default_value;
-      (void)require(key);  // throws, naming the key and the keys there
-    }
-    if (e->is_non_tensor()) return e->non_tensor().value;
-    if (e->is_non_tensor_stack()) return e->non_tensor_stack().values;
-    throw KeyError("get_non_tensor: key " + detail::key_str(key) + " holds " + e->kind() + ", not non-tensor data");
-  }
+  Json get_non_tensor(const Key& key, std::optional<Json> default_value = std::nullopt) const;
   /// `value` set as non-tensor data at `key` (Python's `set_non_tensor`).
   template <class = void>
   TensorDict& set_non_tensor(const Key& key, Json value) { return set(key, Entry(NonTensorData{std::move(value)})); }
   /// `(key, value)` of every non-tensor entry, nested ones with `include_nested` (Python's
   /// `non_tensor_items`).
   template <class = void>
-  std::vector<std::pair<NestedKey, Json>> non_tensor_items(bool include_nested = false) const {
-    std::vector<std::pair<NestedKey, Json>> out;
-    for (const auto& [k, e] : items({.include_nested = include_nested, .leaves_only = true})) {
-      if (e.get().is_non_tensor()) out.emplace_back(k, e.get().non_tensor().value);
-      if (e.get().is_non_tensor_stack()) out.emplace_back(k, e.get().non_tensor_stack().values);
-    }
-    return out;
-  }
+  std::vector<std::pair<NestedKey, Json>> non_tensor_items(bool include_nested = false) const;
   /// The dtype every tensor shares, if one (Python's `td.dtype`).
   template <class = void>
   std::optional<at::ScalarType> dtype() const;
@@ -309,29 +235,17 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   bool is_cuda() const noexcept { return device_ && device_->is_cuda(); }
   /// Whether the entry at `key` is non-tensor data (Python's `is_non_tensor`).
   template <class = void>
-  bool is_non_tensor(const Key& key) const {
-    const Entry& e = entry(key);
-    return e.is_non_tensor() || e.is_non_tensor_stack();
-  }
+  bool is_non_tensor(const Key& key) const;
   /// Sets the device when every tensor is on one, at every level (Python's `auto_device_`);
   /// `clear_device_` forgets it.
   template <class = void>
   TensorDict& auto_device_();
   template <class = void>
-  TensorDict& clear_device_() {
-    device_.reset();
-    for (auto&& [k, v] : nodes()) {
-      if (v.is_tensordict()) v.tensordict().clear_device_();
-    }
-    return *this;
-  }
+  TensorDict& clear_device_();
   /// Every element of the tensor at `key` set to `value`, in place (Python's `fill_(key,
   /// value)`; `tensordict::fill_(tree, value)` fills every leaf).
   template <class = void>
-  TensorDict& fill_(const Key& key, const at::Scalar& value) {
-    entry(key).tensor().fill_(value);
-    return *this;
-  }
+  TensorDict& fill_(const Key& key, const at::Scalar& value);
   /// The tensors concatenated (`cat_from_tensordict`) or stacked (`stack_from_tensordict`)
   /// along `dim` of each, in key order (depth first) or sorted by key.
   template <class = void>
@@ -363,31 +277,13 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   TensorDict separates(const std::vector<NestedKey>& keys, bool strict = true, bool filter_empty = true);
   /// Each tensor leaf pinned in page-locked memory, in place (Python's `pin_memory_`).
   template <class = void>
-  TensorDict& pin_memory_() {
-    for (auto&& [k, v] : nodes()) {
-      if (v.is_tensor() && v.tensor().defined()) {
-        v = Entry(v.tensor().pin_memory());
-      } else if (v.is_tensordict()) {
-        v.tensordict().pin_memory_();
-      }
-    }
-    return *this;
-  }
+  TensorDict& pin_memory_();
   /// True when the tree holds no tensor at any depth (Python's `is_empty`).
   template <class = void>
-  bool is_empty() const {
-    for (const auto& [k, v] : nodes()) {
-      if (v.is_tensor() || (v.is_tensordict() && !v.tensordict().is_empty())) return false;
-    }
-    return true;
-  }
+  bool is_empty() const;
   /// Number of elements of the batch: the product of the batch size.
   template <class = void>
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : batch_size_) n *= d;
-    return n;
-  }
+  int64_t numel() const;
 
   // ---- reading -----------------------------------------------------------------------------
 
@@ -456,55 +352,19 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// The keys: top level, or with `include_nested` every level depth first; with `leaves_only`
   /// no key of a nested TensorDict. Non-tensor entries are leaves, as in Python.
   template <class = void>
-  std::vector<NestedKey> keys(KeysOptions o = {}) const {
-    std::vector<NestedKey> out;
-    if (o.sort) {
-      for (auto& [k, e] : items(std::move(o))) out.push_back(std::move(k));
-      return out;
-    }
-    for_each_entry(o, NestedKey(std::vector<std::string>{}), [&](const NestedKey& k, const Entry&) { out.push_back(k); });
-    return out;
-  }
+  std::vector<NestedKey> keys(KeysOptions o = {}) const;
   /// The entries listed by `keys(o)`, in the same order.
   template <class = void>
-  std::vector<std::reference_wrapper<const Entry>> values(KeysOptions o = {}) const {
-    std::vector<std::reference_wrapper<const Entry>> out;
-    if (o.sort) {
-      for (auto& [k, e] : items(std::move(o))) out.push_back(e);
-      return out;
-    }
-    for_each_entry(o, NestedKey(std::vector<std::string>{}), [&](const NestedKey&, const Entry& e) { out.emplace_back(e); });
-    return out;
-  }
+  std::vector<std::reference_wrapper<const Entry>> values(KeysOptions o = {}) const;
   /// `(key, entry)` for every key of `keys(o)`.
   template <class = void>
-  std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> items(
-      KeysOptions o = {}) const {
-    std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> out;
-    for_each_entry(o, NestedKey(std::vector<std::string>{}),
-         [&](const NestedKey& k, const Entry& e) { out.emplace_back(k, e); });
-    if (o.sort) {
-      std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first.join() < b.first.join(); });
-    }
-    return out;
-  }
+  std::vector<std::pair<NestedKey, std::reference_wrapper<const Entry>>> items(KeysOptions o = {}) const;
   /// The top-level names, sorted (Python's `td.sorted_keys`).
   template <class = void>
-  std::vector<std::string> sorted_keys() const {
-    std::vector<std::string> out;
-    for (const auto& [k, v] : nodes()) out.push_back(k);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+  std::vector<std::string> sorted_keys() const;
   /// `(nested key, tensor)` for every tensor leaf, depth first (`tree_flatten_with_path`).
   template <class = void>
-  std::vector<std::pair<NestedKey, at::Tensor>> named_tensors() const {
-    std::vector<std::pair<NestedKey, at::Tensor>> out;
-    for_each_entry({true, true}, NestedKey(std::vector<std::string>{}), [&](const NestedKey& k, const Entry& e) {
-      if (e.is_tensor()) out.emplace_back(k, e.tensor());
-    });
-    return out;
-  }
+  std::vector<std::pair<NestedKey, at::Tensor>> named_tensors() const;
 
   // ---- writing -----------------------------------------------------------------------------
 
@@ -528,11 +388,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   TensorDict& set_(const Key& key, const at::Tensor& value);
   /// The entry at `key`, set to `value` first if missing (Python's `setdefault`).
   template <class = void>
-  Entry& setdefault(const Key& key, Entry value) {
-    if (Entry* e = const_cast<Entry*>(find(key))) return *e;
-    set(key, std::move(value));
-    return entry(key);
-  }
+  Entry& setdefault(const Key& key, Entry value);
   /// A tree of `keys`, each a 0-d tensor of `value` (int64 for an integer, bool for a bool,
   /// the default dtype for a float), batch size [] (Python's `TensorDict.fromkeys`).
   template <class = void>
@@ -593,10 +449,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
                          const std::vector<NestedKey>& keys_to_update = {});
   /// Removes the entry at `key` (Python's `del td[key]`).
   template <class = void>
-  TensorDict& erase(const Key& key) {
-    pop(key);
-    return *this;
-  }
+  TensorDict& erase(const Key& key);
   /// Removes the entry at `key` and returns it.
   template <class = void>
   Entry pop(const Key& key);
@@ -615,92 +468,8 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   TensorDict& unlock_() { return set_locked(false); }
   bool is_locked() const noexcept { return locked_; }
 
-  // ---- tree operations ---------------------------------------------------------------------
+  // ---- tree operations (the forwarders: detail/tree_methods.hpp) ----------------------------
 
-  /// `f(tensor, tensors of others...)` on every tensor leaf, as `tensordict::apply` (this is a
-  /// forwarder to it): a tree of the same keys, this tree's non-tensor entries and batch size.
-  /// The others are matched by key (in any order) and must have the same keys, kinds and
-  /// non-tensor values (`SpecMismatchError` names the place). A leaf for which `f` returns an
-  /// undefined tensor is dropped; a result off the tree's device is moved to it, and one that
-  /// does not start with the batch size is a `BatchSizeError`, as `set` would have it.
-  template <class F, class... Others>
-    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
-  [[nodiscard]] TensorDict apply(F&& f, const Others&... others) const {
-    return tensordict::apply(*this, f, others...);
-  }
-  /// `apply` with the nested key first: `f(key, tensor, tensors of others...)`.
-  template <class F, class... Others>
-    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
-  [[nodiscard]] TensorDict named_apply(F&& f, const Others&... others) const {
-    return tensordict::named_apply(
-        *this,
-        [&](const KeyPath& k, const at::Tensor& x, const auto&... ys) {
-          return f(NestedKey(k.to_vector()), x, ys...);
-        },
-        others...);
-  }
-  /// In place: writes `f(tensor, ...)` into every tensor leaf with `copy_` (`tensordict::apply_`).
-  template <class F, class... Others>
-    requires(std::is_same_v<std::remove_cvref_t<Others>, TensorDict> && ...)
-  TensorDict& apply_(F&& f, const Others&... others) {
-    tensordict::apply_(*this, f, others...);
-    return *this;
-  }
-  /// Calls `f(key, tensor)` on every tensor leaf, depth first.
-  template <class F>
-  void named_for_each(F&& f) const {
-    tensordict::named_for_each(*this, [&](const KeyPath& k, const at::Tensor& x) {
-      f(NestedKey(k.to_vector()), x);
-    });
-  }
-
-  /// `(selected, rest)`: the tensor leaves for which `pred(key, tensor)` is true, and every other
-  /// entry (non-tensor entries go to the rest). Nothing is copied; empty levels are dropped.
-  template <class Pred>
-    requires std::is_invocable_r_v<bool, Pred&, const NestedKey&, const at::Tensor&>
-  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(Pred&& pred) const {
-    std::pair<TensorDict, TensorDict> out{TensorDict(batch_size_, device_),
-                                          TensorDict(batch_size_, device_)};
-    split_impl(pred, NestedKey(std::vector<std::string>{}), out.first, out.second);
-    return out;
-  }
-  /// `(selected, rest)`: the entries at `keys` and every other entry. As in Python, levels of
-  /// the rest that hold no entry are dropped (`exclude` keeps them).
-  template <class = void>
-  [[nodiscard]] std::pair<TensorDict, TensorDict> split_keys(const KeyArgs& keys) const {
-    return {select(keys), without_empty_levels(exclude(keys))};
-  }
-  /// Python's `split_keys(keys_a, keys_b, ...)`: one TensorDict per set of keys, each taking
-  /// its entries from what the sets before it left, then one with the rest (its empty levels
-  /// dropped): `auto [a, bc, rest] = td.split_keys({"a"}, {"b", "c"});`. A missing key is a
-  /// KeyError; with `{.strict = false}` it is skipped (the vector form).
-  template <class = void>
-  [[nodiscard]] std::array<TensorDict, 3> split_keys(const KeyArgs& a, const KeyArgs& b) const {
-    auto v = split_key_sets({a.view(), b.view()}, true);
-    return {std::move(v[0]), std::move(v[1]), std::move(v[2])};
-  }
-  template <class = void>
-  [[nodiscard]] std::array<TensorDict, 4> split_keys(const KeyArgs& a, const KeyArgs& b, const KeyArgs& c) const {
-    auto v = split_key_sets({a.view(), b.view(), c.view()}, true);
-    return {std::move(v[0]), std::move(v[1]), std::move(v[2]), std::move(v[3])};
-  }
-  /// Options of the run-time `split_keys` over any number of key sets.
-  struct SplitKeysOptions {
-    /// A key that is missing is a KeyError (Python's default); false: it is skipped.
-    bool strict = true;
-  };
-  /// `split_keys` over a number of key sets known at run time: `sets.size() + 1` TensorDicts.
-  template <class = void>
-  [[nodiscard]] std::vector<TensorDict> split_keys(const std::vector<std::vector<NestedKey>>& sets,
-                                                   const SplitKeysOptions& o) const {
-    std::vector<std::vector<Key>> keys(sets.size());
-    std::vector<std::span<const Key>> views;
-    for (std::size_t i = 0; i < sets.size(); ++i) {
-      for (const auto& k : sets[i]) keys[i].emplace_back(k);
-      views.emplace_back(keys[i]);
-    }
-    return split_key_sets(views, o.strict);
-  }
   /// A tree of only the entries at `keys` (nested keys allowed; a missing key is a `KeyError`).
   template <class = void>
   [[nodiscard]] TensorDict select(const KeyArgs& keys) const;
@@ -710,54 +479,12 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   /// Sets every leaf of `other` into this tree, merging nested levels; returns this tree.
   template <class = void>
   TensorDict& update(const TensorDict& other);
-  /// A copy with the entries at the given keys replaced, or added where a key is new (as
-  /// Python's `replace`); this tree is not changed and the other tensors are shared.
-  template <class = void>
-  [[nodiscard]] TensorDict replace(std::initializer_list<std::pair<Key, Entry>> changes) const {
-    return replace_impl(changes);
-  }
-  /// `replace` with changes from any range of (key, entry) pairs (built at run time).
-  template <std::ranges::range R>
-    requires std::is_constructible_v<std::pair<NestedKey, Entry>, std::ranges::range_value_t<R>>
-  [[nodiscard]] TensorDict replace(const R& changes) const {
-    return replace_impl(changes);
-  }
   /// One level whose keys join the nested names with `sep` (`"layer.weight"`).
   template <class = void>
   [[nodiscard]] TensorDict flatten_keys(std::string_view sep = ".") const;
-  /// The inverse of `flatten_keys`: keys are split at `sep` into nested levels. As Python's:
-  /// keys without `sep` come first, in order, then the split ones, merged into levels that
-  /// exist (`{"a.b": x, "a": {c: y}}` gives `a: {c, b}`). A split key that would replace an
   /// entry (`{"a.b": x, "a": y}`, or `"a.b"` with `"a.b.c"`) is a KeyError naming it.
   template <class = void>
   [[nodiscard]] TensorDict unflatten_keys(std::string_view sep = ".") const;
-
-  /// A copy whose tensors are cloned (new storage); non-tensor entries copied
-  /// (`tensordict::clone`).
-  template <class = void>
-  [[nodiscard]] TensorDict clone() const { return tensordict::clone(*this); }
-  /// A copy whose tensors are detached from autograd (`tensordict::detach`).
-  template <class = void>
-  [[nodiscard]] TensorDict detach() const { return tensordict::detach(*this); }
-  /// Every tensor moved to `device`; the result and its nested levels have that device
-  /// (`tensordict::to`). A consolidated tree (every tensor a view of one storage) moves in one
-  /// transfer.
-  template <class = void>
-  [[nodiscard]] TensorDict to(c10::Device device, bool non_blocking = false) const {
-    return tensordict::to(*this, device, non_blocking);
-  }
-  /// Every tensor cast to `dtype` (`tensordict::to`).
-  template <class = void>
-  [[nodiscard]] TensorDict to(c10::ScalarType dtype) const { return tensordict::to(*this, dtype); }
-  /// Each tensor cast to the device and dtype that `attrs` records for its key (Python's
-  /// `td.to(td.attrs())`; `tensordict::attrs` in dict/functions.hpp).
-  template <class D>
-    requires std::is_same_v<D, TensorDict>
-  [[nodiscard]] TensorDict to(const D& attrs) const { return to_attrs_impl(*this, attrs); }
-  /// Each tensor leaf's device, dtype and shape (`tensordict::attrs`).
-  template <class D = TensorDict>
-  [[nodiscard]] D attrs(const std::vector<std::string>& fields = {"device", "dtype", "shape"}) const { return attrs_impl(static_cast<const D&>(*this), fields); }
-
 
   /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested
   /// levels indented (entries in insertion order).
@@ -771,9 +498,8 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
 
  private:
   friend class Entry;
+  friend class detail::TensorDictTree<TensorDict>;
   friend struct node<TensorDict>;
-
-
 
   template <class = void>
   static void print_tensor(std::ostream& os, const at::Tensor& t);
@@ -783,13 +509,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
 
   // Locks or unlocks this level and every nested one.
   template <class = void>
-  TensorDict& set_locked(bool locked) {
-    locked_ = locked;
-    for (auto&& [k, v] : nodes()) {
-      if (v.is_tensordict()) v.tensordict().set_locked(locked);
-    }
-    return *this;
-  }
+  TensorDict& set_locked(bool locked);
   template <class = void>
   void check_unlocked(const char* op, const Key& key) const {
     if (locked_) [[unlikely]] locked_error(op, key);
@@ -823,20 +543,7 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   static TensorDict without_empty_levels(TensorDict t);
   // The parts of `split_keys` over several key sets (see there).
   template <class = void>
-  std::vector<TensorDict> split_key_sets(const std::vector<std::span<const Key>>& sets, bool strict) const {
-    std::vector<TensorDict> out;
-    TensorDict rest = *this;
-    for (const auto& set : sets) {
-      std::vector<Key> present;
-      for (const Key& k : set) {
-        if (strict || rest.contains(k)) present.push_back(k);
-      }
-      out.push_back(rest.select(present));
-      rest = rest.exclude(present);
-    }
-    out.push_back(without_empty_levels(std::move(rest)));
-    return out;
-  }
+  std::vector<TensorDict> split_key_sets(const std::vector<std::span<const Key>>& sets, bool strict) const;
 
   template <class = void>
   const Entry* find(const Key& key) const;
@@ -867,22 +574,10 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
   void split_impl(Pred& pred, const NestedKey& prefix, TensorDict& yes, TensorDict& no) const;
   // Whether `f` holds for every defined tensor at any depth.
   template <class F>
-  bool all_tensors(F&& f) const {
-    for (const auto& [k, v] : nodes()) {
-      if (v.is_tensor() && v.tensor().defined() && !f(v.tensor())) return false;
-      if (v.is_tensordict() && !v.tensordict().all_tensors(f)) return false;
-    }
-    return true;
-  }
+  bool all_tensors(F&& f) const;
   // The tensor leaves depth first, or sorted by key.
   template <class = void>
-  std::vector<at::Tensor> leaf_list(bool sorted) const {
-    std::vector<at::Tensor> out;
-    for (const auto& [k, e] : items({.include_nested = true, .leaves_only = true, .sort = sorted})) {
-      if (e.get().is_tensor()) out.push_back(e.get().tensor());
-    }
-    return out;
-  }
+  std::vector<at::Tensor> leaf_list(bool sorted) const;
   template <class = void>
   TensorDict& join_tensors(const std::vector<NestedKey>& keys, const Key& out_key, int64_t dim, bool keep, bool stack);
 
@@ -894,6 +589,9 @@ class TensorDict : public operators::found_by_lookup, public detail::TensorDictM
 
 }  // namespace tensordict
 
+#include "detail/batch_impl.hpp"
+#include "detail/entries_impl.hpp"
+#include "detail/keys_impl.hpp"
 #include "detail/tensordict_impl.hpp"
 #include "detail/entry_impl.hpp"
 #include "node.hpp"

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -32,7 +33,8 @@
 
 #include "../checkpoint/core.hpp"
 #include "../checkpoint/dcp.hpp"
-#include "../io/archive.hpp"
+#include "../memmap/archive.hpp"
+#include "../dtype.hpp"
 #include "collectives.hpp"
 
 namespace tensordict::dist {
@@ -114,42 +116,23 @@ class PickleOut {
 
 inline constexpr const char* dcp_metadata_module = "torch.distributed.checkpoint.metadata";
 
+// The storage class torch.save names for dtype `t` (`FloatStorage`), or null: the one dtype
+// table's (dtype.hpp).
 template <class = void>
 inline const char* storage_class(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "FloatStorage";
-    case at::kDouble: return "DoubleStorage";
-    case at::kHalf: return "HalfStorage";
-    case at::kBFloat16: return "BFloat16Storage";
-    case at::kLong: return "LongStorage";
-    case at::kInt: return "IntStorage";
-    case at::kShort: return "ShortStorage";
-    case at::kChar: return "CharStorage";
-    case at::kByte: return "ByteStorage";
-    case at::kBool: return "BoolStorage";
-    case at::kComplexFloat: return "ComplexFloatStorage";
-    case at::kComplexDouble: return "ComplexDoubleStorage";
-    default: return nullptr;
-  }
+  static const auto names = [] {
+    std::array<std::string, static_cast<std::size_t>(at::ScalarType::NumOptions)> n;
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const char* s = tensordict::detail::storage_name(static_cast<at::ScalarType>(i));
+      if (*s) n[i] = std::string(s) + "Storage";
+    }
+    return n;
+  }();
+  const auto i = static_cast<std::size_t>(t);
+  return i < names.size() && !names[i].empty() ? names[i].c_str() : nullptr;
 }
 template <class = void>
-inline const char* torch_dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kShort: return "int16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    case at::kComplexFloat: return "complex64";
-    case at::kComplexDouble: return "complex128";
-    default: return nullptr;
-  }
-}
+inline const char* torch_dtype_name(at::ScalarType t) { return tensordict::detail::short_dtype_name(t); }
 
 // A plain JSON value as a pickle (what torch.load gives back: the same Python value).
 template <class = void>

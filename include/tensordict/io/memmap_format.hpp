@@ -16,9 +16,9 @@
 #include <vector>
 
 
-#include "../detail/find_row.hpp"
+#include "detail/find_row.hpp"
 #include "../errors.hpp"
-#include "../detail/json_scan.hpp"
+#include "../json/detail/scan.hpp"
 // Last: the list's macros are undefined after the table below.
 #include "../detail/dtype_list.hpp"
 
@@ -32,12 +32,13 @@ struct DType {
 
 /// Every dtype the format may name (the unsigned ones past uint8 load where libtorch has them).
 inline constexpr DType dtypes[] = {
-#define TENSORDICT_FORMAT_DTYPE(name, size, st) {name, size},
+#define TENSORDICT_FORMAT_DTYPE(name, size, st, storage, sf) {name, size},
     TENSORDICT_DTYPES(TENSORDICT_FORMAT_DTYPE) TENSORDICT_DTYPES_UINT(TENSORDICT_FORMAT_DTYPE)
 #undef TENSORDICT_FORMAT_DTYPE
 };
 #undef TENSORDICT_DTYPES
 #undef TENSORDICT_DTYPES_UINT
+#undef TENSORDICT_DTYPES_FLOAT8
 
 /// The dtype named `name`, or null.
 template <class = void>

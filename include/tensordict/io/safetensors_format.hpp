@@ -18,9 +18,10 @@
 #include <vector>
 
 
-#include "../detail/find_row.hpp"
+#include "detail/find_row.hpp"
 #include "../errors.hpp"
-#include "../detail/json_scan.hpp"
+#include "../json/detail/scan.hpp"
+#include "../detail/dtype_list.hpp"
 
 namespace tensordict::safetensors_format {
 
@@ -31,29 +32,29 @@ struct DType {
   int64_t itemsize;
 };
 
-/// Every dtype PyTorch's safetensors reader knows (whether this libtorch has it is decided by
-/// the loader).
+/// Every dtype of the library's one table (`detail/dtype_list.hpp`); those safetensors names
+/// are the ones it knows (whether this libtorch has one is decided by the loader).
 inline constexpr DType dtypes[] = {
-    {"BOOL", "torch.bool", 1},          {"U8", "torch.uint8", 1},
-    {"I8", "torch.int8", 1},            {"I16", "torch.int16", 2},
-    {"U16", "torch.uint16", 2},         {"I32", "torch.int32", 4},
-    {"U32", "torch.uint32", 4},         {"I64", "torch.int64", 8},
-    {"U64", "torch.uint64", 8},         {"F16", "torch.float16", 2},
-    {"BF16", "torch.bfloat16", 2},      {"F32", "torch.float32", 4},
-    {"F64", "torch.float64", 8},        {"C64", "torch.complex64", 8},
-    {"F8_E4M3", "torch.float8_e4m3fn", 1}, {"F8_E5M2", "torch.float8_e5m2", 1},
-    {"F8_E4M3FNUZ", "torch.float8_e4m3fnuz", 1}, {"F8_E5M2FNUZ", "torch.float8_e5m2fnuz", 1},
+#define TENSORDICT_SAFETENSORS_DTYPE(name, size, st, storage, sf) {sf, name, size},
+    TENSORDICT_DTYPES(TENSORDICT_SAFETENSORS_DTYPE) TENSORDICT_DTYPES_UINT(TENSORDICT_SAFETENSORS_DTYPE)
+    TENSORDICT_DTYPES_FLOAT8(TENSORDICT_SAFETENSORS_DTYPE)
+#undef TENSORDICT_SAFETENSORS_DTYPE
 };
+#undef TENSORDICT_DTYPES
+#undef TENSORDICT_DTYPES_UINT
+#undef TENSORDICT_DTYPES_FLOAT8
 
 /// The dtype safetensors names `name`, or null.
 template <class = void>
 inline const DType* find_dtype(std::string_view name) noexcept {
+  if (name.empty()) return nullptr;  // a dtype safetensors has no name for (complex128)
   return tensordict::detail::find_row(dtypes, &DType::name, name);
 }
 /// The safetensors dtype of Python's dtype name, or null.
 template <class = void>
 inline const DType* find_python_dtype(std::string_view python) noexcept {
-  return tensordict::detail::find_row(dtypes, &DType::python, python);
+  const DType* d = tensordict::detail::find_row(dtypes, &DType::python, python);
+  return d && !d->name.empty() ? d : nullptr;
 }
 
 /// Limits on a header: its size (safetensors' own limit) and JSON nesting (a header is flat:

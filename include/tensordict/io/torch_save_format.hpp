@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../errors.hpp"
+#include "../detail/dtype_list.hpp"
 
 namespace tensordict::torch_save_format {
 
@@ -176,14 +177,20 @@ inline constexpr std::size_t max_pickle_values = std::size_t{1} << 24;
 /// The storage dtype a `torch.*Storage` class names, or "".
 template <class = void>
 inline std::string storage_dtype(const Global& g) {
-  static const char* const names[] = {"Double", "Float", "Half", "BFloat16", "Long", "Int", "Short", "Char",
-                                      "Byte", "Bool", "ComplexFloat", "ComplexDouble"};
   if (g.module != "torch") return "";
+  static const char* const names[] = {
+#define TENSORDICT_STORAGE_NAME(name, size, st, storage, sf) storage,
+      TENSORDICT_DTYPES(TENSORDICT_STORAGE_NAME)
+#undef TENSORDICT_STORAGE_NAME
+  };
   for (const char* n : names) {
-    if (g.name == std::string(n) + "Storage") return n;
+    if (*n && g.name == std::string(n) + "Storage") return n;
   }
   return "";
 }
+#undef TENSORDICT_DTYPES
+#undef TENSORDICT_DTYPES_UINT
+#undef TENSORDICT_DTYPES_FLOAT8
 
 /// A pickle, read. The values it built are kept here, so that releasing them never recurses
 /// (a hostile pickle can nest lists a million deep, or make one hold itself).

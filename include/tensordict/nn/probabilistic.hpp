@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "composite.hpp"
+#include "distributions/composite.hpp"
 #include "distributions.hpp"
 #include "module.hpp"
 #include "sequential.hpp"

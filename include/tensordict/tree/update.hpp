@@ -9,7 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "../detail/consolidate.hpp"
+#include "detail/consolidate.hpp"
 #include "../detail/fn_ref.hpp"
 #include "detail/apply.hpp"
 #include "detail/shapes.hpp"

@@ -13,8 +13,9 @@
 
 #include "../../io/torch_save_format.hpp"
 #include "../core.hpp"
-#include "../../detail/mapped_file.hpp"
+#include "../../io/detail/mapped_file.hpp"
 #include "../../io.hpp"
+#include "../../dtype.hpp"
 
 namespace tensordict {
 
@@ -22,14 +23,7 @@ namespace detail {
 
 template <class = void>
 inline at::ScalarType storage_scalar_type(const std::string& dtype, const std::string& where) {
-  static const std::pair<const char*, at::ScalarType> known[] = {
-      {"Double", at::kDouble}, {"Float", at::kFloat},      {"Half", at::kHalf},
-      {"BFloat16", at::kBFloat16}, {"Long", at::kLong},    {"Int", at::kInt},
-      {"Short", at::kShort},   {"Char", at::kChar},        {"Byte", at::kByte},
-      {"Bool", at::kBool},     {"ComplexFloat", at::kComplexFloat}, {"ComplexDouble", at::kComplexDouble}};
-  for (const auto& [n, t] : known) {
-    if (dtype == n) return t;
-  }
+  if (auto t = tensordict::detail::dtype_from_storage_name(dtype)) return *t;
   throw FormatError(where + ": a storage of dtype " + dtype + ", which this reader does not know");
 }
 

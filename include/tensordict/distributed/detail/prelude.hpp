@@ -31,7 +31,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "../../batch.hpp"
-#include "../../detail/consolidate.hpp"
+#include "../../tree/detail/consolidate.hpp"
 #include "../../convert.hpp"
 #include "../../detail/text.hpp"
 #include "../../dict.hpp"

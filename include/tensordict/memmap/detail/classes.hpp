@@ -27,12 +27,12 @@
 #include <ATen/ATen.h>
 
 #include "../../batch.hpp"
-#include "../../detail/lazy.hpp"
+#include "../../json/detail/lazy.hpp"
 #include "../../convert.hpp"
 #include "../../dict.hpp"
 #include "../../dtype.hpp"
 #include "../../errors.hpp"
-#include "../../detail/mapped_file.hpp"
+#include "../../io/detail/mapped_file.hpp"
 #include "../../io/memmap_format.hpp"
 #include "../../io/memmap_read.hpp"
 

@@ -4,7 +4,7 @@
 /// memmap/consolidated.hpp.
 
 
-#include "../detail/build.hpp"
+#include "build.hpp"
 
 namespace tensordict {
 

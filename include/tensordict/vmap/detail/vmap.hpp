@@ -14,13 +14,13 @@
 #include <vector>
 #include <ATen/ATen.h>
 
-#include "../autograd.hpp"
-#include "../detail/functorch.hpp"
-#include "../batch.hpp"
-#include "../detail/what.hpp"
-#include "../dict.hpp"
-#include "../errors.hpp"
-#include "../tree.hpp"
+#include "../../autograd.hpp"
+#include "../../autograd/detail/functorch.hpp"
+#include "../../batch.hpp"
+#include "../../detail/what.hpp"
+#include "../../dict.hpp"
+#include "../../errors.hpp"
+#include "../../tree.hpp"
 
 namespace tensordict {
 

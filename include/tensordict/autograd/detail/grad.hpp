@@ -11,10 +11,10 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "../detail/functorch.hpp"
-#include "../math.hpp"
-#include "../node.hpp"
-#include "../tree.hpp"
+#include "functorch.hpp"
+#include "../../math.hpp"
+#include "../../node.hpp"
+#include "../../tree.hpp"
 
 namespace tensordict {
 

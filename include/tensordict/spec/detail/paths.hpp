@@ -15,10 +15,10 @@
 #include <vector>
 #include <ATen/core/Tensor.h>
 
-#include "../batch_size.hpp"
-#include "../key.hpp"
-#include "../node.hpp"
-#include "../reflect.hpp"
+#include "../../batch_size.hpp"
+#include "../../key.hpp"
+#include "../../node.hpp"
+#include "../../reflect.hpp"
 
 namespace tensordict {
 

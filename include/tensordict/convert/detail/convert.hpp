@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "../batch.hpp"  // own_batch_size, used by the struct conversions
-#include "../dict.hpp"
-#include "../tree.hpp"
+#include "../../tree/detail/levels.hpp"  // own_batch_size, used by the struct conversions
+#include "../../dict.hpp"
+#include "../../tree.hpp"
 
 namespace tensordict {
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "../json.hpp"
+#include "../../json.hpp"
 
 namespace tensordict {
 

@@ -15,8 +15,8 @@
 #include <memory>
 #include <string>
 
-#include "../errors.hpp"
-#include "../io/memmap_read.hpp"
+#include "../../errors.hpp"
+#include "../memmap_read.hpp"
 
 namespace tensordict::detail {
 

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "../json.hpp"
+#include "../../json.hpp"
 
 namespace tensordict::detail {
 

@@ -11,7 +11,7 @@
 
 #include <ATen/ATen.h>
 
-#include "../errors.hpp"
+#include "../../errors.hpp"
 
 namespace tensordict::detail {
 
