@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/nn/functional/loss.h>
 
 #include "distribution.hpp"
 

@@ -12,6 +12,7 @@
 
 #include <optional>
 
+#include "../envs.hpp"  // the envs a collector runs, as TorchRL's collectors import them
 #include "utils.hpp"
 
 namespace tensordict::rl {
