@@ -18,6 +18,9 @@
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/io/tabular.hpp>
+#include <tensordict/memmap/archive.hpp>
+#include <tensordict/memmap/append.hpp>
 
 #include "timing.hpp"
 

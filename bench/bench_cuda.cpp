@@ -23,6 +23,7 @@
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/vmap.hpp>
 
 namespace td = tensordict;
 

@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 
 #include "timing.hpp"
 

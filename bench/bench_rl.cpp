@@ -21,6 +21,7 @@
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 #include <tensordict/rl.hpp>
 
 #include "timing.hpp"

@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 #include <tensordict/rl.hpp>
 
 namespace td = tensordict;

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/vmap.hpp>
 
 namespace td = tensordict;
 namespace nn = torch::nn;

@@ -8,6 +8,9 @@
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/io/tabular.hpp>
+#include <tensordict/memmap/archive.hpp>
+#include <tensordict/memmap/append.hpp>
 
 namespace td = tensordict;
 namespace fs = std::filesystem;

@@ -8,6 +8,7 @@
 
 #include <tensordict/nn/load.hpp>
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 
 namespace td = tensordict;
 namespace tdnn = tensordict::nn;

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 #include <tensordict/rl.hpp>
 
 namespace td = tensordict;

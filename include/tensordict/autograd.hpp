@@ -14,7 +14,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "autograd/detail/functorch.hpp"
+#include "autograd/detail/grad_level.hpp"
 #include "math.hpp"
 #include "node.hpp"
 #include "tree.hpp"

@@ -2,7 +2,7 @@
 /// \file
 /// `vmap` for C++: runs a function once on batched tensors through libtorch's own functorch
 /// layer (the machinery behind Python's `torch.vmap`), with trees (structs, TensorDicts) as
-/// arguments and results. The functorch calls themselves live in `detail/functorch.hpp`.
+/// arguments and results. The functorch calls themselves live in `vmap/detail/functorch.hpp`.
 ///
 ///     auto y = td::vmap(forward, {0, td::none})(stacked_params, x);  // one call, 4 models
 
@@ -19,7 +19,7 @@
 #include <ATen/ATen.h>
 
 #include "autograd.hpp"
-#include "autograd/detail/functorch.hpp"
+#include "vmap/detail/functorch.hpp"
 #include "batch.hpp"
 #include "detail/what.hpp"
 #include "dict.hpp"

@@ -6,6 +6,10 @@
 #include <vector>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/io/tabular.hpp>
+#include <tensordict/memmap/append.hpp>
+#include <tensordict/memmap/archive.hpp>
+#include <tensordict/nn.hpp>
 #include <tensordict/distributed.hpp>
 #include <tensordict/state_dict.hpp>
 

@@ -15,6 +15,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <tensordict/tensordict.hpp>
+#include <tensordict/vmap.hpp>
 
 #include "../run/copy_counter.hpp"
 

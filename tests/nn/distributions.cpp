@@ -20,6 +20,7 @@
 #include <tensordict/nn/distributions/composite.hpp>
 #include <tensordict/nn/distributions.hpp>
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 
 namespace td = tensordict;
 namespace nn = tensordict::nn;

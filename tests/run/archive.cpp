@@ -15,6 +15,7 @@
 
 #include "helpers.hpp"
 #include "types.hpp"
+#include <tensordict/memmap/archive.hpp>
 
 namespace td = tensordict;
 namespace fs = std::filesystem;

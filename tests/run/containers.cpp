@@ -12,6 +12,8 @@
 
 #include "helpers.hpp"
 #include "types.hpp"
+#include <tensordict/nn.hpp>
+#include <tensordict/vmap.hpp>
 
 namespace td = tensordict;
 namespace fs = std::filesystem;

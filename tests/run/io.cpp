@@ -24,6 +24,9 @@
 
 #include "helpers.hpp"
 #include "types.hpp"
+#include <tensordict/io/tabular.hpp>
+#include <tensordict/memmap/archive.hpp>
+#include <tensordict/memmap/append.hpp>
 
 namespace td = tensordict;
 namespace fs = std::filesystem;

@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
+#include <tensordict/io/tabular.hpp>
 
 namespace td = tensordict;
 using td::Json;

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 #include <tensordict/nn/load.hpp>
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 
 #include "helpers.hpp"
 

@@ -8,6 +8,8 @@
 #include <torch/torch.h>
 
 #include "types.hpp"
+#include <tensordict/nn.hpp>
+#include <tensordict/vmap.hpp>
 
 namespace td = tensordict;
 namespace nn = torch::nn;

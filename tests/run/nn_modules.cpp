@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 
 #include "helpers.hpp"
 

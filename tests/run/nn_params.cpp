@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 #include <tensordict/nn.hpp>
+#include <tensordict/vmap.hpp>
 
 namespace td = tensordict;
 namespace nn = tensordict::nn;

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 #include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
 #include <tensordict/rl/collectors/sync.hpp>
 #include <tensordict/rl/objectives/ppo.hpp>
 

@@ -12,6 +12,7 @@
 
 #include "helpers.hpp"
 #include "types.hpp"
+#include <tensordict/io/tabular.hpp>
 
 namespace td = tensordict;
 namespace fs = std::filesystem;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "../tensordict.hpp"
+#include "../vmap.hpp"  // installs grad's functorch hooks: Python's torch.func may call in
 
 namespace tensordict::python {
 

@@ -11,7 +11,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "functorch.hpp"
+#include "grad_level.hpp"
 #include "../../math.hpp"
 #include "../../node.hpp"
 #include "../../tree.hpp"

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../nn.hpp"
 #include "../../tensordict.hpp"
 
 namespace tensordict::rl {

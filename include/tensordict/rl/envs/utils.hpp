@@ -2,6 +2,7 @@
 /// \file
 /// Moving from one step to the next (TorchRL's `step_mdp`).
 
+#include "../../nn.hpp"
 #include "../../tensordict.hpp"
 
 namespace tensordict::rl {

@@ -15,7 +15,7 @@
 #include <ATen/ATen.h>
 
 #include "../../autograd.hpp"
-#include "../../autograd/detail/functorch.hpp"
+#include "functorch.hpp"
 #include "../../batch.hpp"
 #include "../../detail/what.hpp"
 #include "../../dict.hpp"

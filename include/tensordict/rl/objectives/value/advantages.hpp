@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 
+#include "../../../nn.hpp"
 #include "../../../tensordict.hpp"
 #include "functional.hpp"
 

@@ -5,7 +5,9 @@
 /// `grad` and `vmap` share functorch's own stack of transform levels: `vmap` pushes a vmap
 /// level, and `grad` pushes a grad level whenever a transform is active below it, so that
 /// `vmap(grad(f))` gives per-sample gradients, as in Python. No state of the library's own
-/// decides that: the stack is the only truth.
+/// decides that: the stack is the only truth. `grad` reaches this file through the hooks of
+/// `autograd/detail/grad_level.hpp`, installed here, so that files without `vmap` do not pay
+/// for functorch's headers.
 
 #include <cstdint>
 #include <optional>
@@ -14,6 +16,8 @@
 #include <ATen/functorch/BatchedTensorImpl.h>
 #include <ATen/functorch/DynamicLayer.h>
 #include <ATen/functorch/TensorWrapper.h>
+
+#include "../../autograd/detail/grad_level.hpp"
 
 namespace tensordict {
 
@@ -31,38 +35,20 @@ namespace ft = at::functorch;
 template <class = void>
 inline bool transforms_active() { return ft::maybeCurrentDynamicLayer().has_value(); }
 
-// A grad level for a scope, when a transform is active; plain autograd otherwise (where a
-// level would only add functorch's dispatch to every operation). Popped on the way out, also
-// when the function throws.
-class GradLevel {
- public:
-  GradLevel() : active_(transforms_active()) {
-    if (active_) {
-      level_ = ft::initAndPushDynamicLayer(ft::TransformType::Grad, c10::nullopt, c10::nullopt,
-                                           c10::GradMode::is_enabled());
-    }
-  }
-  ~GradLevel() {
-    if (active_) ft::popDynamicLayerAndDeleteMetadata();
-  }
-  GradLevel(const GradLevel&) = delete;
-  GradLevel& operator=(const GradLevel&) = delete;
-  bool active() const noexcept { return active_; }
-  // A tensor as this level sees it.
-  at::Tensor wrap(const at::Tensor& x) const {
-    return active_ && x.defined() ? ft::makeTensorWrapper(x, level_) : x;
-  }
-  // A result of this level, as the level below sees it.
-  at::Tensor unwrap(const at::Tensor& x) const {
-    if (!active_ || !x.defined()) return x;
-    const auto* w = ft::maybeGetTensorWrapper(x);
-    return w != nullptr && w->level() == level_ ? w->value() : x;
-  }
-
- private:
-  bool active_;
-  int64_t level_ = 0;
-};
+// The functorch side of `GradLevel` (autograd/detail/grad_level.hpp), installed before `main` by
+// every program with a file that includes this header.
+inline int64_t push_grad_level() {
+  return ft::initAndPushDynamicLayer(ft::TransformType::Grad, c10::nullopt, c10::nullopt, c10::GradMode::is_enabled());
+}
+inline void pop_level() { ft::popDynamicLayerAndDeleteMetadata(); }
+inline at::Tensor wrap_at_level(const at::Tensor& x, int64_t level) { return ft::makeTensorWrapper(x, level); }
+inline const at::Tensor* unwrapped_at_level(const at::Tensor& x, int64_t level) {
+  const auto* w = ft::maybeGetTensorWrapper(x);
+  return w != nullptr && w->level() == level ? &w->value() : nullptr;
+}
+inline constexpr GradLevelHooks functorch_grad_level_hooks{&transforms_active<>, &push_grad_level, &pop_level,
+                                                           &wrap_at_level, &unwrapped_at_level};
+inline const bool grad_level_hooks_installed = (grad_level_hooks = &functorch_grad_level_hooks, true);
 
 // One vmap level pushed for a scope; popped on the way out, also when the function throws.
 class VmapLevel {
