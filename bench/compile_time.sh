@@ -8,7 +8,8 @@
 #
 #   bench/compile_time.sh [REPS]          # a Markdown table; the figures in $OUT (compile_time.json)
 #
-# TORCH_INCLUDES overrides the libtorch include flags (default: Debian's libtorch).
+# TORCH_INCLUDES overrides the libtorch include flags (default: Debian's libtorch); OPT the
+# optimization flag (default -O2).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 reps="${1:-3}"
@@ -43,7 +44,7 @@ for tu in $tus; do : > "$work/$tu.times"; done
 for r in $(seq "$reps"); do
   for tu in $tus; do
     /usr/bin/time -f '%e %U %S %M' -o "$work/$tu.one" \
-      "$cxx" -std=c++20 -O2 -c -I"$root/include" $torch_inc "$work/$tu.cpp" -o "$work/$tu.o"
+      "$cxx" -std=c++20 "${OPT:--O2}" -c -I"$root/include" $torch_inc "$work/$tu.cpp" -o "$work/$tu.o"
     awk -v r="$r" '{print r, $1, $2 + $3, $4}' "$work/$tu.one" >> "$work/$tu.times"
   done
 done

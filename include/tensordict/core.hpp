@@ -4,8 +4,9 @@
 /// spec, tree operations (apply, select, replace, flatten, ...), arithmetic on whole trees,
 /// autograd (`grad`, `value_and_grad`) and the functional optimizers. It adds no JSON, file or
 /// POSIX header to a translation unit; the runtime `TensorDict` (dict.hpp), batch operations
-/// (batch.hpp), save and load (io.hpp, safetensors.hpp, state_dict.hpp), modules (nn.hpp) and
-/// `vmap` (vmap.hpp) are included on their own, or all at once with tensordict.hpp.
+/// (batch.hpp), save and load (io.hpp, safetensors.hpp) and modules as trees
+/// (nn/from_module.hpp) are included on their own, or all at once with tensordict.hpp;
+/// tensordict.nn (nn.hpp), `vmap` (vmap.hpp) and the rarer formats are opt-in.
 ///
 ///     #include <tensordict/core.hpp>
 ///     struct Linear { torch::Tensor weight, bias; std::string activation; };
