@@ -86,7 +86,7 @@ template <class = void>
 inline const char* short_dtype_name(c10::ScalarType t) noexcept {
 #define TENSORDICT_DTYPE_SHORT(n, size, st, storage, sf) \
   case c10::ScalarType::st:                             \
-    return n + 6;
+    return &n[6];
   switch (t) {
     TENSORDICT_DTYPES(TENSORDICT_DTYPE_SHORT)
     default:
@@ -98,7 +98,7 @@ inline const char* short_dtype_name(c10::ScalarType t) noexcept {
 template <class = void>
 inline std::optional<c10::ScalarType> dtype_from_short_name(std::string_view name) noexcept {
 #define TENSORDICT_DTYPE_IF_SHORT(n, size, st, storage, sf) \
-  if (name == std::string_view(n + 6)) return c10::ScalarType::st;
+  if (name == std::string_view(&n[6])) return c10::ScalarType::st;
   TENSORDICT_DTYPES(TENSORDICT_DTYPE_IF_SHORT)
 #undef TENSORDICT_DTYPE_IF_SHORT
   return std::nullopt;
