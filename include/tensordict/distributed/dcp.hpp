@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -116,20 +115,12 @@ class PickleOut {
 
 inline constexpr const char* dcp_metadata_module = "torch.distributed.checkpoint.metadata";
 
-// The storage class torch.save names for dtype `t` (`FloatStorage`), or null: the one dtype
-// table's (dtype.hpp).
+// The storage class torch.save names for dtype `t` (`FloatStorage`), or "" where the one dtype
+// table (dtype.hpp) has none.
 template <class = void>
-inline const char* storage_class(at::ScalarType t) {
-  static const auto names = [] {
-    std::array<std::string, static_cast<std::size_t>(at::ScalarType::NumOptions)> n;
-    for (std::size_t i = 0; i < n.size(); ++i) {
-      const char* s = tensordict::detail::storage_name(static_cast<at::ScalarType>(i));
-      if (*s) n[i] = std::string(s) + "Storage";
-    }
-    return n;
-  }();
-  const auto i = static_cast<std::size_t>(t);
-  return i < names.size() && !names[i].empty() ? names[i].c_str() : nullptr;
+inline std::string storage_class(at::ScalarType t) {
+  const char* s = tensordict::detail::storage_name(t);
+  return *s ? std::string(s) + "Storage" : std::string();
 }
 template <class = void>
 inline const char* torch_dtype_name(at::ScalarType t) { return tensordict::detail::short_dtype_name(t); }
@@ -378,7 +369,7 @@ void save_dcp(G& group, const T& tree, const std::filesystem::path& dir, const D
   std::string layout;
   for (const auto& [k, x] : td.named_tensors()) {
     const std::string key = k.join(".");
-    if (!detail::storage_class(x.scalar_type())) {
+    if (detail::storage_class(x.scalar_type()).empty()) {
       throw tensordict::Error("save_dcp: '" + key + "' is a " + std::string(c10::toString(x.scalar_type())) +
                               " tensor, which torch.save's storages do not hold");
     }
