@@ -23,3 +23,4 @@
 #include "distributed/collectives.hpp"
 #include "distributed/p2p.hpp"
 #include "distributed/structure.hpp"
+#include "distributed/fsdp.hpp"

@@ -648,6 +648,8 @@ static int scenario_gather_scatter(const World& w) {
   return 0;
 }
 
+#include "fsdp.hpp"
+
 static int worker(int argc, char** argv) {
   if (argc < 6) return 2;
   const std::string scenario = argv[2];
@@ -658,6 +660,7 @@ static int worker(int argc, char** argv) {
       {"dead_peer", scenario_dead_peer},     {"stalled_peer", scenario_stalled_peer},
       {"never_joins", scenario_never_joins}, {"hostile_remote", scenario_hostile_remote},
       {"python_peer", scenario_python_peer}, {"gather_scatter", scenario_gather_scatter},
+      {"fsdp", scenario_fsdp},
   };
   auto it = scenarios.find(scenario);
   if (it == scenarios.end()) return 2;
@@ -770,6 +773,10 @@ TEST_CASE("dist: all_reduce and reduce, 3 ranks") { expect_all_ok(run_ranks("all
 TEST_CASE("dist: broadcast and all_gather, 2 and 3 ranks") {
   expect_all_ok(run_ranks("broadcast_gather", 2), "broadcast/all_gather ok");
   expect_all_ok(run_ranks("broadcast_gather", 3), "broadcast/all_gather ok");
+}
+TEST_CASE("dist: a model sharded as FSDP2 shards it trains as one process does, 2 and 3 ranks") {
+  expect_all_ok(run_ranks("fsdp", 2, 300s), "fsdp ok");
+  expect_all_ok(run_ranks("fsdp", 3, 300s), "fsdp ok");
 }
 TEST_CASE("dist: gather_and_stack and scatter, 3 ranks") { expect_all_ok(run_ranks("gather_scatter", 3), "gather/scatter ok"); }
 TEST_CASE("dist: send, recv, isend, irecv, init_remote, 3 ranks") { expect_all_ok(run_ranks("p2p", 3), "p2p ok"); }

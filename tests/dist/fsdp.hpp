@@ -1,0 +1,225 @@
+// Sharded training (dist::FullyShard) on real ranks, included by dist.cpp: a GPT-like struct
+// model (embedding tied to the head, blocks in a std::vector, a 0-dim leaf, sizes that cut
+// unevenly and into empty shards) trained for a few Adam steps on every rank's slice of one
+// batch, against the same steps on the whole batch in one process.
+#pragma once
+
+namespace fs_test {
+
+struct Attn {
+  torch::Tensor qkv, proj;
+};
+struct Block {
+  torch::Tensor ln_w, ln_b;
+  Attn attn;
+  torch::Tensor fc, fc_b, out;
+};
+struct Gpt {
+  torch::Tensor wte, wpe;
+  std::vector<Block> blocks;
+  torch::Tensor lnf_w, lnf_b, head, temperature;  // head: wte itself (tied)
+  std::string name = "gpt";
+  using tied_weights = td::ties<td::tie<"head", "wte">>;
+};
+
+constexpr int64_t vocab = 37, ctx = 7, width = 12, seqs = 12;
+
+static Gpt make_gpt(int nblocks) {
+  torch::manual_seed(11);
+  Gpt m;
+  m.wte = at::randn({vocab, width}) * 0.3;
+  m.wpe = at::randn({ctx, width}) * 0.1;
+  for (int i = 0; i < nblocks; ++i) {
+    Block b;
+    b.ln_w = 1 + 0.1 * at::randn({width});
+    b.ln_b = 0.1 * at::randn({width});
+    b.attn = {at::randn({width, 3 * width}) * 0.2, at::randn({width, width}) * 0.2};
+    b.fc = at::randn({width, 2 * width}) * 0.2;
+    b.fc_b = 0.1 * at::randn({2 * width});
+    b.out = at::randn({2 * width, width}) * 0.2;
+    m.blocks.push_back(b);
+  }
+  m.lnf_w = at::ones({width});
+  m.lnf_b = at::zeros({width});
+  m.head = m.wte;
+  m.temperature = at::ones({});
+  return m;
+}
+
+static torch::Tensor block_forward(const Block& b, const torch::Tensor& h) {
+  const int64_t t = h.size(1);
+  auto x = at::layer_norm(h, {width}, b.ln_w, b.ln_b);
+  auto qkv = at::matmul(x, b.attn.qkv).chunk(3, -1);
+  auto att = at::matmul(qkv[0], qkv[1].transpose(-1, -2)) / std::sqrt(static_cast<double>(width));
+  att = att.masked_fill(at::ones({t, t}, at::kBool).triu(1), -1e9).softmax(-1);
+  auto y = h + at::matmul(at::matmul(att, qkv[2]), b.attn.proj);
+  auto z = at::layer_norm(y, {width}, b.ln_w, b.ln_b);
+  return y + at::matmul(at::gelu(at::matmul(z, b.fc) + b.fc_b), b.out);
+}
+
+static torch::Tensor embed(const Gpt& m, const torch::Tensor& tokens) {
+  return m.wte.index_select(0, tokens.reshape({-1})).view({tokens.size(0), tokens.size(1), width}) +
+         m.wpe.narrow(0, 0, tokens.size(1));
+}
+static torch::Tensor loss_of(const Gpt& m, const torch::Tensor& h, const torch::Tensor& targets) {
+  auto logits = at::matmul(at::layer_norm(h, {width}, m.lnf_w, m.lnf_b), m.head.t()) / m.temperature;
+  return at::cross_entropy_loss(logits.reshape({-1, vocab}), targets.reshape({-1}));
+}
+
+// One process, the whole model.
+static torch::Tensor loss_full(const Gpt& m, const torch::Tensor& tokens, const torch::Tensor& targets) {
+  auto h = embed(m, tokens);
+  for (const auto& b : m.blocks) h = block_forward(b, h);
+  return loss_of(m, h, targets);
+}
+
+// The batch of step `s` (every rank draws the same one and takes its slice).
+static std::pair<torch::Tensor, torch::Tensor> batch(int s) {
+  auto g = at::arange(seqs * (ctx + 1), at::kLong).reshape({seqs, ctx + 1});
+  auto tokens = (g * (s + 3) + g.pow(2) * 7 + s).remainder(vocab);
+  return {tokens.narrow(1, 0, ctx), tokens.narrow(1, 1, ctx)};
+}
+
+static double max_diff(const Gpt& a, const Gpt& b) {
+  double d = 0;
+  auto la = td::leaves(a), lb = td::leaves(b);
+  for (std::size_t i = 0; i < la.size(); ++i) d = std::max(d, (la[i] - lb[i]).abs().max().item<double>());
+  return d;
+}
+
+static int64_t tree_bytes(const Gpt& m) {
+  int64_t n = 0;
+  for (const auto& [k, x] : td::named_leaves(m)) {
+    if (k != "head" && x.defined()) n += x.numel() * static_cast<int64_t>(x.element_size());
+  }
+  return n;
+}
+
+}  // namespace fs_test
+
+// Every sharding on `w.size` ranks, plain autograd and td::value_and_grad, Adam with the
+// model's global clip_grad_norm, against one process on the whole batch.
+static int scenario_fsdp(const World& w) {
+  using namespace fs_test;
+  auto g = join(w, 60s);
+  const int nblocks = 3, steps = 4;
+  const Gpt init = make_gpt(nblocks);
+  auto opt = td::optim::chain(td::optim::clip_grad_norm(0.5), td::optim::adam({.lr = 1e-2}));
+  // The reference: one process, the whole batch.
+  Gpt ref = td::clone(init);
+  td::tie_weights(ref);
+  std::vector<double> ref_losses;
+  {
+    auto state = opt.init(ref);
+    for (int s = 0; s < steps; ++s) {
+      auto [x, y] = batch(s);
+      auto [loss, grads] = td::value_and_grad([&](const Gpt& p) { return loss_full(p, x, y); })(ref);
+      ref_losses.push_back(loss.item<double>());
+      opt.step(ref, grads, state);
+    }
+  }
+  for (auto sharding : {dist::Sharding::full, dist::Sharding::grad_op, dist::Sharding::optimizer}) {
+    for (bool plain_autograd : {false, true}) {
+      dist::FullyShard<Gpt> fsdp(g, init, {.units = {"blocks.*"}, .sharding = sharding});
+      EXPECT(fsdp.units().size() == static_cast<std::size_t>(nblocks + 1));
+      EXPECT(fsdp.units()[2] == "blocks.1");
+      Gpt shards = fsdp.shard(init);
+      // FSDP2's cut: torch.chunk's sizes, the last ranks short or empty.
+      const auto cut = fsdp.rows("wte");
+      const int64_t chunk = (vocab + w.size - 1) / w.size;
+      EXPECT(cut.start == std::min<int64_t>(vocab, chunk * w.rank));
+      EXPECT(shards.wte.size(0) == std::max<int64_t>(0, std::min<int64_t>(chunk, vocab - chunk * w.rank)));
+      EXPECT(shards.head.is_same(shards.wte));  // the tie survives
+      EXPECT(shards.temperature.dim() == 0);
+      auto sharded_opt = td::optim::chain(fsdp.clip_grad_norm(0.5), td::optim::adam({.lr = 1e-2}));
+      auto state = sharded_opt.init(shards);
+      const int64_t per = seqs / w.size;
+      for (int s = 0; s < steps; ++s) {
+        auto [x_all, y_all] = batch(s);
+        auto x = x_all.narrow(0, per * w.rank, per), y = y_all.narrow(0, per * w.rank, per);
+        auto fwd = [&](const Gpt& p) {
+          return fsdp.forward(p, [&](const Gpt& root) {
+            auto h = embed(root, x);
+            for (int i = 0; i < nblocks; ++i) {
+              h = fsdp.unit(static_cast<std::size_t>(i + 1), [&](const Gpt& m) { return block_forward(m.blocks[i], h); });
+            }
+            return loss_of(root, h, y);
+          });
+        };
+        torch::Tensor loss;
+        Gpt grads;
+        if (plain_autograd) {
+          td::requires_grad_(shards);
+          loss = fwd(shards);
+          loss.backward();
+          grads = td::apply(shards, [](const torch::Tensor& t) { return t.grad().clone(); });
+          td::for_each(shards, [](torch::Tensor& t) {
+            t.mutable_grad() = torch::Tensor();
+            t.requires_grad_(false);
+          });
+        } else {
+          std::tie(loss, grads) = td::value_and_grad(fwd)(shards);
+        }
+        // Each rank's loss is its slice's; their mean is the whole batch's.
+        auto mean = loss.detach().reshape({1}).clone();
+        std::vector<at::Tensor> v{mean};
+        g.c10d().allreduce(v)->wait();
+        const double got = mean.item<double>() / w.size;
+        if (std::abs(got - ref_losses[s]) > 1e-5) {
+          throw std::runtime_error("step " + std::to_string(s) + ": loss " + std::to_string(got) + ", one process " +
+                                   std::to_string(ref_losses[s]));
+        }
+        EXPECT(grads.wte.sizes() == shards.wte.sizes());
+        sharded_opt.step(shards, grads, state);
+        EXPECT(fsdp.gathered_bytes() == 0);  // every gathered unit freed
+      }
+      const Gpt whole = fsdp.unshard(shards);
+      EXPECT(whole.head.is_same(whole.wte));
+      const double d = max_diff(whole, ref);
+      if (d > 1e-5) throw std::runtime_error("weights differ from one process by " + std::to_string(d));
+      // Memory: the shards are 1/N of the model; a step held at most the root and two blocks whole.
+      const int64_t model = tree_bytes(init);
+      const int64_t block = tree_bytes(Gpt{{}, {}, {init.blocks[0]}, {}, {}, {}, {}, ""});
+      const int64_t root = model - nblocks * block;
+      if (sharding == dist::Sharding::full) EXPECT(fsdp.peak_gathered_bytes() <= root + 2 * block);
+      EXPECT(tree_bytes(shards) <= model / w.size + 4096);
+      std::cout << "sharding " << static_cast<int>(sharding) << (plain_autograd ? " autograd" : " value_and_grad")
+                << ": peak gathered " << fsdp.peak_gathered_bytes() << " of " << model << " bytes, sent "
+                << fsdp.bytes_sent() << std::endl;
+    }
+  }
+  // Misuse: a unit outside forward, a pattern that names nothing, a shard of the wrong shape.
+  dist::FullyShard<Gpt> fsdp(g, init, {.units = {"blocks.*"}});
+  Gpt shards = fsdp.shard(init);
+  try {
+    (void)fsdp.unit(1, [](const Gpt&) { return 0; });
+    EXPECT(false);
+  } catch (const td::Error& e) {
+    EXPECT(std::string(e.what()).find("inside forward") != std::string::npos);
+  }
+  try {
+    dist::FullyShard<Gpt> bad(g, init, {.units = {"layers.*"}});
+    EXPECT(false);
+  } catch (const td::Error& e) {
+    EXPECT(std::string(e.what()).find("layers.*") != std::string::npos);
+  }
+  try {
+    Gpt wrong = td::clone(shards);
+    wrong.blocks[1].fc = at::zeros({width + 1, 2 * width});
+    (void)fsdp.forward(wrong, [](const Gpt&) { return 0; });
+    EXPECT(false);
+  } catch (const td::Error& e) {
+    EXPECT(std::string(e.what()).find("blocks.1.fc") != std::string::npos);
+  }
+  // A model that differs across ranks: named before any leaf moves.
+  Gpt other = td::clone(init);
+  if (w.rank == 1) other.blocks[2].out = at::zeros({2 * width, width + 1});
+  try {
+    dist::FullyShard<Gpt> bad(g, other, {.units = {"blocks.*"}});
+    EXPECT(false);
+  } catch (const dist::StructureError& e) {
+    EXPECT(std::string(e.what()).find("blocks.2.out") != std::string::npos);
+  }
+  std::cout << "fsdp ok" << std::endl;
+  return 0;
+}
