@@ -18,7 +18,9 @@
 #include <sstream>
 #include <thread>
 
+#include <tensordict/checkpoint/dcp.hpp>
 #include <tensordict/distributed.hpp>
+#include <tensordict/distributed/dcp.hpp>
 #include <tensordict/tensordict.hpp>
 
 // After libtorch: its glog defines CHECK too, doctest's must win.
@@ -660,7 +662,8 @@ static int worker(int argc, char** argv) {
       {"dead_peer", scenario_dead_peer},     {"stalled_peer", scenario_stalled_peer},
       {"never_joins", scenario_never_joins}, {"hostile_remote", scenario_hostile_remote},
       {"python_peer", scenario_python_peer}, {"gather_scatter", scenario_gather_scatter},
-      {"fsdp", scenario_fsdp},
+      {"fsdp", scenario_fsdp},               {"fsdp_save", scenario_fsdp_save},
+      {"fsdp_resume", scenario_fsdp_resume}, {"fsdp_dead", scenario_fsdp_dead},
   };
   auto it = scenarios.find(scenario);
   if (it == scenarios.end()) return 2;
@@ -777,6 +780,23 @@ TEST_CASE("dist: broadcast and all_gather, 2 and 3 ranks") {
 TEST_CASE("dist: a model sharded as FSDP2 shards it trains as one process does, 2 and 3 ranks") {
   expect_all_ok(run_ranks("fsdp", 2, 300s), "fsdp ok");
   expect_all_ok(run_ranks("fsdp", 3, 300s), "fsdp ok");
+}
+TEST_CASE("dist: sharded model and Adam state saved by 2 ranks, resumed on 3 as one process would go on") {
+  auto dir = fresh_dir("fsdp_ckpt");
+  ::setenv("TDCPP_FSDP_CKPT", dir.c_str(), 1);
+  expect_all_ok(run_ranks("fsdp_save", 2, 300s), "fsdp save ok");
+  expect_all_ok(run_ranks("fsdp_resume", 3, 300s), "fsdp resume ok");
+  ::unsetenv("TDCPP_FSDP_CKPT");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+TEST_CASE("dist: a rank that dies mid-step makes the others fail naming the unit") {
+  auto rs = run_ranks("fsdp_dead", 3, 120s);
+  for (int r : {0, 2}) {
+    INFO("rank " << r << " printed:\n" << rs[r].out);
+    CHECK(rs[r].code == 0);
+    CHECK(rs[r].out.find("fsdp dead ok") != std::string::npos);
+  }
 }
 TEST_CASE("dist: gather_and_stack and scatter, 3 ranks") { expect_all_ok(run_ranks("gather_scatter", 3), "gather/scatter ok"); }
 TEST_CASE("dist: send, recv, isend, irecv, init_remote, 3 ranks") { expect_all_ok(run_ranks("p2p", 3), "p2p ok"); }

@@ -21,6 +21,7 @@
 ///     })(shards);
 ///     opt.step(shards, g, state);                     // g: this rank's shard of the gradient
 
+#include <functional>
 #include <map>
 
 #include "detail/fsdp.hpp"
@@ -232,6 +233,27 @@ class FullyShard {
   template <class F, class... A>
   decltype(auto) unit(std::string_view name, F&& fn, A&&... args) {
     return unit(unit_index(name), std::forward<F>(fn), std::forward<A>(args)...);
+  }
+
+  /// `save_dcp`'s `shard_dim` for trees of this layout's shards (the shards, or an optimizer
+  /// state of them, or a tree holding those under a prefix: `"exp_avg.blocks.0.fc"` is a
+  /// shard of `blocks.0.fc`): dim 0 for every cut leaf, whole for 0-dim leaves and keys the
+  /// layout does not have (Adam's `step`). Each rank then writes its own rows, and the folder
+  /// is the whole model's checkpoint, which `load_dcp` reads on any number of ranks.
+  [[nodiscard]] std::function<std::optional<int64_t>(const std::string&, const at::Tensor&)> shard_dim() const {
+    return [core = core_, keys = keys_](const std::string& key, const at::Tensor& local) -> std::optional<int64_t> {
+      for (std::size_t from = 0;;) {
+        const auto it = keys.find(std::string_view(key).substr(from));
+        if (it != keys.end()) {
+          const auto& l = core->leaves[it->second];
+          if (l.replicated || local.dim() == 0) return std::nullopt;
+          return 0;
+        }
+        from = key.find('.', from);
+        if (from == std::string::npos) return std::nullopt;
+        ++from;
+      }
+    };
   }
 
   /// The global norm of sharded gradients (every rank's rows together, each leaf counted once),
