@@ -664,6 +664,7 @@ static int worker(int argc, char** argv) {
       {"python_peer", scenario_python_peer}, {"gather_scatter", scenario_gather_scatter},
       {"fsdp", scenario_fsdp},               {"fsdp_save", scenario_fsdp_save},
       {"fsdp_resume", scenario_fsdp_resume}, {"fsdp_dead", scenario_fsdp_dead},
+      {"fsdp_python", scenario_fsdp_python},
   };
   auto it = scenarios.find(scenario);
   if (it == scenarios.end()) return 2;
@@ -789,6 +790,25 @@ TEST_CASE("dist: sharded model and Adam state saved by 2 ranks, resumed on 3 as 
   ::unsetenv("TDCPP_FSDP_CKPT");
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+TEST_CASE("dist: 20 Adam steps match Python's fully_shard and one process, 2 and 4 ranks") {
+  const char* py = std::getenv("TENSORDICT_PYTHON");
+  const std::string python = py != nullptr && *py != '\0' ? py : "python3";
+  if (std::system((python + " -c 'import torch.distributed.fsdp, safetensors' >/dev/null 2>&1").c_str()) != 0) {
+    std::cout << "TENSORDICT_SKIPPED: no Python torch with FSDP2 and safetensors" << std::endl;
+    return;
+  }
+  const std::string script = std::filesystem::path(__FILE__).parent_path() / "fsdp_python.py";
+  for (int n : {2, 4}) {
+    auto dir = fresh_dir("fsdp_python");
+    REQUIRE(std::system((python + " " + script + " " + dir.string() + " " + std::to_string(n) + " 20 >" +
+                         (dir / "python.log").string() + " 2>&1").c_str()) == 0);
+    ::setenv("TDCPP_FSDP_PY", dir.c_str(), 1);
+    expect_all_ok(run_ranks("fsdp_python", n, 300s), "fsdp python ok");
+    ::unsetenv("TDCPP_FSDP_PY");
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
 }
 TEST_CASE("dist: a rank that dies mid-step makes the others fail naming the unit") {
   auto rs = run_ranks("fsdp_dead", 3, 120s);

@@ -331,3 +331,72 @@ static int scenario_fsdp_dead(const World& w) {
   std::cout << "the forward went through without rank 1" << std::endl;
   return 1;
 }
+
+// Against Python's fully_shard (tests/dist/fsdp_python.py, run first on as many ranks): the same
+// initial weights and batches; every step's loss and the final weights agree within 1e-5, and
+// so do one process's.
+static int scenario_fsdp_python(const World& w) {
+  using namespace fs_test;
+  auto g = join(w, 60s);
+  const std::filesystem::path dir = std::getenv("TDCPP_FSDP_PY");
+  // Python's file holds the tensors, not the struct's static field (`name`): loaded non-strict,
+  // then checked to have filled every leaf.
+  auto load = [](const std::filesystem::path& p) {
+    Gpt m = td::load_safetensors<Gpt>(p, {.strict = false});
+    for (const auto& [k, x] : td::named_leaves(m)) {
+      if (!x.defined()) throw std::runtime_error(p.string() + ": no tensor '" + std::string(k) + "'");
+    }
+    return m;
+  };
+  const Gpt init = load(dir / "init.safetensors");
+  EXPECT(init.head.is_same(init.wte));
+  EXPECT(init.temperature.sizes() == c10::IntArrayRef({1}));
+  std::ifstream f(dir / "losses.json");
+  std::stringstream text;
+  text << f.rdbuf();
+  const td::Json py_losses = td::Json::parse(text.str());
+  const int steps = static_cast<int>(py_losses.size());
+  dist::FullyShard<Gpt> fsdp(g, init, {.units = {"blocks.*"}});
+  Gpt shards = fsdp.shard(init);
+  auto opt = td::optim::adam({.lr = 1e-2});
+  auto state = opt.init(shards);
+  Gpt ref = td::clone(init);
+  td::tie_weights(ref);
+  auto ref_state = opt.init(ref);
+  const int64_t per = seqs / w.size;
+  double worst = 0;
+  for (int s = 0; s < steps; ++s) {
+    auto [x_all, y_all] = batch(s);
+    auto x = x_all.narrow(0, per * w.rank, per), y = y_all.narrow(0, per * w.rank, per);
+    auto [loss, grads] = td::value_and_grad([&](const Gpt& p) {
+      return fsdp.forward(p, [&](const Gpt& root) {
+        auto h = embed(root, x);
+        for (std::size_t i = 0; i < root.blocks.size(); ++i) {
+          h = fsdp.unit(i + 1, [&](const Gpt& m) { return block_forward(m.blocks[i], h); });
+        }
+        return loss_of(root, h, y);
+      });
+    })(shards);
+    opt.step(shards, grads, state);
+    auto mean = loss.detach().reshape({1}).clone();
+    std::vector<at::Tensor> v{mean};
+    g.c10d().allreduce(v)->wait();
+    const double got = mean.item<double>() / w.size, py = py_losses[static_cast<std::size_t>(s)].get<double>();
+    auto [ref_loss, ref_grads] = td::value_and_grad([&](const Gpt& p) { return loss_full(p, x_all, y_all); })(ref);
+    opt.step(ref, ref_grads, ref_state);
+    worst = std::max({worst, std::abs(got - py), std::abs(ref_loss.item<double>() - py)});
+    if (worst > 1e-5) {
+      throw std::runtime_error("step " + std::to_string(s) + ": loss " + std::to_string(got) + ", Python's fully_shard " +
+                               std::to_string(py) + ", one process " + std::to_string(ref_loss.item<double>()));
+    }
+  }
+  const Gpt py_final = load(dir / "final.safetensors");
+  const double dw = max_diff(fsdp.unshard(shards), py_final), dr = max_diff(ref, py_final);
+  if (dw > 1e-5 || dr > 1e-5) {
+    throw std::runtime_error("final weights differ from Python's fully_shard by " + std::to_string(dw) +
+                             " (one process: " + std::to_string(dr) + ")");
+  }
+  std::cout << steps << " steps on " << w.size << " ranks: losses within " << worst << ", weights within " << dw
+            << " of Python's fully_shard\nfsdp python ok" << std::endl;
+  return 0;
+}
