@@ -181,7 +181,8 @@ static int scenario_fsdp(const World& w) {
       const int64_t model = tree_bytes(init);
       const int64_t block = tree_bytes(Gpt{{}, {}, {init.blocks[0]}, {}, {}, {}, {}, ""});
       const int64_t root = model - nblocks * block;
-      if (sharding == dist::Sharding::full) EXPECT(fsdp.peak_gathered_bytes() <= root + 2 * block);
+      // (A unit's message pads each leaf to whole chunks of rows on every rank: a few hundred bytes.)
+      if (sharding == dist::Sharding::full) EXPECT(fsdp.peak_gathered_bytes() <= root + 2 * block + 1024);
       EXPECT(tree_bytes(shards) <= model / w.size + 4096);
       std::cout << "sharding " << static_cast<int>(sharding) << (plain_autograd ? " autograd" : " value_and_grad")
                 << ": peak gathered " << fsdp.peak_gathered_bytes() << " of " << model << " bytes, sent "

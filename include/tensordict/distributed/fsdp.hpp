@@ -43,6 +43,9 @@ struct ShardOptions {
   Op reduce = Op::average;
   /// The longest wait of each collective; unset: the group's timeout.
   std::optional<std::chrono::milliseconds> timeout;
+  /// Start gathering the next unit (in the forward, the next index; in the backward, the unit
+  /// called before) while the current one computes: at most two units gathered at once.
+  bool prefetch = true;
 };
 
 /// A model's shard layout over a group, and the forward that gathers it unit by unit. The
@@ -67,6 +70,7 @@ class FullyShard {
                               std::string(detail::op_name(o.reduce)));
     }
     c.average = o.reduce == Op::average;
+    c.prefetch = o.prefetch;
     auto ls = detail::wire_leaves(model);
     detail::check_structure("FullyShard", *c.pg, ls, c.timeout);
     // Ties point into the wire order; the layout follows the slots (the tree's own order), and a
@@ -187,6 +191,7 @@ class FullyShard {
   /// The whole model from every rank's shards: every unit all-gathered (no graph). Collective.
   [[nodiscard]] T unshard(const T& shards) const {
     auto slots = slot_tensors(shards, "unshard", false);
+    detail::drain_ahead(*core_);
     std::vector<at::Tensor> out(slots.size());
     for (std::size_t u = 0; u < core_->units.size(); ++u) {
       std::vector<at::Tensor> full;
@@ -205,6 +210,8 @@ class FullyShard {
   decltype(auto) forward(const T& shards, F&& fn, A&&... args) {
     if (current_ != nullptr) throw tensordict::Error("FullyShard::forward: a forward is already running (forward is not reentrant)");
     current_slots_ = slot_tensors(shards, "forward", false);
+    detail::drain_ahead(*core_);
+    core_->order.clear();
     current_ = &shards;
     struct Reset {
       FullyShard* self;
@@ -213,7 +220,10 @@ class FullyShard {
         self->current_slots_.clear();
       }
     } reset{this};
-    return run(0, std::forward<F>(fn), std::forward<A>(args)...);
+    auto out = run(0, std::forward<F>(fn), std::forward<A>(args)...);
+    // A unit gathered ahead that the forward did not call: settled now, by every rank alike.
+    if (core_->ahead && !core_->ahead_target) detail::drain_ahead(*core_);
+    return out;
   }
   /// Inside `forward`: runs `fn(view, args...)` with unit `u` gathered (`view`: the model's
   /// type, that unit's leaves whole). Under `Sharding::full` the unit is freed when `fn`
@@ -380,8 +390,12 @@ class FullyShard {
     auto g = std::make_shared<detail::GatheredUnit>();
     g->unit = u;
     g->shards = unit_shards(current_slots_, u);
-    detail::gather_unit(c, u, g->shards, g->full, false);
-    g->resident = true;
+    g->index = c.order.size();
+    c.order.push_back(g);
+    detail::gather_forward(c, *g);
+    // The next unit's gather runs while this one computes (ranks call units in one order, so
+    // each starts the same message).
+    if (c.prefetch && u + 1 < c.units.size()) c.ahead = detail::start_gather(c, u + 1, unit_shards(current_slots_, u + 1));
     detail::node_ptr<detail::GatherBackward> node;
     if (at::GradMode::is_enabled()) {
       std::vector<std::size_t> diff;

@@ -104,12 +104,21 @@ inline std::optional<std::string> match_unit(const std::string& pattern, const s
   return name;
 }
 
+// A unit's all-gather in flight: its message, and where its leaves go when it has arrived.
+struct InFlight {
+  std::size_t unit = 0;
+  at::Tensor send, recv;
+  c10::intrusive_ptr<c10d::Work> work;  // null: nothing to send (every leaf empty or whole)
+  std::vector<at::Tensor> shards;       // whole (0-dim) leaves are copied from them
+};
+
 // A unit gathered for one forward: the tensors its nodes share. `full` holds the gathered
 // leaves (in the unit's leaf order) while `resident`; their storage is freed between the
 // forward and the backward under `Sharding::full`, and refilled in place (the graph keeps
 // pointing at the same storage) when the backward reaches the unit.
 struct GatheredUnit {
   std::size_t unit = 0;
+  std::size_t index = 0;             // its place in the forward's call order
   std::vector<at::Tensor> shards;
   std::vector<at::Tensor> full;
   std::vector<std::size_t> nbytes;   // each full tensor's storage size when resident
@@ -133,6 +142,14 @@ struct Core {
   int64_t gathered_bytes = 0, peak_gathered_bytes = 0;
   // Set once the group turned down a reduce-scatter: an all-reduce does it from then on.
   bool no_reduce_scatter = false;
+  // Gather the next unit while this one computes.
+  bool prefetch = true;
+  // The units gathered by the forward in progress (or whose backward is), in call order.
+  std::vector<std::weak_ptr<GatheredUnit>> order;
+  // A gather started ahead of its use: the forward's next unit (`ahead_target` null), or the
+  // unit the backward reaches next (`ahead_target`, whose storage it will refill).
+  std::optional<InFlight> ahead;
+  std::shared_ptr<GatheredUnit> ahead_target;
 };
 
 
@@ -157,31 +174,43 @@ inline std::string unit_label(const Core& c, std::size_t u) {
 
 // ---- the unit's all-gather ---------------------------------------------------------------------
 
-// All-gathers unit `u`'s leaves from `shards` (the unit's shards, in its leaf order) into
-// `full`: new tensors, or, with `refill`, the storage of the tensors there (freed before).
-// One message: every rank's padded chunks, back to back.
-inline void gather_unit(Core& c, std::size_t u, const std::vector<at::Tensor>& shards, std::vector<at::Tensor>& full,
-                        bool refill_storage) {
+// Starts all-gathering unit `u`'s leaves from `shards` (the unit's shards, in its leaf order):
+// one message, every rank's padded chunks back to back.
+inline InFlight start_gather(Core& c, std::size_t u, const std::vector<at::Tensor>& shards) {
   const ShardUnit& unit = c.units[u];
   at::NoGradGuard no_grad;
-  const std::string label = unit_label(c, u);
-  at::Tensor recv;
-  if (unit.wire_bytes > 0) {
-    const auto bytes = at::TensorOptions().dtype(at::kByte).device(c.leaves[unit.leaves.front()].device);
-    at::Tensor send = at::zeros({unit.wire_bytes}, bytes);
-    for (std::size_t j = 0; j < unit.leaves.size(); ++j) {
-      const ShardLeaf& l = c.leaves[unit.leaves[j]];
-      if (l.replicated || shards[j].numel() == 0) continue;
-      const at::Tensor b = as_bytes(shards[j].detach());
-      send.narrow(0, l.wire_offset, b.numel()).copy_(b);
-    }
-    recv = at::empty({c.world, unit.wire_bytes}, bytes);
-    std::vector<std::vector<at::Tensor>> outs(1);
-    for (int r = 0; r < c.world; ++r) outs[0].push_back(recv[r]);
-    std::vector<at::Tensor> ins{send};
-    one_message("fsdp all_gather", c.rank, c.world, label, "the shards are unchanged", c.timeout,
-                [&] { return c.pg->allgather(outs, ins); });
-    c.bytes_sent += unit.wire_bytes * (c.world - 1);
+  InFlight f;
+  f.unit = u;
+  f.shards = shards;
+  if (unit.wire_bytes == 0) return f;
+  const auto bytes = at::TensorOptions().dtype(at::kByte).device(c.leaves[unit.leaves.front()].device);
+  f.send = at::zeros({unit.wire_bytes}, bytes);
+  for (std::size_t j = 0; j < unit.leaves.size(); ++j) {
+    const ShardLeaf& l = c.leaves[unit.leaves[j]];
+    if (l.replicated || shards[j].numel() == 0) continue;
+    const at::Tensor b = as_bytes(shards[j].detach());
+    f.send.narrow(0, l.wire_offset, b.numel()).copy_(b);
+  }
+  f.recv = at::empty({c.world, unit.wire_bytes}, bytes);
+  c.gathered_bytes += c.world * unit.wire_bytes;  // the message is gathered bytes too, until copied out
+  c.peak_gathered_bytes = std::max(c.peak_gathered_bytes, c.gathered_bytes);
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int r = 0; r < c.world; ++r) outs[0].push_back(f.recv[r]);
+  std::vector<at::Tensor> ins{f.send};
+  guarded("fsdp all_gather", c.rank, c.world, unit_label(c, u), "the shards are unchanged",
+          [&] { f.work = c.pg->allgather(outs, ins); });
+  c.bytes_sent += unit.wire_bytes * (c.world - 1);
+  return f;
+}
+
+// Waits for `f` and writes the unit's leaves into `full`: new tensors, or, with `refill`, the
+// storage of the tensors there (freed before).
+inline void finish_gather(Core& c, InFlight& f, std::vector<at::Tensor>& full, bool refill_storage) {
+  const ShardUnit& unit = c.units[f.unit];
+  at::NoGradGuard no_grad;
+  if (f.work) {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works{f.work};
+    wait_all("fsdp all_gather", c.rank, c.world, works, {unit_label(c, f.unit)}, c.timeout, "the shards are unchanged");
   }
   if (!refill_storage) full.assign(unit.leaves.size(), at::Tensor());
   for (std::size_t j = 0; j < unit.leaves.size(); ++j) {
@@ -198,7 +227,7 @@ inline void gather_unit(Core& c, std::size_t u, const std::vector<at::Tensor>& s
     at::Tensor raw = at::empty({0}, full[j].options());
     raw.set_(full[j].storage(), full[j].storage_offset(), full[j].sizes(), full[j].strides());
     if (l.replicated) {
-      raw.copy_(shards[j].detach());
+      raw.copy_(f.shards[j].detach());
       continue;
     }
     const int64_t n = l.full.empty() ? 0 : l.full[0];
@@ -208,10 +237,71 @@ inline void gather_unit(Core& c, std::size_t u, const std::vector<at::Tensor>& s
     for (int r = 0; r < c.world; ++r) {
       const ShardRows cut = shard_rows(n, c.world, r);
       if (cut.rows == 0) continue;
-      dst.narrow(0, cut.start, cut.rows).copy_(recv[r].narrow(0, l.wire_offset, cut.rows * row).view({cut.rows, row}));
+      dst.narrow(0, cut.start, cut.rows).copy_(f.recv[r].narrow(0, l.wire_offset, cut.rows * row).view({cut.rows, row}));
     }
   }
   c.peak_gathered_bytes = std::max(c.peak_gathered_bytes, c.gathered_bytes);
+  if (f.recv.defined()) c.gathered_bytes -= f.recv.numel();
+  f.recv = at::Tensor();
+}
+
+// A gather started ahead that is not the one wanted now: every rank started it, so every rank
+// waits for it here, and drops it.
+inline void drain_ahead(Core& c) {
+  if (!c.ahead) return;
+  InFlight f = std::move(*c.ahead);
+  c.ahead.reset();
+  c.ahead_target.reset();
+  if (f.work) {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works{f.work};
+    wait_all("fsdp all_gather", c.rank, c.world, works, {unit_label(c, f.unit)}, c.timeout, "the shards are unchanged");
+  }
+  if (f.recv.defined()) c.gathered_bytes -= f.recv.numel();
+}
+
+// The forward's gather of `g`'s unit (the one started ahead, when it is that unit).
+inline void gather_forward(Core& c, GatheredUnit& g) {
+  if (c.ahead && !c.ahead_target && c.ahead->unit == g.unit) {
+    InFlight f = std::move(*c.ahead);
+    c.ahead.reset();
+    finish_gather(c, f, g.full, false);
+  } else {
+    drain_ahead(c);
+    InFlight f = start_gather(c, g.unit, g.shards);
+    finish_gather(c, f, g.full, false);
+  }
+  g.resident = true;
+}
+
+// The backward reached `g`'s outputs: gathers it again into its storage (the gather started
+// ahead, when it is this one), then starts the gather of the unit the backward reaches next.
+inline void regather(Core& c, const std::shared_ptr<GatheredUnit>& g) {
+  if (g->resident || g->reduced) return;
+  if (c.ahead && c.ahead_target == g) {
+    InFlight f = std::move(*c.ahead);
+    c.ahead.reset();
+    c.ahead_target.reset();
+    finish_gather(c, f, g->full, true);
+  } else {
+    drain_ahead(c);
+    InFlight f = start_gather(c, g->unit, g->shards);
+    finish_gather(c, f, g->full, true);
+  }
+  g->resident = true;
+  if (!c.prefetch) return;
+  for (std::size_t k = g->index; k-- > 0;) {
+    auto p = c.order[k].lock();
+    if (!p || p->resident || p->reduced) continue;
+    c.ahead = start_gather(c, p->unit, p->shards);
+    c.ahead_target = p;
+    break;
+  }
+}
+
+inline void gather_unit(Core& c, std::size_t u, const std::vector<at::Tensor>& shards, std::vector<at::Tensor>& full,
+                        bool refill_storage) {
+  InFlight f = start_gather(c, u, shards);
+  finish_gather(c, f, full, refill_storage);
 }
 
 // Gives back the memory of a unit's gathered leaves (the tensors stay, empty, for `refill`).
@@ -359,10 +449,7 @@ struct RegatherBackward : torch::autograd::Node {
   std::shared_ptr<GatheredUnit> g;
 
   variable_list apply(variable_list&& grads) override {
-    if (!g->resident && !g->reduced) {
-      gather_unit(*core, g->unit, g->shards, g->full, true);
-      g->resident = true;
-    }
+    regather(*core, g);
     return std::move(grads);
   }
   std::string name() const override { return "tensordict::dist::FsdpRegatherBackward"; }
