@@ -664,7 +664,7 @@ static int worker(int argc, char** argv) {
       {"python_peer", scenario_python_peer}, {"gather_scatter", scenario_gather_scatter},
       {"fsdp", scenario_fsdp},               {"fsdp_save", scenario_fsdp_save},
       {"fsdp_resume", scenario_fsdp_resume}, {"fsdp_dead", scenario_fsdp_dead},
-      {"fsdp_python", scenario_fsdp_python},
+      {"fsdp_python", scenario_fsdp_python}, {"fsdp_dict", scenario_fsdp_dict},
   };
   auto it = scenarios.find(scenario);
   if (it == scenarios.end()) return 2;
@@ -781,6 +781,7 @@ TEST_CASE("dist: broadcast and all_gather, 2 and 3 ranks") {
 TEST_CASE("dist: a model sharded as FSDP2 shards it trains as one process does, 2 and 3 ranks") {
   expect_all_ok(run_ranks("fsdp", 2, 300s), "fsdp ok");
   expect_all_ok(run_ranks("fsdp", 3, 300s), "fsdp ok");
+  expect_all_ok(run_ranks("fsdp_dict", 3, 300s), "fsdp dict ok");
 }
 TEST_CASE("dist: sharded model and Adam state saved by 2 ranks, resumed on 3 as one process would go on") {
   auto dir = fresh_dir("fsdp_ckpt");

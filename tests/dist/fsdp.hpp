@@ -401,3 +401,56 @@ static int scenario_fsdp_python(const World& w) {
             << " of Python's fully_shard\nfsdp python ok" << std::endl;
   return 0;
 }
+
+// A TensorDict model (keys chosen at run time), each layer a unit: the views hold only the
+// gathered unit's keys; 3 SGD steps equal one process's.
+static int scenario_fsdp_dict(const World& w) {
+  auto g = join(w, 60s);
+  torch::manual_seed(3);
+  const int64_t width = 10;
+  td::TensorDict model;
+  model.set("embed", at::randn({13, width}) * 0.3);
+  for (int i = 0; i < 3; ++i) {
+    model.set({"layers", std::to_string(i), "w"}, at::randn({width, width}) * 0.3);
+    model.set({"layers", std::to_string(i), "b"}, at::randn({width}) * 0.1);
+  }
+  auto x = at::arange(18, at::kLong).remainder(13).reshape({6, 3});
+  auto y = at::randn({6, 3, width});
+  auto layer = [](const td::TensorDict& m, int i, const torch::Tensor& h) {
+    return at::tanh(at::matmul(h, m.get({"layers", std::to_string(i), "w"})) + m.get({"layers", std::to_string(i), "b"}));
+  };
+  auto opt = td::optim::sgd({.lr = 0.1, .momentum = 0.9});
+  td::TensorDict ref = model.clone();
+  auto ref_state = opt.init(ref);
+  dist::FullyShard<td::TensorDict> fsdp(g, model, {.units = {"layers.*"}});
+  EXPECT(fsdp.units().size() == 4);
+  td::TensorDict shards = fsdp.shard(model);
+  EXPECT(shards.get("embed").size(0) == fsdp.rows("embed").rows);
+  auto state = opt.init(shards);
+  const int64_t per = 6 / w.size;
+  for (int s = 0; s < 3; ++s) {
+    auto xs = x.narrow(0, per * w.rank, per), ys = y.narrow(0, per * w.rank, per);
+    auto grads = td::grad([&](const td::TensorDict& p) {
+      return fsdp.forward(p, [&](const td::TensorDict& root) {
+        EXPECT(!root.get({"layers", "0", "w"}).defined());  // the other units: undefined tensors
+        auto h = root.get("embed").index_select(0, xs.reshape({-1})).view({per, 3, width});
+        for (int i = 0; i < 3; ++i) h = fsdp.unit("layers." + std::to_string(i), [&](const td::TensorDict& m) { return layer(m, i, h); });
+        return (h - ys).pow(2).mean();
+      });
+    })(shards);
+    opt.step(shards, grads, state);
+    auto ref_grads = td::grad([&](const td::TensorDict& p) {
+      auto h = p.get("embed").index_select(0, x.reshape({-1})).view({6, 3, width});
+      for (int i = 0; i < 3; ++i) h = layer(p, i, h);
+      return (h - y).pow(2).mean();
+    })(ref);
+    opt.step(ref, ref_grads, ref_state);
+  }
+  const td::TensorDict whole = fsdp.unshard(shards);
+  for (const auto& k : ref.keys({.include_nested = true, .leaves_only = true})) {
+    const double d = (whole.get(k) - ref.get(k)).abs().max().item<double>();
+    if (d > 1e-5) throw std::runtime_error("a TensorDict model's leaf differs from one process by " + std::to_string(d));
+  }
+  std::cout << "fsdp dict ok" << std::endl;
+  return 0;
+}
