@@ -812,12 +812,16 @@ TEST_CASE("dist: 20 Adam steps match Python's fully_shard and one process, 2 and
   }
 }
 TEST_CASE("dist: a rank that dies mid-step makes the others fail naming the unit") {
-  auto rs = run_ranks("fsdp_dead", 3, 120s);
-  for (int r : {0, 2}) {
-    INFO("rank " << r << " printed:\n" << rs[r].out);
-    CHECK(rs[r].code == 0);
-    CHECK(rs[r].out.find("fsdp dead ok") != std::string::npos);
+  for (const char* when : {"forward", "backward"}) {
+    ::setenv("TDCPP_FSDP_DIE", when, 1);
+    auto rs = run_ranks("fsdp_dead", 3, 120s);
+    for (int r : {0, 2}) {
+      INFO("dies in the " << when << "; rank " << r << " printed:\n" << rs[r].out);
+      CHECK(rs[r].code == 0);
+      CHECK(rs[r].out.find("fsdp dead ok") != std::string::npos);
+    }
   }
+  ::unsetenv("TDCPP_FSDP_DIE");
 }
 TEST_CASE("dist: gather_and_stack and scatter, 3 ranks") { expect_all_ok(run_ranks("gather_scatter", 3), "gather/scatter ok"); }
 TEST_CASE("dist: send, recv, isend, irecv, init_remote, 3 ranks") { expect_all_ok(run_ranks("p2p", 3), "p2p ok"); }
