@@ -121,13 +121,12 @@ struct GatheredUnit {
   std::size_t index = 0;             // its place in the forward's call order
   std::vector<at::Tensor> shards;
   std::vector<at::Tensor> full;
-  std::vector<std::size_t> nbytes;   // each full tensor's storage size when resident
   bool resident = false;
   bool reduced = false;
 };
 
-// What the shards' layout and the group are, for the nodes (which outlive no `FullyShard`:
-// they hold its core by shared pointer).
+// The layout, the group and the step's state: one per `FullyShard`, shared with the autograd
+// nodes, which may outlive it (a graph kept after the `FullyShard` is gone).
 struct Core {
   c10::intrusive_ptr<GlooGroup> pg;
   int rank = 0, world = 1;
@@ -136,8 +135,8 @@ struct Core {
   bool average = true;
   std::vector<ShardLeaf> leaves;
   std::vector<ShardUnit> units;
-  // Bytes this rank has sent and received in the model's collectives (all-gathers and
-  // reduce-scatters), for the benchmarks.
+  // Bytes this rank has sent in the model's collectives (all-gathers and reduce-scatters), and
+  // bytes of gathered leaves and messages held now and at most: the benchmarks' figures.
   int64_t bytes_sent = 0;
   int64_t gathered_bytes = 0, peak_gathered_bytes = 0;
   // Set once the group turned down a reduce-scatter: an all-reduce does it from then on.
