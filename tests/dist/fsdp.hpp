@@ -66,6 +66,17 @@ static torch::Tensor loss_of(const Gpt& m, const torch::Tensor& h, const torch::
   return at::cross_entropy_loss(logits.reshape({-1, vocab}), targets.reshape({-1}));
 }
 
+// One step's loss on this rank's slice: the root unit gathered by `forward`, each block by `unit`.
+static torch::Tensor sharded_loss(dist::FullyShard<Gpt>& fsdp, const Gpt& p, const torch::Tensor& x, const torch::Tensor& y) {
+  return fsdp.forward(p, [&](const Gpt& root) {
+    auto h = embed(root, x);
+    for (std::size_t i = 0; i < root.blocks.size(); ++i) {
+      h = fsdp.unit(i + 1, [&](const Gpt& m) { return block_forward(m.blocks[i], h); });
+    }
+    return loss_of(root, h, y);
+  });
+}
+
 // One process, the whole model.
 static torch::Tensor loss_full(const Gpt& m, const torch::Tensor& tokens, const torch::Tensor& targets) {
   auto h = embed(m, tokens);
@@ -137,15 +148,7 @@ static int scenario_fsdp(const World& w) {
       for (int s = 0; s < steps; ++s) {
         auto [x_all, y_all] = batch(s);
         auto x = x_all.narrow(0, per * w.rank, per), y = y_all.narrow(0, per * w.rank, per);
-        auto fwd = [&](const Gpt& p) {
-          return fsdp.forward(p, [&](const Gpt& root) {
-            auto h = embed(root, x);
-            for (int i = 0; i < nblocks; ++i) {
-              h = fsdp.unit(static_cast<std::size_t>(i + 1), [&](const Gpt& m) { return block_forward(m.blocks[i], h); });
-            }
-            return loss_of(root, h, y);
-          });
-        };
+        auto fwd = [&](const Gpt& p) { return sharded_loss(fsdp, p, x, y); };
         torch::Tensor loss;
         Gpt grads;
         if (plain_autograd) {
@@ -246,19 +249,10 @@ static void sharded_steps(const World& w, dist::FullyShard<fs_test::Gpt>& fsdp, 
   using namespace fs_test;
   auto opt = td::optim::adam({.lr = 1e-2});
   const int64_t per = seqs / w.size;
-  const int nblocks = static_cast<int>(shards.blocks.size());
   for (int s = from; s < to; ++s) {
     auto [x_all, y_all] = batch(s);
     auto x = x_all.narrow(0, per * w.rank, per), y = y_all.narrow(0, per * w.rank, per);
-    auto grads = td::grad([&](const Gpt& p) {
-      return fsdp.forward(p, [&](const Gpt& root) {
-        auto h = embed(root, x);
-        for (int i = 0; i < nblocks; ++i) {
-          h = fsdp.unit(static_cast<std::size_t>(i + 1), [&](const Gpt& m) { return block_forward(m.blocks[i], h); });
-        }
-        return loss_of(root, h, y);
-      });
-    })(shards);
+    auto grads = td::grad([&](const Gpt& p) { return sharded_loss(fsdp, p, x, y); })(shards);
     opt.step(shards, grads, state);
   }
 }
@@ -377,15 +371,7 @@ static int scenario_fsdp_python(const World& w) {
   for (int s = 0; s < steps; ++s) {
     auto [x_all, y_all] = batch(s);
     auto x = x_all.narrow(0, per * w.rank, per), y = y_all.narrow(0, per * w.rank, per);
-    auto [loss, grads] = td::value_and_grad([&](const Gpt& p) {
-      return fsdp.forward(p, [&](const Gpt& root) {
-        auto h = embed(root, x);
-        for (std::size_t i = 0; i < root.blocks.size(); ++i) {
-          h = fsdp.unit(i + 1, [&](const Gpt& m) { return block_forward(m.blocks[i], h); });
-        }
-        return loss_of(root, h, y);
-      });
-    })(shards);
+    auto [loss, grads] = td::value_and_grad([&](const Gpt& p) { return sharded_loss(fsdp, p, x, y); })(shards);
     opt.step(shards, grads, state);
     auto mean = loss.detach().reshape({1}).clone();
     std::vector<at::Tensor> v{mean};

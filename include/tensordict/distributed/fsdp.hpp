@@ -126,6 +126,16 @@ class FullyShard {
       c.units[u].leaves.push_back(c.leaves.size());
       c.leaves.push_back(std::move(l));
     }
+    // Where each unit's gathered leaves go, worked out once: (slot, index in the unit).
+    unit_slots_.resize(c.units.size());
+    std::vector<std::size_t> index_in_unit(c.leaves.size());
+    for (const auto& unit : c.units) {
+      for (std::size_t j = 0; j < unit.leaves.size(); ++j) index_in_unit[unit.leaves[j]] = j;
+    }
+    for (std::size_t slot = 0; slot < slot_leaf_.size(); ++slot) {
+      if (slot_leaf_[slot] == npos) continue;
+      unit_slots_[c.leaves[slot_leaf_[slot]].unit].emplace_back(slot, index_in_unit[slot_leaf_[slot]]);
+    }
     for (auto& unit : c.units) {
       int64_t off = 0;
       std::map<at::ScalarType, int64_t> seg;
@@ -376,12 +386,7 @@ class FullyShard {
   }
   // Puts a unit's gathered leaves at their slots (tied slots too).
   void place(std::size_t u, const std::vector<at::Tensor>& full, std::vector<at::Tensor>& slots) const {
-    const auto& unit = core_->units[u];
-    for (std::size_t s = 0; s < slot_leaf_.size(); ++s) {
-      if (slot_leaf_[s] == npos || core_->leaves[slot_leaf_[s]].unit != u) continue;
-      const auto it = std::find(unit.leaves.begin(), unit.leaves.end(), slot_leaf_[s]);
-      slots[s] = full[static_cast<std::size_t>(it - unit.leaves.begin())];
-    }
+    for (const auto& [slot, j] : unit_slots_[u]) slots[slot] = full[j];
   }
 
   template <class F, class... A>
@@ -454,6 +459,7 @@ class FullyShard {
   TreeSpec<T> spec_;
   std::vector<std::size_t> slot_leaf_;  // slot -> leaf (npos: an absent leaf)
   std::map<std::string, std::size_t, std::less<>> keys_;  // every key (tied ones too) -> leaf
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> unit_slots_;  // unit -> (slot, index in the unit)
   const T* current_ = nullptr;
   std::vector<at::Tensor> current_slots_;
 };
