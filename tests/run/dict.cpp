@@ -1,4 +1,5 @@
 // The runtime TensorDict: keys chosen at run time.
+#include <ranges>
 #include <random>
 #include <sstream>
 
@@ -69,6 +70,44 @@ TEST_CASE("TensorDict: construction, nested keys, insertion order") {
   CHECK(mixed.get<std::string>("name") == "relu");
   CHECK(mixed.entry("name").is_non_tensor());
   CHECK(mixed.keys() == std::vector<NestedKey>{"lr", "n", "flag", "name"});
+}
+
+TEST_CASE("TensorDict: entries() is a random-access, sized, borrowed view of the top level") {
+  using View = decltype(std::declval<const TensorDict&>().entries());
+  static_assert(std::ranges::random_access_range<View> && std::ranges::sized_range<View>);
+  static_assert(std::ranges::view<View> && std::ranges::borrowed_range<View>);
+  static_assert(std::same_as<std::ranges::range_reference_t<View>, std::pair<const std::string&, const td::Entry&>>);
+  for (int n : {0, 1, 2, 7, 40}) {
+    TensorDict t;
+    for (int i = 0; i < n; ++i) t.set("k" + std::to_string((i * 7) % 41), torch::full({1}, i));
+    const auto v = t.entries();
+    CHECK(v.size() == static_cast<std::size_t>(n));
+    CHECK(v.empty() == (n == 0));
+    CHECK(std::ranges::distance(v) == n);
+    int i = 0;
+    for (const auto& [k, e] : v) {
+      CHECK(k == "k" + std::to_string((i * 7) % 41));
+      CHECK(e.tensor().item<int>() == i);
+      CHECK(&v[static_cast<std::size_t>(i)].second == &e);
+      ++i;
+    }
+    if (n == 0) continue;
+    CHECK(v.front().first == "k0");
+    CHECK(v.back().second.tensor().item<int>() == n - 1);
+    auto it = v.begin() + (n - 1);
+    CHECK((*it).first == v.back().first);
+    CHECK(it - v.begin() == n - 1);
+    CHECK(v.end() - it == 1);
+    CHECK(it[-(n - 1)].first == "k0");
+    CHECK((v.begin() < it) == (n > 1));
+    // The standard algorithms and adaptors take it, and its iterators outlive the view.
+    auto found = std::ranges::find_if(t.entries(), [&](const auto& kv) { return kv.first == v.back().first; });
+    CHECK(found - t.entries().begin() == n - 1);
+    std::vector<std::string> reversed;
+    for (const auto& kv : v | std::views::reverse) reversed.push_back(kv.first);
+    CHECK(reversed.front() == v.back().first);
+    CHECK(reversed.back() == "k0");
+  }
 }
 
 TEST_CASE("TensorDict: reserve keeps the entries and the keys shared with copies") {

@@ -308,6 +308,7 @@ template <tree T>
 namespace detail {
 // Python's `pad` of `where`: `into` gets every entry of `from` it lacks, a tensor as `pad` in
 // the other's shape and dtype, a nested level with its batch size, non-tensor data as it is.
+template <class = void>
 inline void where_pad_missing(TensorDict& into, const TensorDict& from, const at::Scalar& pad) {
   for (const auto& [key, ref] : from.items()) {
     const std::string& name = key.back();
@@ -337,6 +338,7 @@ inline void where_pad_missing(TensorDict& into, const TensorDict& from, const at
 /// `where(cond, a, b)` for TensorDicts whose keys may differ (Python's `where(..., pad=)`): a
 /// key only one of them has takes `pad` where the other would be chosen. The result has `a`'s
 /// keys, then those only `b` has.
+template <class = void>
 inline TensorDict where(const at::Tensor& cond, const TensorDict& a, const TensorDict& b, const at::Scalar& pad) {
   TensorDict a2 = a, b2 = b;
   detail::where_pad_missing(a2, b, pad);

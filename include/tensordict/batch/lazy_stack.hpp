@@ -57,6 +57,7 @@ struct PadSlot {
   std::size_t first = 0;  // the element it was first seen in
 };
 
+template <class = void>
 inline void merge_sizes(std::vector<int64_t>& into, c10::IntArrayRef more) {
   for (std::size_t d = 0; d < into.size(); ++d) into[d] = std::max(into[d], more[d]);
 }
@@ -104,6 +105,7 @@ void pad_slots(const TensorDict& level, std::vector<std::string>& path, std::siz
 
 // Refuses a padding out of an integer leaf's range (-1 in uint8 would wrap to 255), as Python's
 // nested to_padded_tensor does; a fraction is truncated, as there.
+template <class = void>
 inline void check_padding_fits(const NestedKey& key, const at::Scalar& padding, at::ScalarType dtype) {
   if (!at::isIntegralType(dtype, /*includeBool=*/false)) return;
   bool fits = true;
@@ -119,6 +121,7 @@ inline void check_padding_fits(const NestedKey& key, const at::Scalar& padding, 
 }
 
 // `x` padded with `value` at the end of each dim to `shape` (a copy, as the other rows are).
+template <class = void>
 inline at::Tensor pad_to(const at::Tensor& x, const std::vector<int64_t>& shape, const at::Scalar& value) {
   at::Tensor out = at::full(shape, value, x.options());
   at::Tensor view = out;

@@ -40,7 +40,10 @@ struct PackLayout {
   /// The tree of `flat` (Python's `layout.unpack(flat)`): each leaf a view of its columns. The
   /// batch dims are `flat`'s other dims, so `flat` may have gained or lost leading ones (a
   /// selection of rows, a stack of packs).
-  [[nodiscard]] TensorDict unpack(const at::Tensor& flat) const {
+  /// (A template only so that a file that never unpacks compiles none of it.)
+  template <class D = TensorDict>
+    requires std::is_same_v<D, TensorDict>
+  [[nodiscard]] D unpack(const at::Tensor& flat) const {
     if (!flat.defined() || flat.dim() < 1) throw Error("unpack: a packed tensor has one dim at least");
     if (flat.dim() + dim < 0) {
       throw BatchSizeError("unpack: the layout packs along dim " + std::to_string(dim) + "; the tensor has shape " +
@@ -52,11 +55,11 @@ struct PackLayout {
                            std::to_string(numel) + " (tensor of shape " + detail::shape_str(flat.sizes()) + ")");
     }
     const std::vector<int64_t> batch(x.sizes().begin(), x.sizes().end() - 1);
-    TensorDict out(BatchSize(batch), device);
+    D out(BatchSize(batch), device);
     for (const auto& [key, shape] : nested) {
       std::vector<int64_t> b = batch;
       b.insert(b.end(), shape.begin(), shape.end());
-      TensorDict level(BatchSize(b), device);
+      D level(BatchSize(b), device);
       out.set(key, std::move(level));
     }
     for (std::size_t i = 0; i < keys.size(); ++i) {

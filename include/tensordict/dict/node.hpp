@@ -31,16 +31,19 @@ struct node<TensorDict> {
     E& second;
     const Item* operator->() const noexcept { return this; }
   };
+  // Reads position i of a level as an `Item`: the projection of `ordered`.
+  struct ItemAt {
+    template <class V>
+    auto operator()(V& t, std::size_t i) const noexcept {
+      using E = std::conditional_t<std::is_const_v<V>, const Entry, Entry>;
+      const detail::KeyTable* table = t.keys_.get();
+      return Item<E>{detail::TableKey{*table->order[i], table, static_cast<std::uint32_t>(i)}, t.values_[i]};
+    }
+  };
   // The entries in order; nothing allocated.
   template <class V>
-  static auto ordered(V& t) noexcept {
-    using E = std::conditional_t<std::is_const_v<V>, const Entry, Entry>;
-    const detail::KeyTable* table = t.keys_.get();
-    return std::views::iota(std::size_t{0}, t.values_.size()) |
-           std::views::transform([&t, table](std::size_t i) {
-             return Item<E>{detail::TableKey{*table->order[i], table, static_cast<std::uint32_t>(i)},
-                            t.values_[i]};
-           });
+  static detail::IndexView<V, ItemAt> ordered(V& t) noexcept {
+    return {t, t.values_.size()};
   }
   // The entry named `key`, or null. A name from a tree of the same key table is found by its
   // position; one from another TensorDict brings its hash along.

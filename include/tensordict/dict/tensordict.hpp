@@ -42,6 +42,7 @@
 #include "../node.hpp"
 #include "../non_tensor.hpp"
 #include "../tree.hpp"
+#include "detail/index_view.hpp"
 #include "detail/key_table.hpp"
 #include "detail/math_methods.hpp"
 #include "detail/tree_methods.hpp"
@@ -105,21 +106,18 @@ class TensorDict : public operators::found_by_lookup,
   template <class = void>
   void drop_undefined();
 
+  // Reads position i of a level as (name, entry): the projection of `nodes()`.
+  struct NodeAt {
+    std::pair<const std::string&, const Entry&> operator()(const TensorDict& t, std::size_t i) const noexcept {
+      return {t.name_at(i), t.values_[i]};
+    }
+    std::pair<const std::string&, Entry&> operator()(TensorDict& t, std::size_t i) const noexcept {
+      return {t.name_at(i), t.values_[i]};
+    }
+  };
   // The entries in order, as references (declared first: later members use the type).
-  template <class = void>
-  auto nodes() const noexcept {
-    return std::views::iota(std::size_t{0}, values_.size()) |
-           std::views::transform([this](std::size_t i) {
-             return std::pair<const std::string&, const Entry&>(name_at(i), values_[i]);
-           });
-  }
-  template <class = void>
-  auto nodes() noexcept {
-    return std::views::iota(std::size_t{0}, values_.size()) |
-           std::views::transform([this](std::size_t i) {
-             return std::pair<const std::string&, Entry&>(name_at(i), values_[i]);
-           });
-  }
+  detail::IndexView<const TensorDict, NodeAt> nodes() const noexcept { return {*this, values_.size()}; }
+  detail::IndexView<TensorDict, NodeAt> nodes() noexcept { return {*this, values_.size()}; }
 
  public:
   using Item = std::pair<std::string, Entry>;
@@ -135,6 +133,7 @@ class TensorDict : public operators::found_by_lookup,
   TensorDict& operator=(TensorDict&&) noexcept = default;
   /// From entries in order; nested levels as nested `TensorDict`s. Every tensor must start with
   /// `batch_size`; with a device, tensors are moved there.
+  template <class = void>
   TensorDict(std::initializer_list<Item> items, BatchSize batch_size = {},
              std::optional<c10::Device> device = std::nullopt)
       : batch_size_(std::move(batch_size)), device_(device) {
@@ -346,8 +345,7 @@ class TensorDict : public operators::found_by_lookup,
 
   /// Top-level entries in insertion order.
   /// `(name, entry)` pairs of the top level in insertion order (a random-access view).
-  template <class = void>
-  auto entries() const noexcept { return nodes(); }
+  detail::IndexView<const TensorDict, NodeAt> entries() const noexcept { return nodes(); }
 
   /// The keys: top level, or with `include_nested` every level depth first; with `leaves_only`
   /// no key of a nested TensorDict. Non-tensor entries are leaves, as in Python.
@@ -415,6 +413,7 @@ class TensorDict : public operators::found_by_lookup,
     return rename_key(old_key, new_key);
   }
   /// `erase` under Python's name.
+  template <class = void>
   TensorDict& del_(const Key& key) { return erase(key); }
   /// The shape of the tensor at `key` (Python's `get_item_shape`).
   template <class = void>
@@ -488,6 +487,7 @@ class TensorDict : public operators::found_by_lookup,
 
   /// Prints the tree as Python's repr does: keys, shapes, dtypes, devices, batch size, nested
   /// levels indented (entries in insertion order).
+  template <class = void>
   friend std::ostream& operator<<(std::ostream& os, const TensorDict& td) {
     td.print(os, "TensorDict", 0);
     return os;

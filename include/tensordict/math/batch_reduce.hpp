@@ -35,9 +35,13 @@ inline c10::optional<at::ScalarType> c10_dtype(const opt_dtype& d) {
   return d ? c10::optional<at::ScalarType>(*d) : c10::nullopt;
 }
 
+// The result views what `d` views. Built from an optional: libtorch 2.x marks the ArrayRef
+// constructor lifetime-bound to its argument, here a by-value parameter, which Clang then warns
+// about although the data lives in the caller.
 template <class = void>
 inline at::OptionalIntArrayRef opt_dims(c10::IntArrayRef d) {
-  return d.empty() ? at::OptionalIntArrayRef(c10::nullopt) : at::OptionalIntArrayRef(d);
+  if (d.empty()) return at::OptionalIntArrayRef(c10::nullopt);
+  return at::OptionalIntArrayRef(c10::optional<c10::IntArrayRef>(d));
 }
 
 // std (Var false) or var with an integer correction, on libtorch 1.13 (an int) and 2.x (a
