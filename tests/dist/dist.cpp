@@ -21,6 +21,7 @@
 #include <tensordict/checkpoint/dcp.hpp>
 #include <tensordict/distributed.hpp>
 #include <tensordict/distributed/dcp.hpp>
+#include <tensordict/distributed/fsdp_state_dict.hpp>
 #include <tensordict/tensordict.hpp>
 
 // After libtorch: its glog defines CHECK too, doctest's must win.
@@ -665,6 +666,7 @@ static int worker(int argc, char** argv) {
       {"fsdp", scenario_fsdp},               {"fsdp_save", scenario_fsdp_save},
       {"fsdp_resume", scenario_fsdp_resume}, {"fsdp_dead", scenario_fsdp_dead},
       {"fsdp_python", scenario_fsdp_python}, {"fsdp_dict", scenario_fsdp_dict},
+      {"fsdp_torch_save", scenario_fsdp_torch_save}, {"fsdp_torch_load", scenario_fsdp_torch_load},
   };
   auto it = scenarios.find(scenario);
   if (it == scenarios.end()) return 2;
@@ -810,6 +812,39 @@ TEST_CASE("dist: 20 Adam steps match Python's fully_shard and one process, 2 and
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
+}
+TEST_CASE("dist: checkpoints in get_state_dict's layout go both ways with Python's FSDP2, resharded") {
+  const char* py = std::getenv("TENSORDICT_PYTHON");
+  const std::string python = py != nullptr && *py != '\0' ? py : "python3";
+  if (std::system((python + " -c 'import torch.distributed.fsdp, safetensors' >/dev/null 2>&1").c_str()) != 0) {
+    std::cout << "TENSORDICT_SKIPPED: no Python torch with FSDP2 and safetensors" << std::endl;
+    return;
+  }
+  const std::string script = std::filesystem::path(__FILE__).parent_path() / "fsdp_python.py";
+  auto cpp = fresh_dir("fsdp_torch_cpp");
+  ::setenv("TDCPP_FSDP_CKPT", cpp.c_str(), 1);
+  expect_all_ok(run_ranks("fsdp_torch_save", 2, 300s), "fsdp torch save ok");
+  ::unsetenv("TDCPP_FSDP_CKPT");
+  // C++'s 2 ranks read by Python's 2 and 3; Python's read back by C++'s 3 and 2.
+  for (auto [py_ranks, cpp_ranks] : {std::pair{2, 3}, std::pair{3, 2}}) {
+    auto out = fresh_dir("fsdp_torch_py");
+    INFO("Python on " << py_ranks << " ranks, C++ on " << cpp_ranks);
+    const int rc = std::system((python + " " + script + " resume " + cpp.string() + " " + out.string() + " " +
+                                std::to_string(py_ranks) + " 3 5 >" + (out / "python.log").string() + " 2>&1").c_str());
+    if (rc != 0) {
+      std::ifstream log(out / "python.log");
+      std::stringstream text;
+      text << log.rdbuf();
+      FAIL("fsdp_python.py resume failed:\n" << text.str());
+    }
+    ::setenv("TDCPP_FSDP_PY", out.c_str(), 1);
+    expect_all_ok(run_ranks("fsdp_torch_load", cpp_ranks, 300s), "fsdp torch load ok");
+    ::unsetenv("TDCPP_FSDP_PY");
+    std::error_code ec;
+    std::filesystem::remove_all(out, ec);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(cpp, ec);
 }
 TEST_CASE("dist: a rank that dies mid-step makes the others fail naming the unit") {
   for (const char* when : {"forward", "backward"}) {

@@ -396,6 +396,70 @@ static int scenario_fsdp_python(const World& w) {
   return 0;
 }
 
+// The model of fsdp_python.py: its temperature is [1], since FSDP2 shards no 0-dim parameter.
+static fs_test::Gpt torch_gpt() {
+  fs_test::Gpt m = fs_test::make_gpt(3);
+  m.temperature = at::ones({1});
+  return m;
+}
+
+// Three sharded Adam steps, then this rank's part of get_state_dict's layout written as DCP: what
+// Python's FSDP2 ranks read with dcp.load (fsdp_python.py resume).
+static int scenario_fsdp_torch_save(const World& w) {
+  using namespace fs_test;
+  auto g = join(w, 60s);
+  const std::filesystem::path dir = std::getenv("TDCPP_FSDP_CKPT");
+  const Gpt init = torch_gpt();
+  dist::FullyShard<Gpt> fsdp(g, init, {.units = {"blocks.*"}});
+  Gpt shards = fsdp.shard(init);
+  const td::optim::AdamOptions options{.lr = 1e-2};
+  auto state = td::optim::adam(options).init(shards);
+  sharded_steps(w, fsdp, shards, state, 0, 3);
+  const td::TensorDict sd = dist::torch_state_dict(fsdp, shards, state, options);
+  // Each leaf once (the head is wte's), its rows; Adam's options as torch names them.
+  EXPECT(!sd.contains({"model", "head"}) && sd.contains({"model", "wte"}));
+  EXPECT(sd.get({"model", "blocks", "1", "fc"}).is_same(shards.blocks[1].fc));
+  EXPECT(sd.get({"optim", "state", "wte", "step"}).item<double>() == 3.0);
+  EXPECT(sd.get_non_tensor({"optim", "param_groups", "0", "params"}).size() == 5 + 7 * 3);  // wte, wpe, lnf_w, lnf_b, temperature; 7 a block
+  dist::save_dcp(g, sd, dir, {.shard_dim = fsdp.shard_dim()});
+  std::cout << "fsdp torch save ok" << std::endl;
+  return 0;
+}
+
+// Python's FSDP2 ranks resumed that checkpoint, took steps 3 and 4, and saved theirs
+// (TDCPP_FSDP_PY/ckpt, on another number of ranks): read here, it is one process's five steps,
+// and two more steps here are one process's seven.
+static int scenario_fsdp_torch_load(const World& w) {
+  using namespace fs_test;
+  auto g = join(w, 60s);
+  const std::filesystem::path dir = std::getenv("TDCPP_FSDP_PY");
+  const Gpt init = torch_gpt();
+  dist::FullyShard<Gpt> fsdp(g, init, {.units = {"blocks.*"}});
+  auto [shards, state] = dist::load_torch_state_dict(fsdp, dir / "ckpt");
+  EXPECT(state.step.item<int64_t>() == 5);
+  EXPECT(shards.head.is_same(shards.wte));
+  const Gpt five = one_process(init, 5);
+  const double d5 = max_diff(fsdp.unshard(shards), five);
+  const double dpy = max_diff(td::load_safetensors<Gpt>(dir / "final.safetensors", {.strict = false}), five);
+  if (d5 > 1e-5 || dpy > 1e-5) {
+    throw std::runtime_error("Python's checkpoint after 5 steps differs from one process by " + std::to_string(d5) +
+                             " (its final weights: " + std::to_string(dpy) + ")");
+  }
+  sharded_steps(w, fsdp, shards, state, 5, 7);
+  const double d7 = max_diff(fsdp.unshard(shards), one_process(init, 7));
+  if (d7 > 1e-5) throw std::runtime_error("two more steps differ from one process by " + std::to_string(d7));
+  // A checkpoint that is not of this model: the missing key is named.
+  try {
+    dist::FullyShard<Gpt> other(g, make_gpt(3), {.units = {"blocks.*"}});
+    (void)dist::load_torch_state_dict(other, dir / "ckpt");
+    EXPECT(false);
+  } catch (const td::Error& e) {
+    EXPECT(std::string(e.what()).find("temperature") != std::string::npos);
+  }
+  std::cout << "fsdp torch load ok" << std::endl;
+  return 0;
+}
+
 // A TensorDict model (keys chosen at run time), each layer a unit: the views hold only the
 // gathered unit's keys; 3 SGD steps equal one process's.
 static int scenario_fsdp_dict(const World& w) {

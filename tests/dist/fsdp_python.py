@@ -6,6 +6,13 @@ one unit, the rest the root) on every rank's slice of the same batches as the C+
 writes OUT/losses.json (the whole batch's loss at each step) and OUT/final.safetensors.
 
     fsdp_python.py OUT WORLD STEPS
+
+With `resume`, it reads a Distributed Checkpoint in get_state_dict's layout (the C++ side's
+dist::torch_state_dict, written after FROM steps) into FSDP2 on WORLD ranks with dcp.load, takes
+steps FROM to TO-1, and writes OUT/final.safetensors, OUT/losses.json and its own checkpoint,
+OUT/ckpt, as get_state_dict and dcp.save give it:
+
+    fsdp_python.py resume CKPT OUT WORLD FROM TO
 """
 import json
 import os
@@ -127,14 +134,65 @@ def rank_main(rank, world, steps, out, port):
     dist.destroy_process_group()
 
 
+def resume_main(rank, world, ckpt, out, first, last, port):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    model = Gpt()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()  # every value comes from the checkpoint
+    for b in model.blocks:
+        fully_shard(b)
+    fully_shard(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    msd, osd = get_state_dict(model, opt)
+    dcp.load({"model": msd, "optim": osd}, checkpoint_id=str(ckpt))
+    set_state_dict(model, opt, model_state_dict=msd, optim_state_dict=osd)
+    per = SEQS // world
+    losses = []
+    for s in range(first, last):
+        x, y = batch(s)
+        loss = model(x[per * rank : per * (rank + 1)], y[per * rank : per * (rank + 1)])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mean = loss.detach().reshape(1).clone()
+        dist.all_reduce(mean)
+        losses.append(mean.item() / world)
+    msd, osd = get_state_dict(model, opt)
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(out / "ckpt"))
+    final = {}
+    for k, p in model.named_parameters():
+        full = p.full_tensor() if isinstance(p, DTensor) else p
+        final[k] = full.detach().clone().contiguous()
+    if rank == 0:
+        save_file(final, str(out / "final.safetensors"))
+        (out / "losses.json").write_text(json.dumps(losses))
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main():
+    if sys.argv[1] == "resume":
+        ckpt, out = pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+        world, first, last = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+        out.mkdir(parents=True, exist_ok=True)
+        mp.spawn(resume_main, args=(world, ckpt, out, first, last, free_port()), nprocs=world, join=True)
+        print(f"python fully_shard resumed {ckpt} on {world} ranks, steps {first} to {last - 1}")
+        return
     out, world, steps = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     out.mkdir(parents=True, exist_ok=True)
     save_file(initial(), str(out / "init.safetensors"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(rank_main, args=(world, steps, out, port), nprocs=world, join=True)
+    mp.spawn(rank_main, args=(world, steps, out, free_port()), nprocs=world, join=True)
     print(f"python fully_shard: {world} ranks, {steps} steps, final loss {json.loads((out / 'losses.json').read_text())[-1]:.6f}")
 
 

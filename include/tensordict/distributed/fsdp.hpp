@@ -29,6 +29,10 @@
 
 namespace tensordict::dist {
 
+namespace detail {
+struct FsdpStateDictAccess;  // fsdp_state_dict.hpp
+}  // namespace detail
+
 /// How `FullyShard` cuts a model and runs it.
 struct ShardOptions {
   /// The units gathered one at a time, as FSDP2's nested `fully_shard` calls choose them: key
@@ -256,18 +260,22 @@ class FullyShard {
   }
 
   /// `save_dcp`'s `shard_dim` for trees of this layout's shards (the shards, or an optimizer
-  /// state of them, or a tree holding those under a prefix: `"exp_avg.blocks.0.fc"` is a
-  /// shard of `blocks.0.fc`): dim 0 for every cut leaf, whole for 0-dim leaves and keys the
-  /// layout does not have (Adam's `step`). Each rank then writes its own rows, and the folder
-  /// is the whole model's checkpoint, which `load_dcp` reads on any number of ranks.
+  /// state of them, or a tree holding those under a prefix or with a suffix:
+  /// `"exp_avg.blocks.0.fc"` and `"optim.state.blocks.0.fc.exp_avg"` are shards of
+  /// `blocks.0.fc`): dim 0 for every cut leaf, whole for 0-dim leaves and keys the layout does
+  /// not have (Adam's `step`). Each rank then writes its own rows, and the folder is the whole
+  /// model's checkpoint, which `load_dcp` reads on any number of ranks.
   [[nodiscard]] std::function<std::optional<int64_t>(const std::string&, const at::Tensor&)> shard_dim() const {
     return [core = core_, keys = keys_](const std::string& key, const at::Tensor& local) -> std::optional<int64_t> {
+      if (local.dim() == 0) return std::nullopt;
+      // The longest run of whole names in `key` that is a key of the layout.
       for (std::size_t from = 0;;) {
-        const auto it = keys.find(std::string_view(key).substr(from));
-        if (it != keys.end()) {
-          const auto& l = core->leaves[it->second];
-          if (l.replicated || local.dim() == 0) return std::nullopt;
-          return 0;
+        const std::string_view rest = std::string_view(key).substr(from);
+        for (std::size_t end = rest.size();;) {
+          const auto it = keys.find(rest.substr(0, end));
+          if (it != keys.end()) return core->leaves[it->second].replicated ? std::nullopt : std::optional<int64_t>(0);
+          end = rest.rfind('.', end - 1);
+          if (end == std::string_view::npos || end == 0) break;
         }
         from = key.find('.', from);
         if (from == std::string::npos) return std::nullopt;
@@ -455,6 +463,7 @@ class FullyShard {
     }
   }
 
+  friend struct detail::FsdpStateDictAccess;
   std::shared_ptr<detail::Core> core_;
   TreeSpec<T> spec_;
   std::vector<std::size_t> slot_leaf_;  // slot -> leaf (npos: an absent leaf)
