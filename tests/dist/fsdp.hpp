@@ -327,6 +327,8 @@ static int scenario_fsdp_dead(const World& w) {
     const std::string what = e.what();
     EXPECT(what.find("(unit 'blocks.") != std::string::npos || what.find("(the root unit)") != std::string::npos);
     EXPECT(what.find("rank " + std::to_string(w.rank) + " of 3") != std::string::npos);
+    // The dead rank, found by asking the others through the store they met in.
+    EXPECT(what.find("rank 1 does not answer") != std::string::npos);
     EXPECT(std::chrono::steady_clock::now() - start < 30s);
     std::cout << what << "\nfsdp dead ok" << std::endl;
     return 0;

@@ -65,6 +65,7 @@ class FullyShard {
     core_ = std::make_shared<detail::Core>();
     auto& c = *core_;
     c.pg = group.ptr();
+    c.store = group.store();
     c.rank = group.rank();
     c.world = group.size();
     c.timeout = o.timeout ? o.timeout : std::optional(group.timeout());

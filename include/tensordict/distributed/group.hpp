@@ -39,9 +39,11 @@ using GlooGroup = c10d::ProcessGroupGloo;
 /// `intrusive_ptr` to one).
 class Group {
  public:
-  /// Wraps a c10d Gloo group; `timeout` is the longest wait of each operation.
-  Group(c10::intrusive_ptr<GlooGroup> pg, std::chrono::milliseconds timeout)
-      : pg_(std::move(pg)), timeout_(timeout) {}
+  /// Wraps a c10d Gloo group; `timeout` is the longest wait of each operation. With the store
+  /// the ranks met in, a failed step of `FullyShard` can name the ranks that no longer answer.
+  Group(c10::intrusive_ptr<GlooGroup> pg, std::chrono::milliseconds timeout,
+        c10::intrusive_ptr<c10d::Store> store = {})
+      : pg_(std::move(pg)), timeout_(timeout), store_(std::move(store)) {}
   /// This process's rank.
   int rank() const { return pg_->getRank(); }
   /// The number of processes.
@@ -52,10 +54,13 @@ class Group {
   GlooGroup& c10d() const noexcept { return *pg_; }
   /// The owning pointer to the c10d group.
   const c10::intrusive_ptr<GlooGroup>& ptr() const noexcept { return pg_; }
+  /// The store the ranks met in (null for a group wrapped without one).
+  const c10::intrusive_ptr<c10d::Store>& store() const noexcept { return store_; }
 
  private:
   c10::intrusive_ptr<GlooGroup> pg_;
   std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
 };
 
 namespace detail {
@@ -173,7 +178,7 @@ inline Group init_process_group(const GroupOptions& o = {}) {
   try {
     options->devices.push_back(detail::gloo_device(o, master));
     auto pg = c10::make_intrusive<GlooGroup>(prefixed, rank, size, options);
-    return Group(std::move(pg), o.timeout);
+    return Group(std::move(pg), o.timeout, store);
   } catch (const std::exception& e) {
     const std::string msg = detail::first_line(e.what());
     const bool timed_out = msg.find("imeout") != std::string::npos || msg.find("imed out") != std::string::npos;

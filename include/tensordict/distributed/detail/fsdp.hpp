@@ -2,6 +2,8 @@
 // Part of <tensordict/distributed/fsdp.hpp>: the layout of the shards (FSDP2's cut of dim 0),
 // the unit's all-gather and its gradients' reduce-scatter, and the autograd nodes that run them.
 
+#include <thread>
+
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/variable.h>
@@ -149,7 +151,65 @@ struct Core {
   // unit the backward reaches next (`ahead_target`, whose storage it will refill).
   std::optional<InFlight> ahead;
   std::shared_ptr<GatheredUnit> ahead_target;
+  // The store the ranks met in, where a failed collective asks which ranks still answer, and
+  // how many times it has asked (the round's key).
+  c10::intrusive_ptr<c10d::Store> store;
+  int asked = 0;
 };
+
+// After a collective of the model failed: the ranks that do not answer through the store
+// within a few seconds (a rank whose process ended never does), as words for the error. Every
+// rank that saw the failure writes its key and looks for the others'.
+inline std::string silent_ranks(Core& c) {
+  if (!c.store || c.world < 2) return {};
+  const std::string round = "tensordict/fsdp/answer/" + std::to_string(c.asked++) + "/";
+  const auto window = std::min<std::chrono::milliseconds>(c.timeout.value_or(std::chrono::seconds(6)) / 2,
+                                                          std::chrono::seconds(3));
+  std::vector<bool> answered(static_cast<std::size_t>(c.world));
+  answered[static_cast<std::size_t>(c.rank)] = true;
+  try {
+    c.store->set(round + std::to_string(c.rank), std::vector<uint8_t>{1});
+    const auto deadline = std::chrono::steady_clock::now() + window;
+    for (;;) {
+      bool all = true;
+      for (int r = 0; r < c.world; ++r) {
+        if (!answered[static_cast<std::size_t>(r)]) {
+          answered[static_cast<std::size_t>(r)] = c.store->check({round + std::to_string(r)});
+          all = all && answered[static_cast<std::size_t>(r)];
+        }
+      }
+      if (all || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    return "the store the ranks met in does not answer either (rank 0, which serves it, ended?)";
+  }
+  std::string silent;
+  int n = 0;
+  for (int r = 0; r < c.world; ++r) {
+    if (answered[static_cast<std::size_t>(r)]) continue;
+    silent += (n++ == 0 ? "" : ", ") + std::to_string(r);
+  }
+  if (n == 0) return {};
+  return (n == 1 ? "rank " + silent + " does" : "ranks " + silent + " do") + " not answer (" +
+         (n == 1 ? "its process ended, or it left the step)" : "their processes ended, or they left the step)");
+}
+
+// Runs a collective of the model; its failure comes out as the same kind of error, with the
+// ranks that no longer answer named.
+template <class F>
+void naming_silent(Core& c, F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string more = silent_ranks(c);
+    if (more.empty()) throw;
+    const std::string what = std::string(e.what()) + "; " + more;
+    if (dynamic_cast<const PeerError*>(&e)) throw PeerError(what, e.rank, e.key);
+    if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(what, e.rank, e.key);
+    throw Error(what, e.rank, e.key);
+  }
+}
 
 
 // ---- storage that the graph keeps pointing at ---------------------------------------------------
@@ -209,7 +269,9 @@ inline void finish_gather(Core& c, InFlight& f, std::vector<at::Tensor>& full, b
   at::NoGradGuard no_grad;
   if (f.work) {
     std::vector<c10::intrusive_ptr<c10d::Work>> works{f.work};
-    wait_all("fsdp all_gather", c.rank, c.world, works, {unit_label(c, f.unit)}, c.timeout, "the shards are unchanged");
+    naming_silent(c, [&] {
+      wait_all("fsdp all_gather", c.rank, c.world, works, {unit_label(c, f.unit)}, c.timeout, "the shards are unchanged");
+    });
   }
   if (!refill_storage) full.assign(unit.leaves.size(), at::Tensor());
   for (std::size_t j = 0; j < unit.leaves.size(); ++j) {
@@ -253,7 +315,9 @@ inline void drain_ahead(Core& c) {
   c.ahead_target.reset();
   if (f.work) {
     std::vector<c10::intrusive_ptr<c10d::Work>> works{f.work};
-    wait_all("fsdp all_gather", c.rank, c.world, works, {unit_label(c, f.unit)}, c.timeout, "the shards are unchanged");
+    naming_silent(c, [&] {
+      wait_all("fsdp all_gather", c.rank, c.world, works, {unit_label(c, f.unit)}, c.timeout, "the shards are unchanged");
+    });
   }
   if (f.recv.defined()) c.gathered_bytes -= f.recv.numel();
 }
@@ -320,8 +384,10 @@ inline void release_unit(Core& c, GatheredUnit& g) {
 inline void reduce_rows(Core& c, const std::string& label, at::Tensor& in, at::Tensor& mine, bool all_rows) {
   auto allreduce = [&] {
     std::vector<at::Tensor> v{in};
-    one_message("fsdp reduce_scatter", c.rank, c.world, label, "the shards' gradients are not written", c.timeout,
-                [&] { return c.pg->allreduce(v, c10d::AllreduceOptions{}); });
+    naming_silent(c, [&] {
+      one_message("fsdp reduce_scatter", c.rank, c.world, label, "the shards' gradients are not written", c.timeout,
+                  [&] { return c.pg->allreduce(v, c10d::AllreduceOptions{}); });
+    });
     mine = in[c.rank];
     c.bytes_sent += 2 * in.numel() * static_cast<int64_t>(in.element_size()) * (c.world - 1) / c.world;
   };
@@ -338,7 +404,7 @@ inline void reduce_rows(Core& c, const std::string& label, at::Tensor& in, at::T
       return;
     } catch (const Error& e) {
       // A Gloo without it says so before any byte moves; every rank learns it the same way.
-      if (std::string(e.what()).find("does not support") == std::string::npos) throw;
+      if (std::string(e.what()).find("does not support") == std::string::npos) naming_silent(c, [] { throw; });
       c.no_reduce_scatter = true;
     }
   }
@@ -391,8 +457,10 @@ inline std::vector<at::Tensor> reduce_unit(Core& c, std::size_t u, const std::ve
                                       : at::zeros({1, 1}, at::TensorOptions().dtype(reduce_dtype(l.dtype)).device(l.device));
     at::Tensor mine;
     std::vector<at::Tensor> v{g};
-    one_message("fsdp all_reduce", c.rank, c.world, label, "the shards' gradients are not written", c.timeout,
-                [&] { return c.pg->allreduce(v, c10d::AllreduceOptions{}); });
+    naming_silent(c, [&] {
+      one_message("fsdp all_reduce", c.rank, c.world, label, "the shards' gradients are not written", c.timeout,
+                  [&] { return c.pg->allreduce(v, c10d::AllreduceOptions{}); });
+    });
     if (c.average) g.div_(c.world);
     out[j] = g.reshape({}).to(l.dtype);
   }
