@@ -794,13 +794,20 @@ TEST_CASE("dist: sharded model and Adam state saved by 2 ranks, resumed on 3 as 
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
-TEST_CASE("dist: 20 Adam steps match Python's fully_shard and one process, 2 and 4 ranks") {
+// The Python interpreter (TENSORDICT_PYTHON, or python3) when it has torch's FSDP2 and
+// safetensors; empty, with the test reported skipped, otherwise.
+static std::string python_with_fsdp() {
   const char* py = std::getenv("TENSORDICT_PYTHON");
   const std::string python = py != nullptr && *py != '\0' ? py : "python3";
   if (std::system((python + " -c 'import torch.distributed.fsdp, safetensors' >/dev/null 2>&1").c_str()) != 0) {
     std::cout << "TENSORDICT_SKIPPED: no Python torch with FSDP2 and safetensors" << std::endl;
-    return;
+    return {};
   }
+  return python;
+}
+TEST_CASE("dist: 20 Adam steps match Python's fully_shard and one process, 2 and 4 ranks") {
+  const std::string python = python_with_fsdp();
+  if (python.empty()) return;
   const std::string script = std::filesystem::path(__FILE__).parent_path() / "fsdp_python.py";
   for (int n : {2, 4}) {
     auto dir = fresh_dir("fsdp_python");
@@ -814,12 +821,8 @@ TEST_CASE("dist: 20 Adam steps match Python's fully_shard and one process, 2 and
   }
 }
 TEST_CASE("dist: checkpoints in get_state_dict's layout go both ways with Python's FSDP2, resharded") {
-  const char* py = std::getenv("TENSORDICT_PYTHON");
-  const std::string python = py != nullptr && *py != '\0' ? py : "python3";
-  if (std::system((python + " -c 'import torch.distributed.fsdp, safetensors' >/dev/null 2>&1").c_str()) != 0) {
-    std::cout << "TENSORDICT_SKIPPED: no Python torch with FSDP2 and safetensors" << std::endl;
-    return;
-  }
+  const std::string python = python_with_fsdp();
+  if (python.empty()) return;
   const std::string script = std::filesystem::path(__FILE__).parent_path() / "fsdp_python.py";
   auto cpp = fresh_dir("fsdp_torch_cpp");
   ::setenv("TDCPP_FSDP_CKPT", cpp.c_str(), 1);

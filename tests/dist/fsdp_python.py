@@ -103,6 +103,33 @@ def initial():
     return w
 
 
+def train(model, opt, rank, world, steps):
+    """Adam steps on this rank's slice of each batch; the whole batch's loss at each step."""
+    per = SEQS // world
+    losses = []
+    for s in steps:
+        x, y = batch(s)
+        loss = model(x[per * rank : per * (rank + 1)], y[per * rank : per * (rank + 1)])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mean = loss.detach().reshape(1).clone()
+        dist.all_reduce(mean)
+        losses.append(mean.item() / world)
+    return losses
+
+
+def write_final(model, losses, rank, out):
+    """OUT/final.safetensors (the whole weights) and OUT/losses.json, from rank 0."""
+    final = {}
+    for k, p in model.named_parameters():
+        full = p.full_tensor() if isinstance(p, DTensor) else p
+        final[k] = full.detach().clone().contiguous()
+    if rank == 0:
+        save_file(final, str(out / "final.safetensors"))
+        (out / "losses.json").write_text(json.dumps(losses))
+
+
 def rank_main(rank, world, steps, out, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -113,24 +140,8 @@ def rank_main(rank, world, steps, out, port):
         fully_shard(b)
     fully_shard(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    per = SEQS // world
-    losses = []
-    for s in range(steps):
-        x, y = batch(s)
-        loss = model(x[per * rank : per * (rank + 1)], y[per * rank : per * (rank + 1)])
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        mean = loss.detach().reshape(1).clone()
-        dist.all_reduce(mean)
-        losses.append(mean.item() / world)
-    final = {}
-    for k, p in model.named_parameters():
-        full = p.full_tensor() if isinstance(p, DTensor) else p
-        final[k] = full.detach().clone().contiguous()
-    if rank == 0:
-        save_file(final, str(out / "final.safetensors"))
-        (out / "losses.json").write_text(json.dumps(losses))
+    losses = train(model, opt, rank, world, range(steps))
+    write_final(model, losses, rank, out)
     dist.destroy_process_group()
 
 
@@ -152,26 +163,10 @@ def resume_main(rank, world, ckpt, out, first, last, port):
     msd, osd = get_state_dict(model, opt)
     dcp.load({"model": msd, "optim": osd}, checkpoint_id=str(ckpt))
     set_state_dict(model, opt, model_state_dict=msd, optim_state_dict=osd)
-    per = SEQS // world
-    losses = []
-    for s in range(first, last):
-        x, y = batch(s)
-        loss = model(x[per * rank : per * (rank + 1)], y[per * rank : per * (rank + 1)])
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        mean = loss.detach().reshape(1).clone()
-        dist.all_reduce(mean)
-        losses.append(mean.item() / world)
+    losses = train(model, opt, rank, world, range(first, last))
     msd, osd = get_state_dict(model, opt)
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(out / "ckpt"))
-    final = {}
-    for k, p in model.named_parameters():
-        full = p.full_tensor() if isinstance(p, DTensor) else p
-        final[k] = full.detach().clone().contiguous()
-    if rank == 0:
-        save_file(final, str(out / "final.safetensors"))
-        (out / "losses.json").write_text(json.dumps(losses))
+    write_final(model, losses, rank, out)
     dist.destroy_process_group()
 
 
