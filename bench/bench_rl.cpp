@@ -2,6 +2,9 @@
 // networks, envs and sizes):
 //   collect_cartpole8_1024  one 1024-frame batch of 8 CartPole envs with an MLP policy
 //                           (4->64->64->2, one-hot categorical actions and their log-probability)
+//   handwritten_cartpole8_1024  the limit: the same batch as a hand-written loop, no TensorDict
+//                           (gymnasium's CartPole equations on plain doubles, the same MLP sampled
+//                           with multinomial, frames written into tensors allocated once)
 //   ppo_epoch_2048          one PPO update epoch over a 2048-frame batch: GAE with the critic
 //                           (4->64->64->1), then 8 minibatches of 256: clipped loss, backward, Adam
 //   ppo_loop_2048           the whole loop of examples/ppo.cpp for one batch: collect 2048 frames,
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -46,6 +50,79 @@ td::TensorDict transitions(int64_t n) {
   t.set({"next", "terminated"}, torch::zeros({n, 1}, torch::kBool));
   return t;
 }
+// The limit the collector is measured against: what a C++ programmer writes by hand for one
+// batch of `T` steps of `n` CartPoles (gymnasium's equations and resets), the same network, the
+// same outputs (observation, one-hot action, its log-probability, next observation, reward and
+// the three flags), written into tensors allocated once.
+struct HandwrittenCartPole {
+  int64_t n, T;
+  std::vector<double> s;
+  std::vector<int64_t> steps;
+  at::Tensor obs, act, logp, nobs, rew, done, term, trunc;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  std::mt19937_64 rng{0};
+  HandwrittenCartPole(int64_t n_, int64_t T_) : n(n_), T(T_), s(4 * n_), steps(n_, 0) {
+    obs = at::zeros({n, T, 4});
+    act = at::zeros({n, T, 2}, at::kLong);
+    logp = at::zeros({n, T});
+    nobs = at::zeros({n, T, 4});
+    rew = at::zeros({n, T, 1});
+    done = at::zeros({n, T, 1}, at::kBool);
+    term = at::zeros({n, T, 1}, at::kBool);
+    trunc = at::zeros({n, T, 1}, at::kBool);
+    for (int64_t e = 0; e < n; ++e) reset(e);
+  }
+  void reset(int64_t e) {
+    std::uniform_real_distribution<double> u(-0.05, 0.05);
+    for (int k = 0; k < 4; ++k) s[4 * e + k] = u(rng);
+    steps[e] = 0;
+  }
+  template <class Net>
+  void batch(Net& net) {
+    at::Tensor cur = at::empty({n, 4});
+    float* o = obs.data_ptr<float>();
+    float* no = nobs.data_ptr<float>();
+    int64_t* a = act.data_ptr<int64_t>();
+    float* lp = logp.data_ptr<float>();
+    float* r = rew.data_ptr<float>();
+    bool* d = done.data_ptr<bool>();
+    bool* te = term.data_ptr<bool>();
+    bool* tr = trunc.data_ptr<bool>();
+    float* c = cur.data_ptr<float>();
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < 4 * n; ++i) c[i] = static_cast<float>(s[i]);
+      const at::Tensor logits = net->forward(cur).log_softmax(-1);
+      const at::Tensor pick = at::multinomial(logits.exp(), 1, false, gen);
+      const at::Tensor lpk = logits.gather(-1, pick);
+      const int64_t* pk = pick.data_ptr<int64_t>();
+      const float* lpp = lpk.data_ptr<float>();
+      for (int64_t e = 0; e < n; ++e) {
+        const int64_t row = e * T + t;
+        for (int k = 0; k < 4; ++k) o[row * 4 + k] = c[e * 4 + k];
+        a[row * 2] = pk[e] == 0;
+        a[row * 2 + 1] = pk[e] == 1;
+        lp[row] = lpp[e];
+        double* x = &s[4 * e];
+        const double force = pk[e] == 1 ? 10.0 : -10.0, ct = std::cos(x[2]), st = std::sin(x[2]);
+        const double temp = (force + 0.05 * x[3] * x[3] * st) / 1.1;
+        const double thacc = (9.8 * st - ct * temp) / (0.5 * (4.0 / 3.0 - 0.1 * ct * ct / 1.1));
+        const double xacc = temp - 0.05 * thacc * ct / 1.1;
+        x[0] += 0.02 * x[1];
+        x[1] += 0.02 * xacc;
+        x[2] += 0.02 * x[3];
+        x[3] += 0.02 * thacc;
+        for (int k = 0; k < 4; ++k) no[row * 4 + k] = static_cast<float>(x[k]);
+        const bool terminated = x[0] < -2.4 || x[0] > 2.4 || x[2] < -0.20943951023931953 || x[2] > 0.20943951023931953;
+        const bool truncated = ++steps[e] >= 500;
+        r[row] = 1.f;
+        te[row] = terminated;
+        tr[row] = truncated;
+        d[row] = terminated || truncated;
+        if (terminated || truncated) reset(e);
+      }
+    }
+  }
+};
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,8 +178,14 @@ int main(int argc, char** argv) {
   rbm.extend(fill);
   rbp.extend(fill);
 
+  auto net = mlp(2);
+  HandwrittenCartPole hand(8, 128);
   std::vector<bench::Case> cases{
       {"collect_cartpole8_1024", 3, [&] { (void)col1024.next(); }},
+      {"handwritten_cartpole8_1024", 3, [&] {
+         c10::InferenceMode g;
+         hand.batch(net);
+       }},
       {"ppo_epoch_2048", 2, [&] { epoch(batch); }},
       {"ppo_loop_2048", 1, [&] {
          td::TensorDict b = *col2048.next();

@@ -2,6 +2,7 @@
 // gymnasium (same state, same action): the observation within 1e-6, the reward within 1e-5 and
 // the terminated flag exactly. Exit status 1 on any difference.
 // Usage: tensordict_gym_compare DIR
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -52,6 +53,20 @@ int main(int argc, char** argv) {
     in2.set("action", at::one_hot(c.get("action"), 2));
     onehot.step(in2);
     near("cartpole one-hot observation", in2.get({"next", "observation"}), c.get("observation"), 1e-6);
+    // One env of batch size [] per state, as TorchRL's GymEnv is.
+    for (int64_t i = 0; i < std::min<int64_t>(n, 64); ++i) {
+      rl::CartPoleEnv one({.categorical_action = true});
+      one.reset();
+      one.set_state(c.get("state")[i]);
+      td::TensorDict s1(td::BatchSize{});
+      s1.set("action", c.get("action")[i]);
+      one.step(s1);
+      near("cartpole [] observation", s1.get({"next", "observation"}), c.get("observation")[i], 1e-6);
+      if (s1.get({"next", "terminated"}).item<bool>() != c.get("terminated")[i].item<bool>()) {
+        std::cerr << "cartpole [] terminated differs at " << i << "\n";
+        ++bad;
+      }
+    }
   }
   {
     const td::TensorDict& p = t.get<td::TensorDict>("pendulum");
@@ -64,6 +79,16 @@ int main(int argc, char** argv) {
     env.step(in);
     near("pendulum observation", in.get({"next", "observation"}), p.get("observation"), 1e-6);
     near("pendulum reward", in.get({"next", "reward"}).squeeze(-1), p.get("reward"), 1e-5);
+    for (int64_t i = 0; i < std::min<int64_t>(n, 64); ++i) {
+      rl::PendulumEnv one;
+      one.reset();
+      one.set_state(p.get("state")[i]);
+      td::TensorDict s1(td::BatchSize{});
+      s1.set("action", p.get("action")[i]);
+      one.step(s1);
+      near("pendulum [] observation", s1.get({"next", "observation"}), p.get("observation")[i], 1e-6);
+      near("pendulum [] reward", s1.get({"next", "reward"}).squeeze(-1), p.get("reward")[i], 1e-5);
+    }
   }
   std::printf("CartPole-v1 and Pendulum-v1 steps as gymnasium's: %d differences\n", bad);
   return bad ? 1 : 0;

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 #include <tensordict/tensordict.hpp>
 #include <tensordict/nn.hpp>
+#include <ATen/CPUGeneratorImpl.h>
 #include <tensordict/rl/collectors/sync.hpp>
 #include <tensordict/rl/objectives/ppo.hpp>
 
@@ -148,7 +149,13 @@ TEST_CASE("rl: SerialEnv batches a user's env, resetting each as it finishes") {
     }
     td = root;
   }
-  CHECK_THROWS_WITH_AS(rl::SerialEnv({std::make_shared<rl::CartPoleEnv>(2)}), doctest::Contains("takes envs of batch size []"), tensordict::Error);
+  CHECK_THROWS_WITH_AS(rl::SerialEnv({std::make_shared<rl::CartPoleEnv>(2), std::make_shared<rl::CartPoleEnv>(3)}),
+                       doctest::Contains("env 1 has batch size [3], env 0 has [2]"), tensordict::Error);
+  CHECK_THROWS_WITH_AS(rl::SerialEnv({std::make_shared<rl::CartPoleEnv>(), std::make_shared<rl::PendulumEnv>()}),
+                       doctest::Contains("env 1 (PendulumEnv) has other specs than env 0 (CartPoleEnv)"), tensordict::Error);
+  auto same = std::make_shared<rl::CartPoleEnv>();
+  CHECK_THROWS_WITH_AS(rl::SerialEnv({same, same}), doctest::Contains("envs 0 and 1 are the same object"), tensordict::Error);
+  CHECK_THROWS_WITH_AS(rl::SerialEnv(std::vector<std::shared_ptr<rl::EnvBase>>{}), doctest::Contains("no env"), tensordict::Error);
 }
 
 TEST_CASE("rl: the collector records [envs, T] batches with trajectory ids, and splits trajectories") {
@@ -232,4 +239,185 @@ TEST_CASE("rl: the clipped PPO loss is TorchRL's formula") {
   TensorDict missing = td.exclude({"advantage"});
   CHECK_THROWS_WITH_AS((void)loss(missing), doctest::Contains("the batch has no 'advantage' entry"), tensordict::KeyError);
   CHECK_THROWS_AS(rl::ClipPPOLoss(actor, nullptr, {.loss_critic_type = "huber"}), tensordict::Error);
+}
+
+namespace {
+// Random actions for a batched env, from a generator of the test's own (the same for every env
+// under comparison).
+TensorDict act(const rl::EnvBase& env, TensorDict td, at::Generator& g) {
+  const auto& spec = env.action_spec().entries().at(0).second;
+  td.set("action", spec.rand(env.batch_size().dims(), g));
+  return td;
+}
+// `steps` steps with resets as envs finish; every step's TensorDict stacked on a new last dim.
+TensorDict run(rl::EnvBase& env, int64_t steps, uint64_t action_seed) {
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(action_seed);
+  TensorDict td = env.reset();
+  std::vector<TensorDict> out;
+  for (int64_t t = 0; t < steps; ++t) {
+    td = act(env, std::move(td), g);
+    auto [stepped, next] = env.step_and_maybe_reset(td);
+    out.push_back(stepped.clone());
+    td = next;
+  }
+  return tensordict::stack(out, static_cast<int64_t>(env.batch_size().size()));
+}
+bool same_td(const TensorDict& a, const TensorDict& b) {
+  if (a.batch_size() != b.batch_size()) return false;
+  bool ok = true;
+  std::size_t na = 0, nb = 0;
+  a.named_for_each([&](const tensordict::NestedKey& k, const at::Tensor& x) {
+    ++na;
+    ok = ok && b.contains(Key(k)) && x.equal(b.get(Key(k)));
+  });
+  b.named_for_each([&](const tensordict::NestedKey&, const at::Tensor&) { ++nb; });
+  return ok && na == nb;
+}
+// A user's env that fails at its `fail_at`-th step.
+class Failing : public Counter {
+ public:
+  Failing(int64_t limit, int64_t fail_at) : Counter(limit), fail_at_(fail_at) {}
+  std::string name() const override { return "Failing"; }
+
+ protected:
+  TensorDict step_impl(const TensorDict& td) override {
+    if (++steps_ == fail_at_) throw tensordict::Error("the simulator lost its state");
+    return Counter::step_impl(td);
+  }
+
+ private:
+  int64_t fail_at_, steps_ = 0;
+};
+}  // namespace
+
+TEST_CASE("rl: CartPole and Pendulum of batch size [] step as one env, and as the rows of a batched one") {
+  rl::CartPoleEnv one({.seed = 4});
+  CHECK(one.batch_size() == BatchSize{});
+  const TensorDict r = one.reset();
+  CHECK(r.get("observation").sizes() == at::IntArrayRef({4}));
+  CHECK(r.get("done").sizes() == at::IntArrayRef({1}));
+  CHECK(one.state().sizes() == at::IntArrayRef({4}));
+  const TensorDict roll = one.rollout(600);  // random actions: the pole falls
+  CHECK(roll.batch_size().size() == 1);
+  CHECK(roll.get(Key({"next", "done"})).select(0, roll.batch_size()[0] - 1).item<bool>());
+  rl::PendulumEnv pend({.seed = 1, .max_steps = 7});
+  const TensorDict pr = pend.rollout(50);
+  CHECK(pr.batch_size() == BatchSize{7});  // truncated at 7 steps, never terminated
+  CHECK(pr.get(Key({"next", "truncated"})).select(0, 6).item<bool>());
+  CHECK_FALSE(pr.get(Key({"next", "terminated"})).any().item<bool>());
+  CHECK(pr.get("action").sizes() == at::IntArrayRef({7, 1}));
+  // A batch of n computes what n single envs compute from the same states and actions, for
+  // random states (past the termination bounds too), actions and sizes.
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(11);
+  for (int64_t n : {1, 2, 5, 9}) {
+    rl::CartPoleEnv batch(n, {.categorical_action = true});
+    rl::PendulumEnv pbatch(n);
+    batch.reset();
+    pbatch.reset();
+    const at::Tensor cs = (at::rand({n, 4}, g, at::kDouble) * 2 - 1) * at::tensor({2.6, 3.0, 0.25, 3.5}, at::kDouble);
+    const at::Tensor ps = (at::rand({n, 2}, g, at::kDouble) * 2 - 1) * at::tensor({9.0, 8.0}, at::kDouble);
+    const at::Tensor ca = at::randint(2, {n}, g, at::kLong), pa = at::rand({n, 1}, g) * 5 - 2.5;
+    batch.set_state(cs);
+    pbatch.set_state(ps);
+    TensorDict bt(BatchSize{n}), pt(BatchSize{n});
+    bt.set("action", ca);
+    pt.set("action", pa.clamp(-2, 2));
+    batch.step(bt);
+    pbatch.step(pt);
+    for (int64_t i = 0; i < n; ++i) {
+      rl::CartPoleEnv c({.categorical_action = true});
+      rl::PendulumEnv p;
+      c.reset();
+      p.reset();
+      c.set_state(cs[i]);
+      p.set_state(ps[i]);
+      TensorDict ct(BatchSize{}), ptt(BatchSize{});
+      ct.set("action", ca[i]);
+      ptt.set("action", pa[i].clamp(-2, 2));
+      c.step(ct);
+      p.step(ptt);
+      CHECK(same_td(ct.get<TensorDict>("next"), tensordict::index(bt.get<TensorDict>("next"), i)));
+      CHECK(same_td(ptt.get<TensorDict>("next"), tensordict::index(pt.get<TensorDict>("next"), i)));
+      CHECK(c.state().equal(batch.state()[i]));
+    }
+  }
+  CHECK_THROWS_WITH_AS(rl::CartPoleEnv(0), doctest::Contains("num_envs is not positive"), tensordict::Error);
+  CHECK_THROWS_WITH_AS(rl::PendulumEnv({.max_steps = 0}), doctest::Contains("max_steps is not positive"), tensordict::Error);
+  CHECK_THROWS_WITH_AS(one.set_state(torch::zeros({2, 4}, torch::kDouble)), doctest::Contains("a state is [4], got [2, 4]"), tensordict::Error);
+}
+
+TEST_CASE("rl: ParallelEnv on threads gives what SerialEnv gives, for any number of envs and threads") {
+  for (int64_t n : {1, 2, 3, 5, 8}) {
+    for (const bool cartpole : {true, false}) {
+      auto make = [&](int64_t) -> std::shared_ptr<rl::EnvBase> {
+        if (cartpole) return std::make_shared<rl::CartPoleEnv>(rl::CartPoleOptions{.max_steps = 30});
+        return std::make_shared<rl::PendulumEnv>(rl::PendulumOptions{.max_steps = 13});
+      };
+      rl::SerialEnv serial(n, make, {.seed = static_cast<uint64_t>(100 + n)});
+      CHECK(serial.batch_size() == BatchSize{n});
+      const TensorDict want = run(serial, 70, 5);
+      CHECK(want.get(Key({"next", "done"})).any().item<bool>());  // resets happened
+      for (int threads : {0, 1, 2, 3}) {
+        rl::ParallelEnv par(n, make, {.seed = static_cast<uint64_t>(100 + n), .num_threads = threads});
+        CHECK(par.num_threads() == (threads == 0 ? n : std::min<int64_t>(threads, n)));
+        CHECK(same_td(run(par, 70, 5), want));
+      }
+    }
+  }
+  // Sub-envs that are batches themselves: [3 workers, 4 envs each].
+  auto batched = [](int64_t) { return std::make_shared<rl::CartPoleEnv>(4, rl::CartPoleOptions{.max_steps = 20}); };
+  rl::SerialEnv s2(3, batched, {.seed = 9});
+  rl::ParallelEnv p2(3, batched, {.seed = 9, .num_threads = 2});
+  CHECK(p2.batch_size() == BatchSize{3, 4});
+  CHECK(same_td(run(p2, 45, 1), run(s2, 45, 1)));
+}
+
+TEST_CASE("rl: ParallelEnv resets only the envs _reset flags, and names the env that fails") {
+  rl::ParallelEnv env(4, [](int64_t i) { return std::make_shared<rl::CartPoleEnv>(rl::CartPoleOptions{.seed = static_cast<uint64_t>(i)}); },
+                      {.num_threads = 2});
+  TensorDict td = env.reset();
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(0);
+  for (int t = 0; t < 3; ++t) {
+    td = act(env, std::move(td), g);
+    env.step(td);
+    td = rl::step_mdp(td);
+  }
+  const at::Tensor before = td.get("observation").clone();
+  td.set("_reset", torch::tensor({true, false, false, true}).unsqueeze(1));
+  const TensorDict after = env.reset(td);
+  CHECK(after.get("observation")[1].equal(before[1]));
+  CHECK(after.get("observation")[2].equal(before[2]));
+  CHECK_FALSE(after.get("observation")[0].equal(before[0]));
+  CHECK(after.get("observation")[3].abs().max().item<float>() <= 0.05f);
+  // A failure in a sub-env reaches the caller, naming the env; the others are unharmed.
+  std::vector<std::shared_ptr<rl::EnvBase>> envs{std::make_shared<Counter>(100), std::make_shared<Failing>(100, 2), std::make_shared<Counter>(100)};
+  rl::ParallelEnv bad(envs, {.num_threads = 3});
+  TensorDict b = bad.reset();
+  b.set("action", torch::ones({3, 1}, torch::kLong));
+  bad.step(b);
+  b = rl::step_mdp(b);
+  b.set("action", torch::ones({3, 1}, torch::kLong));
+  CHECK_THROWS_WITH_AS(bad.step(b), doctest::Contains("ParallelEnv: env 1: the simulator lost its state"), tensordict::Error);
+  b.set("action", torch::ones({3, 1}, torch::kLong));
+  bad.step(b);  // the pool still runs
+  CHECK(b.get(Key({"next", "count"})).squeeze(1).equal(torch::tensor({3, 2, 3})));
+  CHECK_THROWS_WITH_AS(rl::ParallelEnv(0, [](int64_t) { return std::make_shared<rl::CartPoleEnv>(); }), doctest::Contains("0 workers"),
+                       tensordict::Error);
+}
+
+TEST_CASE("rl: the collector over ParallelEnv collects what it collects over SerialEnv") {
+  auto make = [](int64_t) { return std::make_shared<rl::CartPoleEnv>(rl::CartPoleOptions{.max_steps = 40}); };
+  auto serial = std::make_shared<rl::SerialEnv>(6, make, rl::EnvOptions{.seed = 3});
+  auto par = std::make_shared<rl::ParallelEnv>(6, make, rl::ParallelEnvOptions{.seed = 3, .num_threads = 2});
+  rl::SyncDataCollector a(serial, nullptr, {.frames_per_batch = 120, .total_frames = 360});
+  rl::SyncDataCollector b(par, nullptr, {.frames_per_batch = 120, .total_frames = 360});
+  int batches = 0;
+  while (auto x = a.next()) {
+    auto y = b.next();
+    REQUIRE(y.has_value());
+    CHECK(same_td(*x, *y));
+    ++batches;
+  }
+  CHECK(batches == 3);
+  CHECK_FALSE(b.next().has_value());
 }

@@ -4,9 +4,9 @@
 /// observations, `step(td)` reads the action and writes the outcome under `"next"` (observations,
 /// `reward`, `done`, `terminated`, `truncated`), each checked against the env's specs (shape,
 /// dtype, bounds); `step_mdp` moves `"next"` to the root; `step_and_maybe_reset` resets the envs
-/// that are done. Envs are batched (`batch_size` `[n]`: n envs in one TensorDict). `CartPoleEnv`
-/// and `PendulumEnv` compute gymnasium's CartPole-v1 and Pendulum-v1 dynamics on all envs at
-/// once; `SerialEnv` batches single envs of any kind.
+/// that are done. `CartPoleEnv` and `PendulumEnv` compute gymnasium's CartPole-v1 and
+/// Pendulum-v1 as one env (batch size `[]`) or a batch (`[n]`); `SerialEnv` and `ParallelEnv`
+/// (on threads) batch envs of any kind.
 ///
 ///     rl::CartPoleEnv env(8, {.seed = 0});
 ///     TensorDict td = env.reset();
@@ -15,8 +15,9 @@
 ///
 /// The folder's parts, as TorchRL's `torchrl.envs`: `envs/specs.hpp`, `envs/common.hpp`
 /// (`EnvBase`), `envs/utils.hpp` (`step_mdp`), `envs/libs/` (CartPole, Pendulum),
-/// `envs/batched/` (`SerialEnv`).
+/// `envs/batched/` (`SerialEnv`, `ParallelEnv`).
 
+#include "envs/batched/parallel.hpp"
 #include "envs/batched/serial.hpp"
 #include "envs/common.hpp"
 #include "envs/libs/cartpole.hpp"

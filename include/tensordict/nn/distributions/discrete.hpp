@@ -51,6 +51,13 @@ class Categorical : public Distribution {
     return -(l * probs_).sum(-1);
   }
   [[nodiscard]] at::Tensor mode() const override { return probs_.argmax(-1); }
+  /// One draw and its log-probability in one pass (the gather at the drawn class), the draw the
+  /// same as `sample()`'s for the same generator state.
+  [[nodiscard]] std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef s = {}, bool = true) const override {
+    if (!s.empty()) return std::nullopt;
+    auto [idx, lp] = draw_one();
+    return std::pair{idx.view(batch_shape_), std::move(lp)};
+  }
   /// NaN, as torch's (a class index has no mean).
   [[nodiscard]] at::Tensor mean() const override {
     return at::full(extended_shape({}), std::numeric_limits<double>::quiet_NaN(), probs_.options());
@@ -60,6 +67,16 @@ class Categorical : public Distribution {
 
  protected:
   Categorical() = default;
+  // One class per batch element, `[B, 1]`, and its log-probability, `batch_shape`.
+  std::pair<at::Tensor, at::Tensor> draw_one() const {
+    at::Tensor idx;
+    {
+      at::NoGradGuard g;
+      idx = at::multinomial(probs_.dim() == 2 ? probs_ : probs_.reshape({-1, n_}), 1, true);
+    }
+    at::Tensor lp = (logits_.dim() == 2 ? logits_ : logits_.reshape({-1, n_})).gather(-1, idx).view(batch_shape_);
+    return {std::move(idx), std::move(lp)};
+  }
   void init(const at::Tensor& param, Param kind, const char* who) {
     if (!param.defined()) throw Error(std::string(who) + ": " + (kind == Param::logits ? "logits" : "probs") + " is an undefined tensor");
     if (param.dim() < 1) throw Error(std::string(who) + ": the " + (kind == Param::logits ? "logits" : "probs") + " must have at least one dim");
@@ -68,7 +85,8 @@ class Categorical : public Distribution {
       const double eps = detail::finfo_eps(probs_.scalar_type());
       logits_ = probs_.clamp(eps, 1 - eps).log();
     } else {
-      logits_ = param - param.logsumexp(-1, true);
+      // `log_softmax` is `param - logsumexp(param)` (torch's normalization) in one kernel.
+      logits_ = at::log_softmax(param, -1);
       probs_ = at::softmax(logits_, -1);
     }
     n_ = param.size(-1);
@@ -98,6 +116,23 @@ class OneHotCategorical : public Categorical {
     return sample(s) + p - p.detach();
   }
   [[nodiscard]] at::Tensor log_prob(const at::Tensor& value) const override { return Categorical::log_prob(value.argmax(-1)); }
+  /// One one-hot draw and its log-probability in one pass.
+  [[nodiscard]] std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef s = {}, bool = true) const override {
+    if (!s.empty()) return std::nullopt;
+    auto [idx, lp] = draw_one();
+    std::vector<int64_t> shape = batch_shape_;
+    shape.push_back(n_);
+    at::Tensor hot = at::zeros(shape, idx.options());
+    if (idx.device().is_cpu() && idx.is_contiguous()) {
+      // A one per row, set in place: the scatter costs more than the loop at a policy's sizes.
+      int64_t* h = hot.data_ptr<int64_t>();
+      const int64_t* k = idx.data_ptr<int64_t>();
+      for (int64_t r = 0, rows = idx.size(0); r < rows; ++r) h[r * n_ + k[r]] = 1;
+    } else {
+      hot.view({-1, n_}).scatter_(-1, idx, 1);
+    }
+    return std::pair{std::move(hot), std::move(lp)};
+  }
   [[nodiscard]] at::Tensor mode() const override { return (logits_ == std::get<0>(logits_.max(-1, true))).to(at::kLong); }
   [[nodiscard]] at::Tensor deterministic_sample() const override { return mode(); }
 };
@@ -161,6 +196,11 @@ class MaskedCategorical : public Categorical {
     return sparse_ ? mask_.gather(-1, m.unsqueeze(-1)).squeeze(-1) : m;
   }
   [[nodiscard]] at::Tensor deterministic_sample() const override { return mode(); }
+  /// None: a masked draw's log-probability goes through `log_prob` (its masking and sparse
+  /// classes).
+  [[nodiscard]] std::optional<std::pair<at::Tensor, at::Tensor>> sample_and_log_prob(c10::IntArrayRef = {}, bool = true) const override {
+    return std::nullopt;
+  }
 
  private:
   MaskedCategorical(const at::Tensor& param_in, const at::Tensor& mask, bool sparse, Param kind, MaskedCategoricalOptions o)

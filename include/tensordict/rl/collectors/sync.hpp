@@ -54,7 +54,9 @@ class SyncDataCollector {
   /// The next batch, or nothing once `total_frames` are collected.
   std::optional<TensorDict> next() {
     if (o_.total_frames >= 0 && frames_ >= o_.total_frames) return std::nullopt;
-    at::NoGradGuard no_grad;
+    // Inference mode: no autograd bookkeeping per op. The batch is allocated outside it (see
+    // `write`), so that a loss may differentiate through what it holds.
+    c10::InferenceMode inference;
     nn::SetInteractionType mode(o_.exploration_type);
     if (!td_.has_value() || o_.reset_at_each_iter) {
       td_ = env_->reset();
@@ -65,21 +67,22 @@ class SyncDataCollector {
     }
     for (int64_t t = 0; t < T_; ++t) {
       TensorDict step = policy_ ? policy_(std::move(*td_)) : env_->rand_action(std::move(*td_));
-      step.set(Key({"collector", "traj_ids"}), traj_ids_.clone());
       auto [stepped, root] = env_->step_and_maybe_reset(step);
       write(t, stepped);
       // Envs that finished start a new trajectory.
-      const at::Tensor done = stepped.get(Key({"next", "done"})).reshape({n_});
-      if (done.any().item<bool>()) {
-        const at::Tensor k = done.nonzero().reshape(-1);
-        traj_ids_.index_put_({k}, at::arange(next_traj_, next_traj_ + k.numel(), at::kLong));
-        next_traj_ += k.numel();
+      const at::Tensor done = stepped.get(Key({"next", "done"})).to(at::kCPU).contiguous();
+      if (done.numel() != n_) throw Error("SyncDataCollector: ('next', 'done') has " + std::to_string(done.numel()) + " flags for " + std::to_string(n_) + " envs");
+      const bool* d = done.data_ptr<bool>();
+      int64_t* ids = traj_ids_.data_ptr<int64_t>();
+      for (int64_t e = 0; e < n_; ++e) {
+        if (d[e]) ids[e] = next_traj_++;
       }
-      root = root.exclude({Key("collector")});
       td_ = std::move(root);
     }
     frames_ += o_.frames_per_batch;
-    TensorDict out = buffer_.clone();
+    // The buffer goes to the caller; the next batch writes into a new one.
+    TensorDict out = std::move(buffer_);
+    allocated_ = false;
     return o_.split_trajs ? split_trajectories(out) : out;
   }
   /// Frames collected so far.
@@ -90,22 +93,30 @@ class SyncDataCollector {
   EnvBase& env() noexcept { return *env_; }
 
  private:
-  // Writes step t into the batch buffer, allocated from the first step's entries.
+  // Writes step t into the batch buffer, allocated from the first step's entries, and the
+  // trajectory ids at ("collector", "traj_ids").
   void write(int64_t t, const TensorDict& step) {
     if (!allocated_) {
+      c10::InferenceMode normal(false);
       buffer_ = detail::remap(step, 1, {n_, T_}, [&](const at::Tensor& x) {
         std::vector<int64_t> s{n_, T_};
         s.insert(s.end(), x.sizes().begin() + 1, x.sizes().end());
-        return at::zeros(s, x.options());
+        return at::empty(s, x.options());
       });
+      buffer_.set(Key({"collector", "traj_ids"}), at::empty({n_, T_}, at::kLong));
       allocated_ = true;
       leaves_.clear();
-      buffer_.named_for_each([&](const NestedKey& k, const at::Tensor& x) { leaves_.emplace_back(k, x); });
+      buffer_.named_for_each([&](const NestedKey& k, const at::Tensor& x) {
+        if (!(k.size() == 2 && k.parts()[0] == "collector" && k.parts()[1] == "traj_ids")) leaves_.emplace_back(k, x);
+      });
+      ids_dst_ = buffer_.get(Key({"collector", "traj_ids"}));
     }
     for (auto& [k, dst] : leaves_) {
-      if (!step.contains(Key(k))) throw KeyError("SyncDataCollector: step " + std::to_string(t) + " lacks '" + k.join() + "', which the first step had");
-      dst.select(1, t).copy_(step.get(Key(k)));
+      const Key key(k);
+      if (!step.contains(key)) throw KeyError("SyncDataCollector: step " + std::to_string(t) + " lacks '" + k.join() + "', which the first step had");
+      detail::write_step(dst, t, step.get(key), k);
     }
+    detail::write_step(ids_dst_, t, traj_ids_, NestedKey{"collector", "traj_ids"});
   }
 
   std::shared_ptr<EnvBase> env_;
@@ -115,6 +126,7 @@ class SyncDataCollector {
   at::Tensor traj_ids_;
   std::optional<TensorDict> td_;
   TensorDict buffer_;
+  at::Tensor ids_dst_;
   bool allocated_ = false;
   std::vector<std::pair<NestedKey, at::Tensor>> leaves_;
 };

@@ -2,6 +2,8 @@
 /// \file
 /// Batches of rollouts reshaped (TorchRL's `torchrl.collectors.utils`): `split_trajectories`.
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "../envs/common.hpp"
@@ -27,6 +29,24 @@ TensorDict remap(const TensorDict& td, std::size_t old_dims, const std::vector<i
     }
   }
   return out;
+}
+
+// Writes `src` (`[n, ...]`) at time `t` of `dst` (`[n, T, ...]`, contiguous): row by row with
+// memcpy when both are contiguous CPU tensors of one dtype, else by `copy_`.
+inline void write_step(at::Tensor& dst, int64_t t, const at::Tensor& src, const NestedKey& key) {
+  const int64_t n = dst.size(0), T = dst.size(1);
+  if (src.dim() + 1 != dst.dim() || src.size(0) != n || !std::equal(src.sizes().begin() + 1, src.sizes().end(), dst.sizes().begin() + 2)) {
+    throw Error("collector: '" + key.join() + "' has shape " + tensordict::detail::shape_str(src.sizes()) + " at step " + std::to_string(t) +
+                ", the first step's was " + tensordict::detail::shape_str(dst.select(1, 0).sizes()));
+  }
+  if (dst.device().is_cpu() && src.device().is_cpu() && src.scalar_type() == dst.scalar_type() && src.is_contiguous() && dst.is_contiguous()) {
+    const std::size_t row = static_cast<std::size_t>(src.numel() / std::max<int64_t>(n, 1)) * src.element_size();
+    const char* s = static_cast<const char*>(src.data_ptr());
+    char* d = static_cast<char*>(dst.data_ptr());
+    for (int64_t e = 0; e < n; ++e) std::memcpy(d + (e * T + t) * row, s + e * row, row);
+  } else {
+    dst.select(1, t).copy_(src);
+  }
 }
 }  // namespace detail
 

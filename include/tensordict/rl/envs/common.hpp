@@ -65,8 +65,8 @@ class EnvBase {
   const CompositeSpec& done_spec() const noexcept { return done_spec_; }
   /// The key of the action (the action spec's first entry).
   const NestedKey& action_key() const { return action_spec_.entries().at(0).first; }
-  /// Re-seeds the env's generator.
-  void set_seed(uint64_t seed) { gen_ = at::make_generator<at::CPUGeneratorImpl>(seed); }
+  /// Re-seeds the env's generator (a batched env: its sub-envs too).
+  virtual void set_seed(uint64_t seed) { gen_ = at::make_generator<at::CPUGeneratorImpl>(seed); }
   /// The generator of resets and random actions.
   at::Generator& generator() noexcept { return gen_; }
 
@@ -92,12 +92,13 @@ class EnvBase {
       throw Error(name() + ": step got data of batch size " + tensordict::detail::shape_str(td.batch_size().dims()) + ", the env's is " +
                   tensordict::detail::shape_str(batch_size_.dims()));
     }
-    if (o_.check_specs) action_spec_.check(td, batch_size_.dims(), name() + ".step");
+    if (o_.check_specs) action_spec_.check(td, batch_size_.dims(), who(who_step_, ".step"));
     TensorDict nxt = step_impl(td);
     if (o_.check_specs) {
-      observation_spec_.check(nxt, batch_size_.dims(), name() + ".step");
-      reward_spec_.check(nxt, batch_size_.dims(), name() + ".step");
-      done_spec_.check(nxt, batch_size_.dims(), name() + ".step");
+      const std::string& w = who(who_step_, ".step");
+      observation_spec_.check(nxt, batch_size_.dims(), w);
+      reward_spec_.check(nxt, batch_size_.dims(), w);
+      done_spec_.check(nxt, batch_size_.dims(), w);
     }
     td.set("next", Entry(std::move(nxt)));
     return td;
@@ -108,7 +109,7 @@ class EnvBase {
     step(td);
     TensorDict root = step_mdp(td, {.action_key = action_key()});
     const at::Tensor done = root.get("done");
-    if (done.any().item<bool>()) {
+    if (any_true(done)) {
       root.set("_reset", done.clone());
       root = reset(root);
     }
@@ -131,7 +132,7 @@ class EnvBase {
       auto [stepped, next] = break_when_any_done ? std::pair<TensorDict, TensorDict>{step(td), TensorDict()} : step_and_maybe_reset(td);
       steps.push_back(stepped);
       if (break_when_any_done) {
-        if (stepped.get(Key({"next", "done"})).any().item<bool>()) break;
+        if (any_true(stepped.get(Key({"next", "done"})))) break;
         td = step_mdp(stepped, {.action_key = action_key()});
       } else {
         td = next;
@@ -153,8 +154,9 @@ class EnvBase {
   TensorDict reset_masked(const TensorDict& td, const at::Tensor& mask) {
     TensorDict out = reset_impl(td, mask);
     if (o_.check_specs) {
-      observation_spec_.check(out, batch_size_.dims(), name() + ".reset");
-      done_spec_.check(out, batch_size_.dims(), name() + ".reset");
+      const std::string& w = who(who_reset_, ".reset");
+      observation_spec_.check(out, batch_size_.dims(), w);
+      done_spec_.check(out, batch_size_.dims(), w);
     }
     return out;
   }
@@ -165,8 +167,15 @@ class EnvBase {
     return f;
   }
 
+  // "<name>.step" in messages, made once (the name is virtual, so not in the constructor).
+  const std::string& who(std::string& cache, const char* op) const {
+    if (cache.empty()) cache = name() + op;
+    return cache;
+  }
+
   BatchSize batch_size_;
   EnvOptions o_;
+  mutable std::string who_step_, who_reset_;
   at::Generator gen_;
   CompositeSpec observation_spec_, action_spec_, reward_spec_, done_spec_;
 };

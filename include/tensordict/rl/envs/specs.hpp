@@ -3,7 +3,9 @@
 /// What an env's entries may hold (TorchRL's `TensorSpec`s and `Composite`): shape, dtype and
 /// range per entry, checked with errors naming the key.
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -50,19 +52,42 @@ struct TensorSpec {
   }
   /// Throws `Error` (naming `who` and `key`) when `x` is not a value of this spec for `batch`.
   void check(const at::Tensor& x, c10::IntArrayRef batch, const std::string& who, const std::string& key) const {
-    const auto want = full_shape(batch);
     if (!x.defined()) throw Error(who + ": '" + key + "' is an undefined tensor");
-    if (x.sizes() != c10::IntArrayRef(want)) {
+    const auto xs = x.sizes();
+    bool same = xs.size() == batch.size() + shape.size();
+    for (std::size_t i = 0; same && i < xs.size(); ++i) same = xs[i] == (i < batch.size() ? batch[i] : shape[i - batch.size()]);
+    if (!same) {
       throw Error(who + ": '" + key + "' has shape " + tensordict::detail::shape_str(x.sizes()) + ", the spec says " +
-                  tensordict::detail::shape_str(want));
+                  tensordict::detail::shape_str(full_shape(batch)));
     }
     if (x.scalar_type() != dtype) {
       throw Error(who + ": '" + key + "' is " + std::string(c10::toString(x.scalar_type())) + ", the spec says " + c10::toString(dtype));
     }
-    if (x.numel() == 0) return;
+    if (x.numel() == 0 || kind == Kind::unbounded || kind == Kind::binary) return;
+    // The values of a small CPU tensor are read in place: a reduction per check would cost more
+    // than the step it guards.
+    const bool direct = x.device().is_cpu() && x.is_contiguous();
     switch (kind) {
       case Kind::bounded: {
-        const double lo = x.min().item<double>(), hi = x.max().item<double>();
+        double lo = 0, hi = 0;
+        if (direct && (dtype == at::kFloat || dtype == at::kDouble)) {
+          lo = std::numeric_limits<double>::infinity();
+          hi = -lo;
+          bool nan = false;
+          auto scan = [&](const auto* p) {
+            for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+              const double v = static_cast<double>(p[i]);
+              nan = nan || std::isnan(v);
+              lo = std::min(lo, v);
+              hi = std::max(hi, v);
+            }
+          };
+          if (dtype == at::kFloat) scan(x.data_ptr<float>()); else scan(x.data_ptr<double>());
+          if (nan) lo = std::numeric_limits<double>::quiet_NaN();
+        } else {
+          lo = x.min().item<double>();
+          hi = x.max().item<double>();
+        }
         if (!(lo >= low) || !(hi <= high)) {
           throw Error(who + ": '" + key + "' holds " + std::to_string(lo < low || std::isnan(lo) ? lo : hi) + ", outside the spec's [" +
                       std::to_string(low) + ", " + std::to_string(high) + "]");
@@ -70,17 +95,41 @@ struct TensorSpec {
         break;
       }
       case Kind::categorical: {
-        const int64_t lo = x.min().item<int64_t>(), hi = x.max().item<int64_t>();
+        int64_t lo = 0, hi = 0;
+        if (direct && dtype == at::kLong) {
+          const int64_t* p = x.data_ptr<int64_t>();
+          lo = hi = p[0];
+          for (int64_t i = 1, n = x.numel(); i < n; ++i) {
+            lo = std::min(lo, p[i]);
+            hi = std::max(hi, p[i]);
+          }
+        } else {
+          lo = x.min().item<int64_t>();
+          hi = x.max().item<int64_t>();
+        }
         if (lo < 0 || hi >= n) {
           throw Error(who + ": '" + key + "' holds " + std::to_string(lo < 0 ? lo : hi) + ", outside the spec's [0, " + std::to_string(n) + ")");
         }
         break;
       }
       case Kind::one_hot: {
-        const at::Tensor ones = x.ne(0).sum(-1);
-        if (!x.eq(0).logical_or(x.eq(1)).all().item<bool>() || !ones.eq(1).all().item<bool>()) {
-          throw Error(who + ": '" + key + "' is not one-hot (each row holds exactly one 1)");
+        bool ok = true;
+        if (direct && dtype == at::kLong) {
+          const int64_t* p = x.data_ptr<int64_t>();
+          const int64_t w = x.size(-1);
+          for (int64_t r = 0, rows = x.numel() / w; ok && r < rows; ++r) {
+            int64_t ones = 0;
+            for (int64_t j = 0; j < w; ++j) {
+              const int64_t v = p[r * w + j];
+              ok = ok && (v == 0 || v == 1);
+              ones += v == 1;
+            }
+            ok = ok && ones == 1;
+          }
+        } else {
+          ok = x.eq(0).logical_or(x.eq(1)).all().item<bool>() && x.ne(0).sum(-1).eq(1).all().item<bool>();
         }
+        if (!ok) throw Error(who + ": '" + key + "' is not one-hot (each row holds exactly one 1)");
         break;
       }
       default:
@@ -148,8 +197,9 @@ class CompositeSpec {
   /// Checks every entry of `td` this spec names (each must be present).
   void check(const TensorDict& td, c10::IntArrayRef batch, const std::string& who) const {
     for (const auto& [k, s] : entries_) {
-      if (!td.contains(Key(k))) throw KeyError(who + ": the data has no '" + k.join() + "' entry");
-      s.check(td.get(Key(k)), batch, who, k.join());
+      const Key key(k);
+      if (!td.contains(key)) throw KeyError(who + ": the data has no '" + k.join() + "' entry");
+      s.check(td.get(key), batch, who, k.size() == 1 ? k.parts()[0] : k.join());
     }
   }
   /// Sets a zero of every entry into `td`.

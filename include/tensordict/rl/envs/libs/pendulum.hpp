@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// Pendulum-v1 as gymnasium computes it, on all envs at once (`PendulumEnv`).
+/// Pendulum-v1 as gymnasium computes it, as one env or a batch of them (`PendulumEnv`).
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <optional>
@@ -20,47 +21,56 @@ struct PendulumOptions {
   int64_t max_steps = 200;
 };
 
-/// Pendulum-v1 as gymnasium computes it, on `num_envs` envs at once: `observation` `[n, 3]`
-/// (cos θ, sin θ, θ') float32, `action` a torque `[n, 1]` in [-2, 2], reward the negative cost,
-/// never terminated, truncated after `max_steps`.
+/// Pendulum-v1 as gymnasium computes it, as one env of batch size `[]` (TorchRL's
+/// `GymEnv("Pendulum-v1")`) or `num_envs` envs of batch size `[n]`: `observation` `[*batch, 3]`
+/// (cos θ, sin θ, θ') float32, `action` a torque `[*batch, 1]` in [-2, 2], reward the negative
+/// cost, never terminated, truncated after `max_steps`.
 class PendulumEnv : public StateEnv {
  public:
-  /// `num_envs` pendulums, reset on the first `reset()`.
-  explicit PendulumEnv(int64_t num_envs, PendulumOptions o = {})
-      : StateEnv(num_envs, 2, o.max_steps, EnvOptions{o.seed, o.check_specs}, "PendulumEnv"), g_(o.g) {
+  /// One pendulum, batch size `[]`, reset on the first `reset()`.
+  explicit PendulumEnv(PendulumOptions o = {}) : PendulumEnv(BatchSize{}, o) {}
+  /// `num_envs` pendulums, batch size `[num_envs]`.
+  explicit PendulumEnv(int64_t num_envs, PendulumOptions o = {}) : PendulumEnv(BatchSize{num_envs}, o) {}
+  std::string name() const override { return "PendulumEnv"; }
+
+ protected:
+  PendulumEnv(BatchSize b, PendulumOptions o) : StateEnv(std::move(b), 2, 3, o.max_steps, EnvOptions{o.seed, o.check_specs}, "PendulumEnv"), g_(o.g) {
     observation_spec_ = CompositeSpec{{NestedKey("observation"), TensorSpec::unbounded({3})}};
     action_spec_ = CompositeSpec{{NestedKey("action"), TensorSpec::bounded({1}, -2.0, 2.0)}};
     reward_spec_ = CompositeSpec{{NestedKey("reward"), TensorSpec::unbounded({1})}};
   }
-  std::string name() const override { return "PendulumEnv"; }
-
- protected:
-  at::Tensor obs() const {
-    const at::Tensor th = state_.select(1, 0), thd = state_.select(1, 1);
-    return at::stack({th.cos(), th.sin(), thd}, 1).to(at::kFloat);
+  void draw_state(double* s) override {
+    s[0] = uniform(-std::numbers::pi, std::numbers::pi);
+    s[1] = uniform(-1.0, 1.0);
   }
-  TensorDict reset_impl(const TensorDict& td, const at::Tensor& mask) override {
-    const at::Tensor high = at::tensor({std::numbers::pi, 1.0}, at::kDouble);
-    reset_state((at::rand({state_.size(0), 2}, gen_, at::kDouble) * 2 - 1) * high, mask);
-    return reset_output(td, mask, obs());
+  void observe(const double* s, float* o) const override {
+    o[0] = static_cast<float>(std::cos(s[0]));
+    o[1] = static_cast<float>(std::sin(s[0]));
+    o[2] = static_cast<float>(s[1]);
   }
   TensorDict step_impl(const TensorDict& td) override {
     constexpr double max_speed = 8, max_torque = 2.0, dt = 0.05, m = 1.0, l = 1.0;
     // The torque as gymnasium has it: float32, clipped.
-    const at::Tensor u = td.get("action").select(-1, 0).to(at::kFloat).clamp(-max_torque, max_torque).to(at::kDouble);
-    const at::Tensor th = state_.select(1, 0), thd = state_.select(1, 1);
-    const at::Tensor norm = at::remainder(th + std::numbers::pi, 2 * std::numbers::pi) - std::numbers::pi;
-    const at::Tensor costs = norm.square() + 0.1 * thd.square() + 0.001 * u.square();
-    const at::Tensor nthd = (thd + (3 * g_ / (2 * l) * th.sin() + 3.0 / (m * l * l) * u) * dt).clamp(-max_speed, max_speed);
-    state_ = at::stack({th + nthd * dt, nthd}, 1);
-    const at::Tensor truncated = advance();
-    TensorDict out(batch_size_);
-    out.set("observation", obs());
-    out.set("reward", (-costs).to(at::kFloat).unsqueeze(1));
-    out.set("done", truncated.clone());
-    out.set("terminated", at::zeros_like(truncated));
-    out.set("truncated", truncated);
-    return out;
+    const at::Tensor a = td.get("action").to(at::kCPU, at::kFloat).contiguous();
+    const float* ap = a.data_ptr<float>();
+    double* st = state_.data_ptr<double>();
+    StepWriter w(*this);
+    for (int64_t e = 0; e < n_; ++e) {
+      const double u = static_cast<double>(std::clamp(ap[e], static_cast<float>(-max_torque), static_cast<float>(max_torque)));
+      double* x = st + 2 * e;
+      const double th = x[0], thd = x[1];
+      // angle_normalize as numpy's remainder: the result has the divisor's sign.
+      double norm = std::fmod(th + std::numbers::pi, 2 * std::numbers::pi);
+      if (norm < 0) norm += 2 * std::numbers::pi;
+      norm -= std::numbers::pi;
+      const double cost = norm * norm + 0.1 * thd * thd + 0.001 * u * u;
+      const double nthd = std::clamp(thd + (3 * g_ / (2 * l) * std::sin(th) + 3.0 / (m * l * l) * u) * dt, -max_speed, max_speed);
+      x[0] = th + nthd * dt;
+      x[1] = nthd;
+      observe(x, w.o + 3 * e);
+      w.set(e, static_cast<float>(-cost), false, advance(e));
+    }
+    return w.finish(batch_size_);
   }
 
  private:

@@ -1,19 +1,26 @@
 #pragma once
 /// \file
-/// What the built-in envs with a closed-form physical state share (`StateEnv`).
+/// What the built-in envs with a closed-form physical state share (`StateEnv`): the state as
+/// plain doubles, resets and steps as loops over the envs, outputs written into fresh tensors
+/// through their data pointers (a libtorch call per scalar would cost microseconds each).
 
-#include <optional>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include "../common.hpp"
 
 namespace tensordict::rl {
 
-/// The part envs share whose physical state is a float64 tensor `[n, d]` stepped in closed form
-/// (CartPole, Pendulum): the state, `set_state`, the step counts behind truncation, and resets
-/// of some envs.
+/// The base of envs whose physical state is a few float64 numbers per env stepped in closed
+/// form (CartPole, Pendulum), of batch size `[]` (one env) or `[n]`. A subclass says how one
+/// env is drawn at reset (`draw_state`), observed (`observe`) and stepped (`step_impl`, with
+/// `StepWriter`).
 class StateEnv : public EnvBase {
  public:
-  /// The physical state `[n, d]`, float64 as gymnasium keeps it.
+  /// The physical state, `[*batch, d]` float64 as gymnasium keeps it.
   const at::Tensor& state() const noexcept { return state_; }
   /// Sets the state of every env (its observation shows at the next step).
   void set_state(const at::Tensor& s) {
@@ -23,40 +30,103 @@ class StateEnv : public EnvBase {
     }
     state_.copy_(s);
   }
+  /// Steps taken by each env since its reset (what truncation counts).
+  const std::vector<int64_t>& elapsed_steps() const noexcept { return steps_; }
 
  protected:
-  StateEnv(int64_t num_envs, int64_t dims, int64_t max_steps, EnvOptions o, const char* name)
-      : EnvBase(BatchSize{num_envs}, o), max_steps_(max_steps) {
-    if (num_envs <= 0) throw Error(std::string(name) + ": num_envs is not positive");
-    state_ = at::zeros({num_envs, dims}, at::kDouble);
-    steps_ = at::zeros({num_envs}, at::kLong);
-  }
-  // `fresh` states for the envs in `mask` (all when undefined), their step counts zeroed.
-  void reset_state(const at::Tensor& fresh, const at::Tensor& mask) {
-    if (mask.defined()) {
-      const at::Tensor m = mask.reshape({state_.size(0)});
-      state_ = at::where(m.unsqueeze(1), fresh, state_);
-      steps_ = at::where(m, at::zeros_like(steps_), steps_);
-    } else {
-      state_ = fresh;
-      steps_.zero_();
-    }
-  }
-  // What a reset returns: the observation, and flags false where reset.
-  TensorDict reset_output(const TensorDict& td, const at::Tensor& mask, const at::Tensor& observation) const {
-    TensorDict out(batch_size_);
-    out.set("observation", observation);
-    for (const char* k : {"done", "terminated", "truncated"}) out.set(k, flags_after_reset(td, k, mask));
-    return out;
-  }
-  // One more step for every env: whether each reached its time limit (`[n, 1]`).
-  at::Tensor advance() {
-    steps_.add_(1);
-    return steps_.ge(max_steps_).unsqueeze(1);
+  StateEnv(BatchSize batch, int64_t dims, int64_t obs_dims, int64_t max_steps, EnvOptions o, const char* name)
+      : EnvBase(std::move(batch), o), max_steps_(max_steps), d_(dims), obs_d_(obs_dims) {
+    if (batch_size_.size() > 1) throw Error(std::string(name) + ": a batch size of [] or [n], got " + tensordict::detail::shape_str(batch_size_.dims()));
+    if (batch_size_.size() == 1 && batch_size_[0] <= 0) throw Error(std::string(name) + ": num_envs is not positive");
+    if (max_steps <= 0) throw Error(std::string(name) + ": max_steps is not positive");
+    n_ = num_envs();
+    state_ = at::zeros(shape({dims}), at::kDouble);
+    steps_.assign(static_cast<std::size_t>(n_), 0);
   }
 
-  at::Tensor state_, steps_;
-  int64_t max_steps_;
+  /// Draws the state of one env at reset into `s` (`d` doubles).
+  virtual void draw_state(double* s) = 0;
+  /// Writes the observation of one env's state `s` into `obs` (`obs_dims` floats).
+  virtual void observe(const double* s, float* obs) const = 0;
+
+  /// A uniform double in `[lo, hi)` from the env's generator.
+  double uniform(double lo, double hi) {
+    auto* g = at::check_generator<at::CPUGeneratorImpl>(gen_);
+    const double u = static_cast<double>(g->random64() >> 11) * (1.0 / 9007199254740992.0);
+    return lo + (hi - lo) * u;
+  }
+  /// `[*batch, tail...]`.
+  std::vector<int64_t> shape(std::initializer_list<int64_t> tail) const {
+    std::vector<int64_t> s(batch_size_.dims().begin(), batch_size_.dims().end());
+    s.insert(s.end(), tail.begin(), tail.end());
+    return s;
+  }
+  /// One more step of env `e`: whether it reached its time limit.
+  bool advance(int64_t e) { return ++steps_[static_cast<std::size_t>(e)] >= max_steps_; }
+
+  /// The outputs of a step, allocated once per step and written env by env.
+  struct StepWriter {
+    at::Tensor obs, reward, done, terminated, truncated;
+    float *o, *r;
+    bool *d, *te, *tr;
+    int64_t obs_d;
+    StepWriter(const StateEnv& env)
+        : obs(at::empty(env.shape({env.obs_d_}), at::kFloat)), reward(at::empty(env.shape({1}), at::kFloat)),
+          done(at::empty(env.shape({1}), at::kBool)), terminated(at::empty(env.shape({1}), at::kBool)),
+          truncated(at::empty(env.shape({1}), at::kBool)), o(obs.data_ptr<float>()), r(reward.data_ptr<float>()),
+          d(done.data_ptr<bool>()), te(terminated.data_ptr<bool>()), tr(truncated.data_ptr<bool>()), obs_d(env.obs_d_) {}
+    /// Env `e`'s outcome.
+    void set(int64_t e, float rew, bool term, bool trunc) {
+      r[e] = rew;
+      te[e] = term;
+      tr[e] = trunc;
+      d[e] = term || trunc;
+    }
+    TensorDict finish(const BatchSize& b) {
+      TensorDict out(b);
+      out.set("observation", std::move(obs));
+      out.set("reward", std::move(reward));
+      out.set("done", std::move(done));
+      out.set("terminated", std::move(terminated));
+      out.set("truncated", std::move(truncated));
+      return out;
+    }
+  };
+
+  /// Resets the envs in `mask` (all when undefined): new states, step counts zeroed; the
+  /// observation of every env, and flags false where reset and `td`'s elsewhere.
+  TensorDict reset_impl(const TensorDict& td, const at::Tensor& mask) override {
+    const at::Tensor m = mask.defined() ? mask.to(at::kCPU).contiguous() : at::Tensor();
+    const bool* mp = m.defined() ? m.data_ptr<bool>() : nullptr;
+    double* s = state_.data_ptr<double>();
+    for (int64_t e = 0; e < n_; ++e) {
+      if (mp && !mp[e]) continue;
+      draw_state(s + e * d_);
+      steps_[static_cast<std::size_t>(e)] = 0;
+    }
+    TensorDict out(batch_size_);
+    at::Tensor obs = at::empty(shape({obs_d_}), at::kFloat);
+    float* o = obs.data_ptr<float>();
+    for (int64_t e = 0; e < n_; ++e) observe(s + e * d_, o + e * obs_d_);
+    out.set("observation", std::move(obs));
+    for (const char* k : {"done", "terminated", "truncated"}) {
+      at::Tensor f = at::zeros(shape({1}), at::kBool);
+      if (mp && td.contains(k)) {
+        const at::Tensor prev = td.get(k).to(at::kCPU, at::kBool).contiguous();
+        if (prev.numel() == n_) {
+          const bool* p = prev.data_ptr<bool>();
+          bool* fp = f.data_ptr<bool>();
+          for (int64_t e = 0; e < n_; ++e) fp[e] = !mp[e] && p[e];
+        }
+      }
+      out.set(k, std::move(f));
+    }
+    return out;
+  }
+
+  at::Tensor state_;
+  std::vector<int64_t> steps_;
+  int64_t max_steps_, n_ = 1, d_, obs_d_;
 };
 
 }  // namespace tensordict::rl
