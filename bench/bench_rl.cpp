@@ -5,6 +5,10 @@
 //   handwritten_cartpole8_1024  the limit: the same batch as a hand-written loop, no TensorDict
 //                           (gymnasium's CartPole equations on plain doubles, the same MLP sampled
 //                           with multinomial, frames written into tensors allocated once)
+//   serial2_rollout_1024    1024 frames of random actions in SerialEnv of 2 CartPoles of batch size []
+//                           (rollout without stopping at done: envs reset as they finish)
+//   parallel2_rollout_1024  the same in ParallelEnv, 2 threads
+//   serial8_rollout_1024 / parallel8_rollout_1024   the same with 8 CartPoles (ParallelEnv: 2 threads)
 //   ppo_epoch_2048          one PPO update epoch over a 2048-frame batch: GAE with the critic
 //                           (4->64->64->1), then 8 minibatches of 256: clipped loss, backward, Adam
 //   ppo_loop_2048           the whole loop of examples/ppo.cpp for one batch: collect 2048 frames,
@@ -178,6 +182,9 @@ int main(int argc, char** argv) {
   rbm.extend(fill);
   rbp.extend(fill);
 
+  auto singles = [](int64_t) { return std::make_shared<rl::CartPoleEnv>(); };
+  rl::SerialEnv serial2(2, singles, {.seed = 0}), serial8(8, singles, {.seed = 0});
+  rl::ParallelEnv parallel2(2, singles, {.seed = 0, .num_threads = 2}), parallel8(8, singles, {.seed = 0, .num_threads = 2});
   auto net = mlp(2);
   HandwrittenCartPole hand(8, 128);
   std::vector<bench::Case> cases{
@@ -186,6 +193,10 @@ int main(int argc, char** argv) {
          c10::InferenceMode g;
          hand.batch(net);
        }},
+      {"serial2_rollout_1024", 3, [&] { (void)serial2.rollout(512, nullptr, false); }},
+      {"parallel2_rollout_1024", 3, [&] { (void)parallel2.rollout(512, nullptr, false); }},
+      {"serial8_rollout_1024", 3, [&] { (void)serial8.rollout(128, nullptr, false); }},
+      {"parallel8_rollout_1024", 3, [&] { (void)parallel8.rollout(128, nullptr, false); }},
       {"ppo_epoch_2048", 2, [&] { epoch(batch); }},
       {"ppo_loop_2048", 1, [&] {
          td::TensorDict b = *col2048.next();

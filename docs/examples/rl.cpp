@@ -24,7 +24,75 @@ td::TensorDict some_transitions(int64_t n) {
   t.set({"next", "done"}, torch::zeros({n, 1}, torch::kBool));
   return t;
 }
+
+// A user's env: a point on a line that the action pushes; the episode ends when it leaves
+// [-1, 1]. Batch size [] (one env); SerialEnv and ParallelEnv batch it.
+class LineEnv : public rl::EnvBase {
+ public:
+  explicit LineEnv(rl::EnvOptions o = {}) : EnvBase(td::BatchSize{}, o) {
+    observation_spec_ = rl::CompositeSpec{{td::NestedKey("position"), rl::TensorSpec::unbounded({1})}};
+    action_spec_ = rl::CompositeSpec{{td::NestedKey("action"), rl::TensorSpec::bounded({1}, -0.5, 0.5)}};
+    reward_spec_ = rl::CompositeSpec{{td::NestedKey("reward"), rl::TensorSpec::unbounded({1})}};
+  }
+  std::string name() const override { return "LineEnv"; }
+
+ protected:
+  td::TensorDict reset_impl(const td::TensorDict&, const at::Tensor&) override {
+    x_ = 0.0;
+    td::TensorDict out(td::BatchSize{});
+    out.set("position", torch::zeros({1}));
+    for (const char* k : {"done", "terminated", "truncated"}) out.set(k, torch::zeros({1}, torch::kBool));
+    return out;
+  }
+  td::TensorDict step_impl(const td::TensorDict& in) override {
+    x_ += in.get("action").item<float>();
+    const bool out_of_range = std::abs(x_) > 1.0;
+    td::TensorDict out(td::BatchSize{});
+    out.set("position", torch::full({1}, x_));
+    out.set("reward", torch::full({1}, -std::abs(x_)));
+    out.set("done", torch::full({1}, out_of_range, torch::kBool));
+    out.set("terminated", torch::full({1}, out_of_range, torch::kBool));
+    out.set("truncated", torch::zeros({1}, torch::kBool));
+    return out;
+  }
+
+ private:
+  double x_ = 0.0;
+};
 }  // namespace
+
+TEST_CASE("rl docs: a user's env, batched on threads") {
+  auto env = std::make_shared<rl::ParallelEnv>(4, [](int64_t) { return std::make_shared<LineEnv>(); },
+                                               rl::ParallelEnvOptions{.seed = 0, .num_threads = 2});
+  td::TensorDict rollout = env->rollout(100);        // random actions: [4 envs, T]
+  CHECK(rollout.batch_size()[0] == 4);
+  CHECK(rollout.get({"next", "done"}).select(1, rollout.batch_size()[1] - 1).any().item<bool>());
+  rl::SerialEnv same(4, [](int64_t) { return std::make_shared<LineEnv>(); }, {.seed = 0});
+  CHECK(same.rollout(100).get("action").equal(rollout.get("action")));
+}
+
+TEST_CASE("rl docs: collectors on threads, weights updated as they run") {
+  torch::manual_seed(0);
+  auto make_actor = [] {
+    return tdnn::ProbabilisticTensorDictSequential(
+        tdnn::TensorDictModule(torch::nn::Linear(4, 2), {"observation"}, {"logits"}),
+        tdnn::ProbabilisticTensorDictModule({"logits"}, {"action"}, tdnn::distribution_class<tdnn::OneHotCategorical>(),
+                                            {.return_log_prob = true}));
+  };
+  auto actor = make_actor();                         // what the collectors act with
+  auto trained = make_actor();                       // what the trainer updates
+  std::vector<std::shared_ptr<rl::EnvBase>> envs;
+  for (uint64_t i = 0; i < 3; ++i) envs.push_back(std::make_shared<rl::CartPoleEnv>(4, rl::CartPoleOptions{.seed = i}));
+  rl::MultiaSyncDataCollector collector(envs, [&](td::TensorDict d) { return actor(d); },
+                                        {.frames_per_batch = 256, .total_frames = 256 * 6,
+                                         .policy_weights = td::from_module(*actor)});
+  while (auto batch = collector.next()) {          // [4 envs, 64 steps], from whichever worker is ready
+    // ... train `trained` on *batch ...
+    collector.update_policy_weights_(td::from_module(*trained));
+  }
+  CHECK(collector.frames() == 256 * 6);
+  CHECK(actor->parameters()[0].equal(trained->parameters()[0]));
+}
 
 TEST_CASE("rl docs: a prioritized replay buffer, dumped for TorchRL") {
   const auto dir = std::filesystem::temp_directory_path() / "td_docs_rl";

@@ -6,6 +6,7 @@
 /// (`SyncDataCollector`, `split_trajectories`) and `rl/objectives/` (`value/`: the estimators on
 /// tensors and over TensorDicts; the clipped PPO loss). Opt-in: not in the umbrella.
 
+#include "rl/collectors/multi.hpp"
 #include "rl/collectors/sync.hpp"
 #include "rl/collectors/utils.hpp"
 #include "rl/data/replay_buffers.hpp"

@@ -4,6 +4,7 @@
 /// size `b` seen as one env of batch size `[n, *b]`, stepped and reset row by row, with partial
 /// resets passed down as each sub-env's `"_reset"`.
 
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,6 +13,60 @@
 #include "../common.hpp"
 
 namespace tensordict::rl {
+
+namespace detail {
+// `tensordict::stack(rows, 0)`, with each leaf of CPU rows of one dtype and shape copied by
+// memcpy into one allocation (a stack call per leaf costs more than a small env's step).
+inline bool tensors_only(const TensorDict& td) {
+  for (const auto& [name, e] : td.entries()) {
+    if (e.is_tensordict() ? !tensors_only(e.tensordict()) : !e.is_tensor()) return false;
+  }
+  return true;
+}
+inline TensorDict stack_rows(const std::vector<TensorDict>& rows) {
+  const TensorDict& first = rows.at(0);
+  std::vector<std::pair<NestedKey, at::Tensor>> leaves;
+  bool flat = tensors_only(first);
+  first.named_for_each([&](const NestedKey& k, const at::Tensor& x) {
+    flat = flat && x.device().is_cpu();
+    leaves.emplace_back(k, x);
+  });
+  std::vector<std::vector<at::Tensor>> cols(leaves.size());
+  for (const auto& r : rows) {
+    std::size_t count = 0;
+    r.named_for_each([&](const NestedKey&, const at::Tensor&) { ++count; });
+    if (!flat || r.size() != first.size() || count != leaves.size() || !tensors_only(r)) {
+      flat = false;
+      break;
+    }
+    for (std::size_t j = 0; j < leaves.size() && flat; ++j) {
+      const Key key(leaves[j].first);
+      if (!r.contains(key)) {
+        flat = false;
+        break;
+      }
+      const at::Tensor& x = r.get(key);
+      flat = x.device().is_cpu() && x.is_contiguous() && x.scalar_type() == leaves[j].second.scalar_type() && x.sizes() == leaves[j].second.sizes();
+      cols[j].push_back(x);
+    }
+  }
+  if (!flat || first.batch_size() != rows.back().batch_size()) return tensordict::stack(rows, 0);
+  std::vector<int64_t> b{static_cast<int64_t>(rows.size())};
+  for (int64_t d : first.batch_size().dims()) b.push_back(d);
+  TensorDict out{BatchSize(c10::IntArrayRef(b))};
+  for (std::size_t j = 0; j < leaves.size(); ++j) {
+    const at::Tensor& x0 = leaves[j].second;
+    std::vector<int64_t> shape{static_cast<int64_t>(rows.size())};
+    shape.insert(shape.end(), x0.sizes().begin(), x0.sizes().end());
+    at::Tensor dst = at::empty(shape, x0.options());
+    const std::size_t bytes = static_cast<std::size_t>(x0.numel()) * x0.element_size();
+    char* d = static_cast<char*>(dst.data_ptr());
+    for (std::size_t i = 0; i < rows.size(); ++i) std::memcpy(d + i * bytes, cols[j][i].data_ptr(), bytes);
+    out.set(Key(leaves[j].first), std::move(dst));
+  }
+  return out;
+}
+}  // namespace detail
 
 /// Makes the i-th sub-env of a batched env (TorchRL's `create_env_fn`).
 using EnvFactory = std::function<std::shared_ptr<EnvBase>(int64_t)>;
@@ -66,7 +121,7 @@ class BatchedEnvBase : public EnvBase {
       }
       outs[static_cast<std::size_t>(i)] = row.get<TensorDict>("next");
     });
-    return tensordict::stack(outs, 0);
+    return detail::stack_rows(outs);
   }
   TensorDict reset_impl(const TensorDict& td, const at::Tensor& mask) override {
     const std::size_t n = envs_.size();
@@ -113,7 +168,7 @@ class BatchedEnvBase : public EnvBase {
       }
       outs[i] = std::move(keep);
     }
-    return tensordict::stack(outs, 0);
+    return detail::stack_rows(outs);
   }
 
   std::vector<std::shared_ptr<EnvBase>> envs_;
