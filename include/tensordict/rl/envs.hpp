@@ -15,7 +15,8 @@
 ///
 /// The folder's parts, as TorchRL's `torchrl.envs`: `envs/specs.hpp`, `envs/common.hpp`
 /// (`EnvBase`), `envs/utils.hpp` (`step_mdp`), `envs/libs/` (CartPole, Pendulum),
-/// `envs/batched/` (`SerialEnv`, `ParallelEnv`).
+/// `envs/batched/` (`SerialEnv`, `ParallelEnv`), `envs/transforms/` (`TransformedEnv` and the
+/// transforms).
 
 #include "envs/batched/parallel.hpp"
 #include "envs/batched/serial.hpp"
@@ -23,4 +24,5 @@
 #include "envs/libs/cartpole.hpp"
 #include "envs/libs/pendulum.hpp"
 #include "envs/specs.hpp"
+#include "envs/transforms.hpp"
 #include "envs/utils.hpp"

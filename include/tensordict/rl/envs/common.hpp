@@ -6,6 +6,7 @@
 /// bounds); `step_and_maybe_reset` resets the envs that are done. A new env implements
 /// `reset_impl` and `step_impl` (docs/rl.md).
 
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -72,8 +73,10 @@ class EnvBase {
 
   /// Resets every env: the first observations and done flags (all false).
   TensorDict reset() { return reset_masked(TensorDict(batch_size_), at::Tensor()); }
-  /// Resets the envs flagged in `td["_reset"]` (`[*batch, 1]` bool; all without it); the others
-  /// keep their entries of `td`.
+  /// Resets the envs flagged in `td["_reset"]` (`[*batch, 1]` bool; all without it) and returns
+  /// `td` updated as TorchRL's `reset(td)` does: with every env reset, `td`'s entries and the
+  /// reset's (which win); otherwise, row by row, the reset's entries for the envs reset and
+  /// `td`'s for the others (an entry only one side has is 0 on the other's rows).
   TensorDict reset(const TensorDict& td) {
     at::Tensor mask;
     if (td.contains("_reset")) {
@@ -84,7 +87,7 @@ class EnvBase {
       }
       mask = mask.reshape(batch_size_.dims());
     }
-    return reset_masked(td, mask);
+    return merge_reset(td, reset_masked(td, mask), mask);
   }
   /// Takes the step `td`'s action asks for; writes the outcome at `td["next"]` and returns `td`.
   TensorDict& step(TensorDict& td) {
@@ -151,6 +154,49 @@ class EnvBase {
   /// The next observations, reward and done flags after `td`'s action.
   virtual TensorDict step_impl(const TensorDict& td) = 0;
 
+  // TorchRL's `_update_during_reset`.
+  static TensorDict merge_reset(const TensorDict& td, const TensorDict& out, const at::Tensor& mask) {
+    TensorDict merged(td.batch_size(), td.device());
+    const bool all = !mask.defined() || !any_true(mask.logical_not());
+    std::vector<char> rows;
+    if (!all) {
+      const at::Tensor m = mask.to(at::kCPU).contiguous();
+      rows.assign(m.data_ptr<bool>(), m.data_ptr<bool>() + m.numel());
+    }
+    // Rows of the reset from `a` (or zeros), the others from `b` (or zeros).
+    auto pick = [&](const at::Tensor* a, const at::Tensor* b) {
+      const at::Tensor& like = a ? *a : *b;
+      if (a && b && a->sizes() == b->sizes() && a->scalar_type() == b->scalar_type() && a->device().is_cpu() && b->device().is_cpu() &&
+          a->is_contiguous() && b->is_contiguous()) {
+        at::Tensor o = at::empty_like(*a);
+        const std::size_t row = static_cast<std::size_t>(a->numel() / static_cast<int64_t>(rows.size())) * a->element_size();
+        char* d = static_cast<char*>(o.data_ptr());
+        const char* pa = static_cast<const char*>(a->data_ptr());
+        const char* pb = static_cast<const char*>(b->data_ptr());
+        for (std::size_t i = 0; i < rows.size(); ++i) std::memcpy(d + i * row, (rows[i] ? pa : pb) + i * row, row);
+        return o;
+      }
+      at::Tensor m = mask.to(like.device());
+      while (m.dim() < like.dim()) m = m.unsqueeze(-1);
+      const at::Tensor zero = at::zeros({}, like.options());
+      return at::where(m, a ? *a : zero, b ? b->to(like.scalar_type()) : zero);
+    };
+    td.named_for_each([&](const NestedKey& k, const at::Tensor& x) {
+      if (k.size() == 1 && k.parts()[0] == "_reset") return;
+      const Key key(k);
+      if (all) {
+        merged.set(key, out.contains(key) ? out.get(key) : x);
+      } else {
+        merged.set(key, out.contains(key) ? pick(&out.get(key), &x) : pick(nullptr, &x));
+      }
+    });
+    out.named_for_each([&](const NestedKey& k, const at::Tensor& x) {
+      const Key key(k);
+      if (merged.contains(key)) return;
+      merged.set(key, all ? x : pick(&x, nullptr));
+    });
+    return merged;
+  }
   TensorDict reset_masked(const TensorDict& td, const at::Tensor& mask) {
     TensorDict out = reset_impl(td, mask);
     if (o_.check_specs) {

@@ -84,6 +84,15 @@ struct TensorSpec {
           };
           if (dtype == at::kFloat) scan(x.data_ptr<float>()); else scan(x.data_ptr<double>());
           if (nan) lo = std::numeric_limits<double>::quiet_NaN();
+        } else if (direct && dtype == at::kLong) {
+          const int64_t* p = x.data_ptr<int64_t>();
+          int64_t l = p[0], h = p[0];
+          for (int64_t i = 1, n = x.numel(); i < n; ++i) {
+            l = std::min(l, p[i]);
+            h = std::max(h, p[i]);
+          }
+          lo = static_cast<double>(l);
+          hi = static_cast<double>(h);
         } else {
           lo = x.min().item<double>();
           hi = x.max().item<double>();
