@@ -1,5 +1,4 @@
 #pragma once
 /// \file
 /// The collector moved to <tensordict/rl/collectors/sync.hpp>. This path keeps working.
-#include "collectors/multi.hpp"
 #include "collectors/sync.hpp"
