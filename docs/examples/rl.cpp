@@ -71,6 +71,16 @@ TEST_CASE("rl docs: a user's env, batched on threads") {
   CHECK(same.rollout(100).get("action").equal(rollout.get("action")));
 }
 
+TEST_CASE("rl docs: an env through transforms") {
+  auto norm = std::make_shared<rl::ObservationNorm>(std::vector<std::string>{"observation"});
+  rl::TransformedEnv env(std::make_shared<rl::PendulumEnv>(rl::PendulumOptions{.seed = 0}),
+                         rl::Compose(rl::StepCounter(200), rl::RewardSum(), rl::InitTracker(), norm, rl::CatFrames(4, -1)));
+  norm->init_stats(1000);                          // loc and scale from rollouts of the env before it
+  td::TensorDict r = env.rollout(50);              // step_count, episode_reward, is_init; observation [12]
+  CHECK(r.get("observation").sizes() == at::IntArrayRef({50, 12}));
+  CHECK(r.get({"next", "step_count"}).select(0, 49).item<int64_t>() == 50);
+}
+
 TEST_CASE("rl docs: collectors on threads, weights updated as they run") {
   torch::manual_seed(0);
   auto make_actor = [] {
