@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """TorchRL's counterparts of bench_rl's cases, one thread: the same networks (4->64->64->2
 one-hot categorical policy, 4->64->64->1 critic), 8 CartPole-v1 envs (TorchRL's SerialEnv of
-GymEnv, gymnasium's CartPole), GAE, ClipPPOLoss and torch.optim.Adam, and
+GymEnv, gymnasium's CartPole; rollouts of random actions in SerialEnv of 2 and of 8, and in
+ParallelEnv of 2 workers), GAE, ClipPPOLoss and torch.optim.Adam, and
 TensorDictReplayBuffer on LazyTensorStorage / LazyMemmapStorage / prioritized, 100k
 transitions, batches of 64. Prints one JSON object of microseconds per call (medians of ROUNDS
 rounds). Usage: python3 bench/compare_python_rl.py [ROUNDS]"""
@@ -23,7 +24,7 @@ from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDict
 from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import (LazyMemmapStorage, LazyTensorStorage, TensorDictPrioritizedReplayBuffer,  # noqa: E402
                           TensorDictReplayBuffer)
-from torchrl.envs import GymEnv, SerialEnv  # noqa: E402
+from torchrl.envs import GymEnv, ParallelEnv, SerialEnv  # noqa: E402
 from torchrl.objectives import ClipPPOLoss  # noqa: E402
 from torchrl.objectives.value import GAE  # noqa: E402
 
@@ -92,8 +93,15 @@ def main():
         s = rbp.sample()
         rbp.update_priority(s["index"], torch.rand(64))
 
+    serial2 = SerialEnv(2, lambda: GymEnv("CartPole-v1"))
+    parallel2 = ParallelEnv(2, lambda: GymEnv("CartPole-v1"))
+    serial8 = SerialEnv(8, lambda: GymEnv("CartPole-v1"))
+
     cases = {
         "collect_cartpole8_1024": (3, lambda: next(col1024)),
+        "serial2_rollout_1024": (1, lambda: serial2.rollout(512, break_when_any_done=False)),
+        "parallel2_rollout_1024": (1, lambda: parallel2.rollout(512, break_when_any_done=False)),
+        "serial8_rollout_1024": (1, lambda: serial8.rollout(128, break_when_any_done=False)),
         "ppo_epoch_2048": (2, lambda: epoch(batch)),
         "ppo_loop_2048": (1, loop),
         "rb_extend_sample_64": (500, lambda: ext_sample(rb)),
@@ -111,6 +119,7 @@ def main():
                 f()
             us.append((time.perf_counter() - t0) * 1e6 / calls)
         out[name] = round(statistics.median(us), 3)
+    parallel2.close()
     print(json.dumps(out))
 
 

@@ -74,8 +74,8 @@ TEST_CASE("rl: ObservationNorm fitted by init_stats standardizes what the env be
     const TensorDict r = env.rollout(2000, nullptr, false);
     const at::Tensor obs = r.get("observation");
     // Fitted on other rollouts of the same env: near a standard normal.
-    CHECK(obs.mean(0).abs().max().item<float>() < 0.35f);
-    CHECK((obs.std(0) - 1).abs().max().item<float>() < 0.35f);
+    CHECK(obs.mean(0).abs().max().item<float>() < 0.5f);
+    CHECK((obs.std(0) - 1).abs().max().item<float>() < 0.5f);
     CHECK_THROWS_WITH_AS(norm->init_stats(10), doctest::Contains("already set"), tensordict::Error);
   }
   auto kept = std::make_shared<rl::ObservationNorm>(std::vector<std::string>{"observation"});

@@ -74,7 +74,17 @@ class Categorical : public Distribution {
       at::NoGradGuard g;
       idx = at::multinomial(probs_.dim() == 2 ? probs_ : probs_.reshape({-1, n_}), 1, true);
     }
-    at::Tensor lp = (logits_.dim() == 2 ? logits_ : logits_.reshape({-1, n_})).gather(-1, idx).view(batch_shape_);
+    at::Tensor lp;
+    if (!logits_.requires_grad() && logits_.device().is_cpu() && logits_.scalar_type() == at::kFloat && logits_.is_contiguous() && idx.is_contiguous()) {
+      // No gradient to carry: the gather by hand (a dispatched gather costs more at a policy's sizes).
+      lp = at::empty(batch_shape_, logits_.options());
+      const float* l = logits_.data_ptr<float>();
+      const int64_t* k = idx.data_ptr<int64_t>();
+      float* o = lp.data_ptr<float>();
+      for (int64_t r = 0, rows = idx.size(0); r < rows; ++r) o[r] = l[r * n_ + k[r]];
+    } else {
+      lp = (logits_.dim() == 2 ? logits_ : logits_.reshape({-1, n_})).gather(-1, idx).view(batch_shape_);
+    }
     return {std::move(idx), std::move(lp)};
   }
   void init(const at::Tensor& param, Param kind, const char* who) {
@@ -122,13 +132,17 @@ class OneHotCategorical : public Categorical {
     auto [idx, lp] = draw_one();
     std::vector<int64_t> shape = batch_shape_;
     shape.push_back(n_);
-    at::Tensor hot = at::zeros(shape, idx.options());
+    at::Tensor hot;
     if (idx.device().is_cpu() && idx.is_contiguous()) {
       // A one per row, set in place: the scatter costs more than the loop at a policy's sizes.
+      hot = at::empty(shape, idx.options());
       int64_t* h = hot.data_ptr<int64_t>();
       const int64_t* k = idx.data_ptr<int64_t>();
-      for (int64_t r = 0, rows = idx.size(0); r < rows; ++r) h[r * n_ + k[r]] = 1;
+      for (int64_t r = 0, rows = idx.size(0); r < rows; ++r) {
+        for (int64_t j = 0; j < n_; ++j) h[r * n_ + j] = j == k[r];
+      }
     } else {
+      hot = at::zeros(shape, idx.options());
       hot.view({-1, n_}).scatter_(-1, idx, 1);
     }
     return std::pair{std::move(hot), std::move(lp)};

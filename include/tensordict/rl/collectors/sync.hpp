@@ -205,7 +205,7 @@ class SyncDataCollector {
       auto [stepped, root] = env_->step_and_maybe_reset(step);
       write(t, stepped);
       // Envs that finished start a new trajectory.
-      const at::Tensor done = stepped.get(Key({"next", "done"})).to(at::kCPU).contiguous();
+      const at::Tensor done = detail::cpu_contiguous(stepped.get(Key({"next", "done"})), at::kBool);
       if (done.numel() != n_) throw Error("SyncDataCollector: ('next', 'done') has " + std::to_string(done.numel()) + " flags for " + std::to_string(n_) + " envs");
       const bool* d = done.data_ptr<bool>();
       int64_t* ids = traj_ids_.data_ptr<int64_t>();

@@ -6,6 +6,7 @@
 /// bounds); `step_and_maybe_reset` resets the envs that are done. A new env implements
 /// `reset_impl` and `step_impl` (docs/rl.md).
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -87,7 +88,9 @@ class EnvBase {
       }
       mask = mask.reshape(batch_size_.dims());
     }
-    return merge_reset(td, reset_masked(td, mask), mask);
+    TensorDict out = reset_masked(td, mask);
+    if (mask.defined() && reset_keeps_others() && covers(out, td)) return out;
+    return merge_reset(td, out, mask);
   }
   /// Takes the step `td`'s action asks for; writes the outcome at `td["next"]` and returns `td`.
   TensorDict& step(TensorDict& td) {
@@ -113,7 +116,7 @@ class EnvBase {
     TensorDict root = step_mdp(td, {.action_key = action_key()});
     const at::Tensor done = root.get("done");
     if (any_true(done)) {
-      root.set("_reset", done.clone());
+      root.set("_reset", done);
       root = reset(root);
     }
     return {td, root};
@@ -154,15 +157,26 @@ class EnvBase {
   /// The next observations, reward and done flags after `td`'s action.
   virtual TensorDict step_impl(const TensorDict& td) = 0;
 
+  /// Whether `reset_impl` already gives the envs it does not reset the values `td` holds for
+  /// them, for every entry it returns (then a partial reset skips the row-by-row merge).
+  virtual bool reset_keeps_others() const { return false; }
+  // Whether every tensor of `td` (but `_reset`) is an entry of `out`.
+  static bool covers(const TensorDict& out, const TensorDict& td) {
+    bool all = true;
+    td.named_for_each([&](const NestedKey& k, const at::Tensor&) {
+      if (all && !(k.size() == 1 && k.parts()[0] == "_reset")) all = out.contains(Key(k));
+    });
+    return all;
+  }
   // TorchRL's `_update_during_reset`.
   static TensorDict merge_reset(const TensorDict& td, const TensorDict& out, const at::Tensor& mask) {
     TensorDict merged(td.batch_size(), td.device());
-    const bool all = !mask.defined() || !any_true(mask.logical_not());
     std::vector<char> rows;
-    if (!all) {
+    if (mask.defined()) {
       const at::Tensor m = mask.to(at::kCPU).contiguous();
       rows.assign(m.data_ptr<bool>(), m.data_ptr<bool>() + m.numel());
     }
+    const bool all = std::all_of(rows.begin(), rows.end(), [](char r) { return r != 0; });
     // Rows of the reset from `a` (or zeros), the others from `b` (or zeros).
     auto pick = [&](const at::Tensor* a, const at::Tensor* b) {
       const at::Tensor& like = a ? *a : *b;

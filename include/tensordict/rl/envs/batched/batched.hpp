@@ -107,6 +107,8 @@ class BatchedEnvBase : public EnvBase {
     return envs;
   }
 
+  /// The sub-envs not reset keep their rows of `td`.
+  bool reset_keeps_others() const override { return true; }
   /// Calls `f(i)` for every sub-env (in turn, or at once on threads).
   virtual void for_each_env(const std::function<void(int64_t)>& f) = 0;
 

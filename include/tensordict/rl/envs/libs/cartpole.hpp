@@ -55,7 +55,7 @@ class CartPoleEnv : public StateEnv {
     constexpr double gravity = 9.8, masscart = 1.0, masspole = 0.1, total = masspole + masscart, length = 0.5;
     constexpr double pml = masspole * length, force_mag = 10.0, tau = 0.02;
     constexpr double th_lim = 12 * 2 * std::numbers::pi / 360, x_lim = 2.4;
-    const at::Tensor a = td.get("action").to(at::kCPU, at::kLong).contiguous();
+    const at::Tensor a = detail::cpu_contiguous(td.get("action"), at::kLong);
     const int64_t* ap = a.data_ptr<int64_t>();
     double* st = state_.data_ptr<double>();
     StepWriter w(*this);

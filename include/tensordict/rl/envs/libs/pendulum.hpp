@@ -51,7 +51,7 @@ class PendulumEnv : public StateEnv {
   TensorDict step_impl(const TensorDict& td) override {
     constexpr double max_speed = 8, max_torque = 2.0, dt = 0.05, m = 1.0, l = 1.0;
     // The torque as gymnasium has it: float32, clipped.
-    const at::Tensor a = td.get("action").to(at::kCPU, at::kFloat).contiguous();
+    const at::Tensor a = detail::cpu_contiguous(td.get("action"), at::kFloat);
     const float* ap = a.data_ptr<float>();
     double* st = state_.data_ptr<double>();
     StepWriter w(*this);

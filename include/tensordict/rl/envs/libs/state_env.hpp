@@ -14,6 +14,14 @@
 
 namespace tensordict::rl {
 
+namespace detail {
+// `x` as a contiguous CPU tensor of `dtype`, without a dispatched call when it is one already.
+inline at::Tensor cpu_contiguous(const at::Tensor& x, at::ScalarType dtype) {
+  if (x.device().is_cpu() && x.scalar_type() == dtype && x.is_contiguous()) return x;
+  return x.to(at::kCPU, dtype).contiguous();
+}
+}  // namespace detail
+
 /// The base of envs whose physical state is a few float64 numbers per env stepped in closed
 /// form (CartPole, Pendulum), of batch size `[]` (one env) or `[n]`. A subclass says how one
 /// env is drawn at reset (`draw_state`), observed (`observe`) and stepped (`step_impl`, with
@@ -44,6 +52,8 @@ class StateEnv : public EnvBase {
     steps_.assign(static_cast<std::size_t>(n_), 0);
   }
 
+  /// The envs not reset keep their state, so their observations and flags are `td`'s.
+  bool reset_keeps_others() const override { return true; }
   /// Draws the state of one env at reset into `s` (`d` doubles).
   virtual void draw_state(double* s) = 0;
   /// Writes the observation of one env's state `s` into `obs` (`obs_dims` floats).
@@ -110,15 +120,11 @@ class StateEnv : public EnvBase {
     for (int64_t e = 0; e < n_; ++e) observe(s + e * d_, o + e * obs_d_);
     out.set("observation", std::move(obs));
     for (const char* k : {"done", "terminated", "truncated"}) {
-      at::Tensor f = at::zeros(shape({1}), at::kBool);
-      if (mp && td.contains(k)) {
-        const at::Tensor prev = td.get(k).to(at::kCPU, at::kBool).contiguous();
-        if (prev.numel() == n_) {
-          const bool* p = prev.data_ptr<bool>();
-          bool* fp = f.data_ptr<bool>();
-          for (int64_t e = 0; e < n_; ++e) fp[e] = !mp[e] && p[e];
-        }
-      }
+      at::Tensor f = at::empty(shape({1}), at::kBool);
+      bool* fp = f.data_ptr<bool>();
+      const at::Tensor prev = mp && td.contains(k) ? td.get(k).to(at::kCPU, at::kBool).contiguous() : at::Tensor();
+      const bool* p = prev.defined() && prev.numel() == n_ ? prev.data_ptr<bool>() : nullptr;
+      for (int64_t e = 0; e < n_; ++e) fp[e] = p && !mp[e] && p[e];
       out.set(k, std::move(f));
     }
     return out;

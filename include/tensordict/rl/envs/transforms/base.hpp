@@ -104,9 +104,10 @@ class TransformedPrefix;
 /// order before the base env takes it. Same batch size as the base env.
 class TransformedEnv : public EnvBase {
  public:
-  /// `base` seen through `transforms` (a `Compose`, one transform, or none).
+  /// `base` seen through `transforms` (a `Compose`, one transform, or none). Unless `o.seed` is
+  /// given, the random actions of `rand_action` follow from the base env's seed.
   TransformedEnv(std::shared_ptr<EnvBase> base, Compose transforms = {}, EnvOptions o = {.check_specs = true})
-      : EnvBase(checked(base).batch_size(), o), base_(std::move(base)) {
+      : EnvBase(checked(base).batch_size(), with_seed(o, *base)), base_(std::move(base)) {
     for (const auto& t : transforms.transforms()) append(t);
     refresh_specs();
   }
@@ -201,6 +202,11 @@ class TransformedEnv : public EnvBase {
   TensorDict step_impl(const TensorDict& td) override { return step_through(chain_.size(), td); }
 
  private:
+  // Unseeded, the env's own generator (random actions) follows the base env's seed.
+  static EnvOptions with_seed(EnvOptions o, EnvBase& base) {
+    if (!o.seed) o.seed = static_cast<uint64_t>(base.generator().current_seed()) + 1;
+    return o;
+  }
   static EnvBase& checked(const std::shared_ptr<EnvBase>& base) {
     if (!base) throw Error("TransformedEnv: no base env");
     return *base;

@@ -4,6 +4,7 @@
 /// one job at a time, the calling thread taking part.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -19,8 +20,8 @@ namespace tensordict::rl::detail {
 // `n` lanes: lane 0 is the calling thread, lanes 1..n-1 are threads kept for the pool's life.
 // `run(f)` calls `f(lane)` on every lane at once and returns when all have returned, rethrowing
 // the first exception (by lane). Workers see the caller's thread-local state (grad mode,
-// inference mode), as `at::launch` passes it. Between jobs a worker spins briefly, then sleeps:
-// a step of a small env is shorter than a wake-up.
+// inference mode), as `at::launch` passes it. Between jobs a worker polls for 200 us, then
+// sleeps: a step of a small env is shorter than a wake-up.
 class WorkerPool {
  public:
   explicit WorkerPool(int lanes) : lanes_(lanes < 1 ? 1 : lanes), errors_(static_cast<std::size_t>(lanes_)) {
@@ -60,8 +61,7 @@ class WorkerPool {
     } catch (...) {
       errors_[0] = std::current_exception();
     }
-    for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
-      if (i < 4000) continue;
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; }, kWaitSpin)) {
       std::unique_lock<std::mutex> l(m_);
       done_cv_.wait(l, [&] { return pending_.load(std::memory_order_acquire) == 0; });
     }
@@ -72,14 +72,27 @@ class WorkerPool {
   }
 
  private:
+  // How long a waiting thread polls before it sleeps: a worker between two jobs (an env's step
+  // comes every few microseconds while a rollout runs), and the caller for the workers.
+  static constexpr std::chrono::microseconds kIdleSpin{200}, kWaitSpin{2000};
+  // Polls `done` until it holds (true) or `budget` has passed (false), yielding the core when
+  // other threads want it.
+  template <class F>
+  static bool spin_until(F&& done, std::chrono::microseconds budget) {
+    const auto end = std::chrono::steady_clock::now() + budget;
+    for (int i = 0;; ++i) {
+      if (done()) return true;
+      if ((i & 63) == 63) {
+        if (std::chrono::steady_clock::now() >= end) return false;
+        std::this_thread::yield();
+      }
+    }
+  }
   void loop(int lane) {
     uint64_t seen = 0;
     for (;;) {
-      uint64_t g = gen_.load(std::memory_order_acquire);
-      for (int i = 0; g == seen && i < 4000; ++i) {
-        if (i > 200) std::this_thread::yield();
-        g = gen_.load(std::memory_order_acquire);
-      }
+      uint64_t g = seen;
+      spin_until([&] { return (g = gen_.load(std::memory_order_acquire)) != seen; }, kIdleSpin);
       if (g == seen) {
         std::unique_lock<std::mutex> l(m_);
         cv_.wait(l, [&] { return gen_.load(std::memory_order_acquire) != seen; });
