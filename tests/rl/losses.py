@@ -1,0 +1,174 @@
+"""Losses of TorchRL 0.14 (DQNLoss, double or not; DDPGLoss) on random networks and batches, and
+the gradient of every parameter, for tests/rl/losses.cpp to recompute with rl::DQNLoss and
+rl::DDPGLoss from the same weights. Each case draws its sizes, MLP widths and activations, the
+loss's options (loss function, action space, double DQN, delays), target weights that differ
+from the online ones, and batches with terminations, importance weights and validity masks at
+random. Then it moves the targets with SoftUpdate or HardUpdate for a few steps and records
+them. Writes DIR/cases.json and DIR/case_K.safetensors. Usage: losses.py DIR [--seed S] [--cases N]"""
+import argparse
+import json
+import os
+import random
+import warnings
+
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
+from tensordict.nn import TensorDictModule  # noqa: E402
+from torch import nn  # noqa: E402
+from torchrl.modules import QValueActor  # noqa: E402
+from torchrl.objectives import DDPGLoss, DQNLoss, HardUpdate, SoftUpdate  # noqa: E402
+
+ACTS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def mlp(sizes, act):
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(ACTS[act]())
+    return nn.Sequential(*layers)
+
+
+class QNet(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.mlp = m
+
+    def forward(self, obs, action):
+        return self.mlp(torch.cat([obs, action], -1))
+
+
+def flat(prefix, sd):
+    return {f"{prefix}.{k}": v.detach().clone().contiguous() for k, v in sd.items()}
+
+
+def perturb(params, rs):
+    with torch.no_grad():
+        for p in params.values(True, True):
+            p.add_(torch.randn_like(p) * 0.1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cases", type=int, default=40)
+    a = ap.parse_args()
+    rs = random.Random(a.seed)
+    os.makedirs(a.dir, exist_ok=True)
+    cases = []
+    for c in range(a.cases):
+        torch.manual_seed(a.seed * 7919 + c)
+        kind = rs.choice(["dqn", "ddpg"])
+        B = rs.choice([1, 3, 8, 17])
+        obs_dim = rs.randint(1, 6)
+        hidden = [rs.randint(2, 16) for _ in range(rs.randint(0, 2))]
+        act = rs.choice(list(ACTS))
+        loss_function = rs.choice(["l2", "l1", "smooth_l1"])
+        gamma = rs.choice([0.9, 0.99])
+        out = {}
+        batch = {"observation": torch.randn(B, obs_dim), "next": {"observation": torch.randn(B, obs_dim),
+                 "reward": torch.randn(B, 1), "terminated": torch.rand(B, 1) < 0.3}}
+        batch["next"]["done"] = batch["next"]["terminated"] | (torch.rand(B, 1) < 0.2)
+        extras = []
+        if rs.random() < 0.3:
+            batch["priority_weight"] = torch.rand(B) + 0.1
+            extras.append("priority_weight")
+        if rs.random() < 0.2:
+            batch["collector"] = {"mask": torch.rand(B) < 0.7}
+            batch["collector"]["mask"][0] = True
+            extras.append("collector.mask")
+        desc = {"kind": kind, "batch": B, "obs_dim": obs_dim, "hidden": hidden, "act": act, "loss_function": loss_function, "gamma": gamma}
+        if kind == "dqn":
+            n = rs.randint(2, 5)
+            space = rs.choice(["one_hot", "categorical"])
+            double = rs.random() < 0.5
+            q = mlp([obs_dim, *hidden, n], act)
+            actor = QValueActor(q, in_keys=["observation"], action_space="one-hot" if space == "one_hot" else "categorical")
+            loss = DQNLoss(actor, loss_function=loss_function, double_dqn=double, delay_value=True,
+                           action_space="one-hot" if space == "one_hot" else "categorical")
+            loss.make_value_estimator(gamma=gamma)
+            idx = torch.randint(n, (B,))
+            batch["action"] = torch.nn.functional.one_hot(idx, n) if space == "one_hot" else idx
+            perturb(loss.target_value_network_params, rs)
+            out.update(flat("value", q.state_dict()))
+            with loss.target_value_network_params.to_module(actor):
+                out.update(flat("target_value", q.state_dict()))
+            desc.update({"n_actions": n, "action_space": space, "double_dqn": double})
+            params = {"value": q}
+        else:
+            adim = rs.randint(1, 3)
+            amlp = mlp([obs_dim, *hidden, adim], act)
+            qmlp = mlp([obs_dim + adim, *hidden, 1], act)
+            actor = TensorDictModule(nn.Sequential(amlp, nn.Tanh()), in_keys=["observation"], out_keys=["action"])
+            value = TensorDictModule(QNet(qmlp), in_keys=["observation", "action"], out_keys=["state_action_value"])
+            delay_actor = rs.random() < 0.5
+            loss = DDPGLoss(actor, value, loss_function=loss_function, delay_actor=delay_actor, delay_value=True)
+            loss.make_value_estimator(gamma=gamma)
+            batch["action"] = torch.rand(B, adim) * 2 - 1
+            perturb(loss.target_value_network_params, rs)
+            if delay_actor:
+                perturb(loss.target_actor_network_params, rs)
+            out.update(flat("actor", amlp.state_dict()))
+            out.update(flat("value", qmlp.state_dict()))
+            with loss.target_value_network_params.to_module(value):
+                out.update(flat("target_value", qmlp.state_dict()))
+            if delay_actor:
+                with loss.target_actor_network_params.to_module(actor):
+                    out.update(flat("target_actor", amlp.state_dict()))
+            desc.update({"action_dim": adim, "delay_actor": delay_actor})
+            params = {"actor": amlp, "value": qmlp}
+        td = TensorDict(batch, batch_size=[B])
+        for k, v in td.items(True, True):
+            out["batch." + (".".join(k) if isinstance(k, tuple) else k)] = v.clone().contiguous()
+        res = loss(td)
+        total = sum(v for k, v in res.items() if k.startswith("loss"))
+        total.backward()
+        for k, v in res.items():
+            out["out." + k] = v.detach().clone().contiguous()
+        out["out.priority"] = td["td_error"].detach().clone().contiguous()
+        for name, m in params.items():
+            for pn, p in m.named_parameters():
+                out[f"grad.{name}.{pn}"] = (p.grad if p.grad is not None else torch.zeros_like(p)).clone()
+        # Target updates: a few steps of SoftUpdate or HardUpdate after moving the online weights.
+        upd = rs.choice(["soft", "hard"])
+        steps = rs.randint(1, 4)
+        if upd == "soft":
+            eps = rs.choice([0.5, 0.9, 0.995])
+            updater = SoftUpdate(loss, eps=eps)
+            desc["update"] = {"kind": "soft", "eps": eps, "steps": steps}
+        else:
+            interval = rs.randint(0, 3)
+            updater = HardUpdate(loss, value_network_update_interval=interval)
+            desc["update"] = {"kind": "hard", "interval": interval, "steps": steps}
+        for s in range(steps):
+            with torch.no_grad():
+                for name, m in params.items():
+                    for pn, p in m.named_parameters():
+                        d = torch.randn_like(p) * 0.05
+                        p.add_(d)
+                        out[f"move.{s}.{name}.{pn}"] = d
+            updater.step()
+        if kind == "dqn":
+            with loss.target_value_network_params.to_module(actor):
+                out.update(flat("after.target_value", q.state_dict()))
+        else:
+            with loss.target_value_network_params.to_module(value):
+                out.update(flat("after.target_value", qmlp.state_dict()))
+            if desc["delay_actor"]:
+                with loss.target_actor_network_params.to_module(actor):
+                    out.update(flat("after.target_actor", amlp.state_dict()))
+        desc["extras"] = extras
+        save_file(out, os.path.join(a.dir, f"case_{c}.safetensors"))
+        cases.append(desc)
+    with open(os.path.join(a.dir, "cases.json"), "w") as f:
+        json.dump({"cases": cases}, f, indent=1)
+    print(f"{a.cases} loss cases written to {a.dir}")
+
+
+if __name__ == "__main__":
+    main()

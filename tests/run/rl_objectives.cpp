@@ -1,0 +1,111 @@
+// The off-policy losses and target updates (rl/objectives/): DQNLoss and DDPGLoss on small
+// networks, what their gradients reach, SoftUpdate and HardUpdate schedules, and the errors.
+// Against TorchRL's numbers: tests/rl/losses.py and tests/rl/losses.cpp.
+#include <doctest/doctest.h>
+
+#include <torch/torch.h>
+#include <tensordict/tensordict.hpp>
+#include <tensordict/rl.hpp>
+
+namespace rl = tensordict::rl;
+namespace tdnn = tensordict::nn;
+using tensordict::BatchSize;
+using tensordict::Key;
+using tensordict::TensorDict;
+
+namespace {
+TensorDict batch(int64_t n, int64_t obs, const at::Tensor& action) {
+  TensorDict td(BatchSize{n});
+  td.set("observation", torch::randn({n, obs}));
+  td.set("action", action);
+  td.set(Key({"next", "observation"}), torch::randn({n, obs}));
+  td.set(Key({"next", "reward"}), torch::randn({n, 1}));
+  td.set(Key({"next", "done"}), torch::zeros({n, 1}, torch::kBool));
+  td.set(Key({"next", "terminated"}), torch::zeros({n, 1}, torch::kBool));
+  return td;
+}
+struct QNetImpl : torch::nn::Module {
+  torch::nn::Linear lin;
+  QNetImpl() : lin(register_module("lin", torch::nn::Linear(3, 1))) {}
+  at::Tensor forward(const at::Tensor& o, const at::Tensor& a) { return lin->forward(at::cat({o, a}, -1)); }
+};
+TORCH_MODULE(QNet);
+}  // namespace
+
+TEST_CASE("rl: DQNLoss learns the values of a one-step problem, and its targets follow the updaters") {
+  torch::manual_seed(0);
+  tdnn::TensorDictModule q(torch::nn::Linear(2, 3), {"observation"}, {"action_value"});
+  rl::DQNLoss loss(q, {.double_dqn = true, .gamma = 0.0});
+  // gamma 0: the target is the reward, here 1 for action 0 and -1 for the others.
+  auto opt = torch::optim::Adam(q->parameters(), torch::optim::AdamOptions(0.05));
+  for (int i = 0; i < 300; ++i) {
+    const at::Tensor a = torch::randint(3, {32});
+    TensorDict td = batch(32, 2, a);
+    td.set(Key({"next", "reward"}), (a.eq(0).to(torch::kFloat) * 2 - 1).unsqueeze(1));
+    const TensorDict l = loss(td);
+    CHECK(td.get("td_error").sizes() == at::IntArrayRef({32, 1}));
+    opt.zero_grad();
+    l.get("loss").backward();
+    opt.step();
+  }
+  TensorDict probe(BatchSize{4});
+  probe.set("observation", torch::randn({4, 2}));
+  const at::Tensor v = q(probe).get("action_value");
+  CHECK(torch::allclose(v.select(1, 0), torch::ones({4}), 0.1, 0.1));
+  CHECK(torch::allclose(v.select(1, 2), -torch::ones({4}), 0.1, 0.1));
+  // HardUpdate(2) copies on the third step, then every third.
+  const at::Tensor online = loss.value_network_params().get(Key({"module", "weight"}));
+  const at::Tensor target = loss.target_value_network_params().get(Key({"module", "weight"}));
+  rl::HardUpdate hard(loss, 2);
+  CHECK(target.equal(online));  // built: copied
+  for (int s = 1; s <= 6; ++s) {
+    torch::NoGradGuard g;
+    online.add_(1.0);
+    hard.step();
+    CHECK(target.equal(online) == (s % 3 == 0));
+  }
+  rl::SoftUpdate soft(loss, {.tau = 0.25});
+  CHECK(soft.eps() == doctest::Approx(0.75));
+  const at::Tensor before = target.clone();
+  {
+    torch::NoGradGuard g;
+    online.add_(4.0);
+  }
+  soft.step();
+  CHECK(torch::allclose(target, before * 0.75 + online * 0.25));
+  CHECK_THROWS_WITH_AS(rl::SoftUpdate(loss, {.eps = 0.9, .tau = 0.1}), doctest::Contains("eps or tau, not both"), tensordict::Error);
+  CHECK_THROWS_WITH_AS(rl::DQNLoss(q, {.delay_value = false, .double_dqn = true}), doctest::Contains("double_dqn needs delay_value"),
+                       tensordict::Error);
+  CHECK_THROWS_WITH_AS(rl::DQNLoss(q, {.loss_function = "huber"}), doctest::Contains("not 'huber'"), tensordict::Error);
+  TensorDict missing = batch(4, 2, torch::randint(3, {4})).exclude({Key({"next", "reward"})});
+  CHECK_THROWS_WITH_AS((void)loss(missing), doctest::Contains("no 'next.reward' entry"), tensordict::KeyError);
+  // Without a delay there is no target to move.
+  rl::DQNLoss plain(q, {.delay_value = false});
+  CHECK(plain.target_pairs().empty());
+}
+
+TEST_CASE("rl: DDPGLoss's actor loss reaches the actor only, its value loss the critic only") {
+  torch::manual_seed(1);
+  tdnn::TensorDictModule actor(torch::nn::Linear(2, 1), {"observation"}, {"action"});
+  tdnn::TensorDictModule value(QNet(), {"observation", "action"}, {"state_action_value"});
+  rl::DDPGLoss loss(actor, value, {.delay_actor = true});
+  CHECK(loss.target_pairs().size() == 2);
+  TensorDict td = batch(16, 2, torch::rand({16, 1}));
+  const TensorDict l = loss(td);
+  for (const char* k : {"loss_actor", "loss_value", "td_error", "pred_value", "target_value", "target_value_max", "pred_value_max"}) {
+    CHECK(l.contains(k));
+  }
+  l.get("loss_actor").backward();
+  for (const auto& p : actor->parameters()) CHECK(p.grad().defined());
+  for (const auto& p : value->parameters()) CHECK_FALSE((p.grad().defined() && p.grad().abs().sum().item<float>() > 0));
+  for (auto& p : actor->parameters()) p.mutable_grad() = at::Tensor();
+  l.get("loss_value").backward();
+  for (const auto& p : value->parameters()) CHECK(p.grad().defined());
+  for (const auto& p : actor->parameters()) CHECK_FALSE(p.grad().defined());
+  CHECK(td.get("td_error").sizes() == at::IntArrayRef({16}));
+  // The mean over the steps a collector's mask keeps, weighted by priority_weight.
+  TensorDict w = batch(4, 2, torch::rand({4, 1}));
+  w.set("priority_weight", torch::tensor({1.0f, 0.0f, 0.0f, 0.0f}));
+  const TensorDict lw = loss(w);
+  CHECK(lw.get("loss_value").item<float>() == doctest::Approx((lw.get("pred_value")[0] - lw.get("target_value")[0]).pow(2).item<float>()).epsilon(1e-4));
+}
