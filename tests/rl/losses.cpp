@@ -1,4 +1,4 @@
-// Recomputes with rl::DQNLoss and rl::DDPGLoss the losses tests/rl/losses.py had TorchRL compute:
+// Recomputes with rl::DQNLoss, rl::DDPGLoss and rl::TD3Loss the losses tests/rl/losses.py had TorchRL compute:
 // the same networks and weights (online and target), the same batch. Every loss entry, the
 // priority written back into the batch and the gradient of every parameter must agree within
 // 1e-5; then the same moves of the online weights and the same SoftUpdate/HardUpdate steps must
@@ -17,6 +17,7 @@
 #include <tensordict/nn.hpp>
 #include <tensordict/rl/objectives/ddpg.hpp>
 #include <tensordict/rl/objectives/dqn.hpp>
+#include <tensordict/rl/objectives/td3.hpp>
 #include <tensordict/rl/objectives/utils.hpp>
 
 namespace td = tensordict;
@@ -86,6 +87,20 @@ std::map<std::string, at::Tensor> leaves(const td::TensorDict& params, const std
 }
 
 int bad = 0;
+// An updater of a loss without targets must be refused.
+#define CHECK_REFUSED(expr)                                                      \
+  do {                                                                           \
+    bool refused = false;                                                        \
+    try {                                                                        \
+      (void)(expr);                                                              \
+    } catch (const td::Error&) {                                                 \
+      refused = true;                                                            \
+    }                                                                            \
+    if (!refused) {                                                              \
+      std::cerr << "case " << c << ": an updater of a loss without targets\n"; \
+      ++bad;                                                                     \
+    }                                                                            \
+  } while (0)
 void near(int c, const std::string& what, const at::Tensor& got, const at::Tensor& want) {
   if (!got.defined() || got.sizes() != want.sizes()) {
     std::cerr << "case " << c << ": " << what << " has shape " << (got.defined() ? td::detail::shape_str(got.sizes()) : "undefined") << ", TorchRL's "
@@ -140,6 +155,27 @@ int main(int argc, char** argv) {
         for (auto& [name, p] : target) load_into(p.first, p.second, d.get<td::TensorDict>("target_" + name));
         got = (*l)(batch);
         loss = std::move(l);
+      } else if (cs.at("kind") == "td3") {
+        const int64_t adim = cs.at("action_dim");
+        auto amlp = mlp(sizes(obs, adim), act);
+        auto qmlp = mlp(sizes(obs + adim, 1), act);
+        tdnn::TensorDictModule actor(Actor(amlp), {"observation"}, {"action"});
+        tdnn::TensorDictModule value(QNet(qmlp), {"observation", "action"}, {"state_action_value"});
+        const bool delay_actor = cs.at("delay_actor"), delay_q = cs.at("delay_qvalue");
+        auto l = std::make_unique<rl::TD3Loss>(
+            actor, value,
+            rl::TD3Options{.bounds = std::pair{-1.0, 1.0}, .num_qvalue_nets = cs.at("num_qvalue_nets").get<int64_t>(),
+                           .policy_noise = cs.at("policy_noise").get<double>(), .noise_clip = cs.at("noise_clip").get<double>(), .loss_function = lf,
+                           .delay_actor = delay_actor, .delay_qvalue = delay_q, .gamma = gamma,
+                           .generator = at::make_generator<at::CPUGeneratorImpl>(cs.at("noise_seed").get<uint64_t>())});
+        online["actor"] = {l->actor_network_params(), "module.net."};
+        online["qvalue"] = {l->qvalue_network_params(), "module.mlp."};
+        if (delay_q) target["qvalue"] = {l->target_qvalue_network_params(), "module.mlp."};
+        if (delay_actor) target["actor"] = {l->target_actor_network_params(), "module.net."};
+        for (auto& [name, p] : online) load_into(p.first, p.second, d.get<td::TensorDict>(name));
+        for (auto& [name, p] : target) load_into(p.first, p.second, d.get<td::TensorDict>("target_" + name));
+        got = (*l)(batch);
+        loss = std::move(l);
       } else {
         const int64_t adim = cs.at("action_dim");
         auto amlp = mlp(sizes(obs, adim), act);
@@ -189,6 +225,11 @@ int main(int argc, char** argv) {
       }
       // The online weights move, the updater steps, the targets follow.
       const json& u = cs.at("update");
+      if (u.is_null()) {
+        CHECK_REFUSED(rl::SoftUpdate(*loss));
+        ++c;
+        continue;
+      }
       std::unique_ptr<rl::SoftUpdate> soft;
       std::unique_ptr<rl::HardUpdate> hard;
       if (u.at("kind") == "soft") soft = std::make_unique<rl::SoftUpdate>(*loss, rl::SoftUpdateOptions{.eps = u.at("eps").get<double>()});

@@ -19,7 +19,7 @@ from tensordict import TensorDict  # noqa: E402
 from tensordict.nn import TensorDictModule  # noqa: E402
 from torch import nn  # noqa: E402
 from torchrl.modules import QValueActor  # noqa: E402
-from torchrl.objectives import DDPGLoss, DQNLoss, HardUpdate, SoftUpdate  # noqa: E402
+from torchrl.objectives import DDPGLoss, DQNLoss, HardUpdate, SoftUpdate, TD3Loss  # noqa: E402
 
 ACTS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -46,6 +46,15 @@ def flat(prefix, sd):
     return {f"{prefix}.{k}": v.detach().clone().contiguous() for k, v in sd.items()}
 
 
+def flat_td(prefix, td, strip):
+    out = {}
+    for k, v in td.items(True, True):
+        name = ".".join(k) if isinstance(k, tuple) else k
+        assert name.startswith(strip), (name, strip)
+        out[f"{prefix}.{name[len(strip):]}"] = v.detach().clone().contiguous()
+    return out
+
+
 def perturb(params, rs):
     with torch.no_grad():
         for p in params.values(True, True):
@@ -63,7 +72,7 @@ def main():
     cases = []
     for c in range(a.cases):
         torch.manual_seed(a.seed * 7919 + c)
-        kind = rs.choice(["dqn", "ddpg"])
+        kind = rs.choice(["dqn", "ddpg", "td3"])
         B = rs.choice([1, 3, 8, 17])
         obs_dim = rs.randint(1, 6)
         hidden = [rs.randint(2, 16) for _ in range(rs.randint(0, 2))]
@@ -100,6 +109,37 @@ def main():
                 out.update(flat("target_value", q.state_dict()))
             desc.update({"n_actions": n, "action_space": space, "double_dqn": double})
             params = {"value": q}
+        elif kind == "td3":
+            adim = rs.randint(1, 3)
+            amlp = mlp([obs_dim, *hidden, adim], act)
+            qmlp = mlp([obs_dim + adim, *hidden, 1], act)
+            actor = TensorDictModule(nn.Sequential(amlp, nn.Tanh()), in_keys=["observation"], out_keys=["action"])
+            value = TensorDictModule(QNet(qmlp), in_keys=["observation", "action"], out_keys=["state_action_value"])
+            nq = rs.choice([1, 2, 3])
+            noise = rs.choice([0.0, 0.2, 0.5])
+            clip = rs.choice([0.1, 0.5])
+            delay_actor, delay_q = rs.random() < 0.7, rs.random() < 0.8
+            loss = TD3Loss(actor, value, bounds=(-1.0, 1.0), num_qvalue_nets=nq, policy_noise=noise, noise_clip=clip,
+                           loss_function=loss_function, delay_actor=delay_actor, delay_qvalue=delay_q)
+            loss.make_value_estimator(gamma=gamma)
+            batch["action"] = torch.rand(B, adim) * 2 - 1
+            if delay_q:
+                perturb(loss.target_qvalue_network_params, rs)
+            if delay_actor:
+                perturb(loss.target_actor_network_params, rs)
+            groups = {"actor": (loss.actor_network_params, "module.0."), "qvalue": (loss.qvalue_network_params, "module.mlp.")}
+            targets = {}
+            if delay_q:
+                targets["qvalue"] = (loss.target_qvalue_network_params, "module.mlp.")
+            if delay_actor:
+                targets["actor"] = (loss.target_actor_network_params, "module.0.")
+            for name, (t, strip) in groups.items():
+                out.update(flat_td(name, t, strip))
+            for name, (t, strip) in targets.items():
+                out.update(flat_td("target_" + name, t, strip))
+            desc.update({"action_dim": adim, "num_qvalue_nets": nq, "policy_noise": noise, "noise_clip": clip, "delay_actor": delay_actor,
+                         "delay_qvalue": delay_q, "noise_seed": c + 1000})
+            params = None
         else:
             adim = rs.randint(1, 3)
             amlp = mlp([obs_dim, *hidden, adim], act)
@@ -125,37 +165,57 @@ def main():
         td = TensorDict(batch, batch_size=[B])
         for k, v in td.items(True, True):
             out["batch." + (".".join(k) if isinstance(k, tuple) else k)] = v.clone().contiguous()
+        if kind == "td3":
+            torch.manual_seed(desc["noise_seed"])
         res = loss(td)
         total = sum(v for k, v in res.items() if k.startswith("loss"))
         total.backward()
         for k, v in res.items():
             out["out." + k] = v.detach().clone().contiguous()
         out["out.priority"] = td["td_error"].detach().clone().contiguous()
-        for name, m in params.items():
-            for pn, p in m.named_parameters():
-                out[f"grad.{name}.{pn}"] = (p.grad if p.grad is not None else torch.zeros_like(p)).clone()
+        if params is None:
+            for name, (t, strip) in groups.items():
+                out.update(flat_td("grad." + name, t.apply(lambda p: p.grad if p.grad is not None else torch.zeros_like(p)), strip))
+        else:
+            for name, m in params.items():
+                for pn, p in m.named_parameters():
+                    out[f"grad.{name}.{pn}"] = (p.grad if p.grad is not None else torch.zeros_like(p)).clone()
         # Target updates: a few steps of SoftUpdate or HardUpdate after moving the online weights.
         upd = rs.choice(["soft", "hard"])
+        if kind == "td3" and not (desc["delay_actor"] or desc["delay_qvalue"]):
+            upd = None  # no target to move: TorchRL's updaters refuse such a loss
         steps = rs.randint(1, 4)
         if upd == "soft":
             eps = rs.choice([0.5, 0.9, 0.995])
             updater = SoftUpdate(loss, eps=eps)
             desc["update"] = {"kind": "soft", "eps": eps, "steps": steps}
-        else:
+        elif upd == "hard":
             interval = rs.randint(0, 3)
             updater = HardUpdate(loss, value_network_update_interval=interval)
             desc["update"] = {"kind": "hard", "interval": interval, "steps": steps}
+        else:
+            desc["update"] = None
+            steps = 0
         for s in range(steps):
             with torch.no_grad():
-                for name, m in params.items():
-                    for pn, p in m.named_parameters():
-                        d = torch.randn_like(p) * 0.05
-                        p.add_(d)
-                        out[f"move.{s}.{name}.{pn}"] = d
+                if params is None:
+                    for name, (t, strip) in groups.items():
+                        d = t.apply(lambda p: torch.randn_like(p) * 0.05)
+                        t.apply(lambda p, x: p.add_(x), d)
+                        out.update(flat_td(f"move.{s}.{name}", d, strip))
+                else:
+                    for name, m in params.items():
+                        for pn, p in m.named_parameters():
+                            d = torch.randn_like(p) * 0.05
+                            p.add_(d)
+                            out[f"move.{s}.{name}.{pn}"] = d
             updater.step()
         if kind == "dqn":
             with loss.target_value_network_params.to_module(actor):
                 out.update(flat("after.target_value", q.state_dict()))
+        elif kind == "td3":
+            for name, (t, strip) in targets.items():
+                out.update(flat_td("after.target_" + name, t, strip))
         else:
             with loss.target_value_network_params.to_module(value):
                 out.update(flat("after.target_value", qmlp.state_dict()))

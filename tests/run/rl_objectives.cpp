@@ -109,3 +109,27 @@ TEST_CASE("rl: DDPGLoss's actor loss reaches the actor only, its value loss the 
   const TensorDict lw = loss(w);
   CHECK(lw.get("loss_value").item<float>() == doctest::Approx((lw.get("pred_value")[0] - lw.get("target_value")[0]).pow(2).item<float>()).epsilon(1e-4));
 }
+
+TEST_CASE("rl: TD3Loss keeps its own Q-network copies, drawn anew, and refuses what TorchRL refuses") {
+  torch::manual_seed(2);
+  tdnn::TensorDictModule actor(torch::nn::Linear(2, 1), {"observation"}, {"action"});
+  tdnn::TensorDictModule value(QNet(), {"observation", "action"}, {"state_action_value"});
+  rl::TD3Loss loss(actor, value, {.bounds = std::pair{-1.0, 1.0}, .num_qvalue_nets = 3});
+  const at::Tensor w = loss.qvalue_network_params().get(Key({"module", "lin", "weight"}));
+  CHECK(w.sizes() == at::IntArrayRef({3, 1, 3}));
+  CHECK_FALSE(w[0].equal(w[1]));  // each copy drawn anew
+  CHECK(loss.parameters().size() == 2 + 2);
+  TensorDict td = batch(8, 2, torch::rand({8, 1}) * 2 - 1);
+  const TensorDict l = loss(td);
+  CHECK(l.get("pred_value").sizes() == at::IntArrayRef({3, 8}));
+  CHECK(td.get("td_error").sizes() == at::IntArrayRef({8}));
+  (l.get("loss_actor") + l.get("loss_qvalue")).backward();
+  CHECK(w.grad().defined());
+  CHECK_THROWS_WITH_AS(rl::TD3Loss(actor, value), doctest::Contains("give the action's bounds"), tensordict::Error);
+  rl::TD3Loss none(actor, value, {.bounds = std::pair{-1.0, 1.0}, .delay_actor = false, .delay_qvalue = false});
+  CHECK_THROWS_WITH_AS(rl::SoftUpdate{none}, doctest::Contains("keeps no target network"), tensordict::Error);
+  // Q-networks given as a list are taken as they are.
+  std::vector<tdnn::TensorDictModule> qs{value, tdnn::TensorDictModule(QNet(), {"observation", "action"}, {"state_action_value"})};
+  rl::TD3Loss given(actor, qs, {.bounds = std::pair{-1.0, 1.0}});
+  CHECK(given.qvalue_network_params().get(Key({"module", "lin", "weight"}))[0].equal(value->parameters()[0]));
+}

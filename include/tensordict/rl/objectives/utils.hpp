@@ -25,6 +25,7 @@ class SoftUpdate {
     if (o.eps && o.tau) throw Error("SoftUpdate: give eps or tau, not both");
     eps_ = o.eps ? *o.eps : o.tau ? 1 - *o.tau : 0.999;
     if (!(eps_ >= 0 && eps_ <= 1)) throw Error("SoftUpdate: eps is " + std::to_string(eps_) + ", not in [0, 1]");
+    if (pairs_.empty()) throw Error("SoftUpdate: the loss keeps no target network (its delays are off)");
     init();
   }
   /// One averaging step.
@@ -56,6 +57,7 @@ class HardUpdate {
   explicit HardUpdate(const LossModule& loss, int64_t value_network_update_interval = 1000)
       : pairs_(loss.target_pairs()), interval_(value_network_update_interval) {
     if (interval_ < 0) throw Error("HardUpdate: value_network_update_interval is negative");
+    if (pairs_.empty()) throw Error("HardUpdate: the loss keeps no target network (its delays are off)");
     init();
   }
   void step() {
