@@ -1,4 +1,4 @@
-// Recomputes with rl::DQNLoss, rl::DDPGLoss and rl::TD3Loss the losses tests/rl/losses.py had TorchRL compute:
+// Recomputes with rl::DQNLoss, rl::DDPGLoss, rl::TD3Loss and rl::A2CLoss the losses tests/rl/losses.py had TorchRL compute:
 // the same networks and weights (online and target), the same batch. Every loss entry, the
 // priority written back into the batch and the gradient of every parameter must agree within
 // 1e-5; then the same moves of the online weights and the same SoftUpdate/HardUpdate steps must
@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 #include <tensordict/tensordict.hpp>
 #include <tensordict/nn.hpp>
+#include <tensordict/rl/objectives/a2c.hpp>
 #include <tensordict/rl/objectives/ddpg.hpp>
 #include <tensordict/rl/objectives/dqn.hpp>
 #include <tensordict/rl/objectives/td3.hpp>
@@ -155,6 +156,26 @@ int main(int argc, char** argv) {
         for (auto& [name, p] : target) load_into(p.first, p.second, d.get<td::TensorDict>("target_" + name));
         got = (*l)(batch);
         loss = std::move(l);
+      } else if (cs.at("kind") == "a2c") {
+        const int64_t n = cs.at("n_actions");
+        auto amlp = mlp(sizes(obs, n), act);
+        auto cmlp = mlp(sizes(obs, 1), act);
+        for (auto& [name, m] : std::vector<std::pair<std::string, torch::nn::Sequential>>{{"actor", amlp}, {"critic", cmlp}}) {
+          torch::NoGradGuard g;
+          for (auto& p : m->named_parameters()) p.value().copy_(d.get(td::Key(dotted(name + "." + p.key()))));
+        }
+        const bool one_hot = cs.at("dist") == "one_hot";
+        tdnn::ProbabilisticTensorDictSequential actor(
+            tdnn::TensorDictModule(amlp, {"observation"}, {"logits"}),
+            tdnn::ProbabilisticTensorDictModule({"logits"}, {"action"},
+                                                one_hot ? tdnn::distribution_class<tdnn::OneHotCategorical>() : tdnn::distribution_class<tdnn::Categorical>()));
+        tdnn::TensorDictModule critic(cmlp, {"observation"}, {"state_value"});
+        rl::A2CLoss l(actor, [&](td::TensorDict x) { return critic(x); },
+                      {.entropy_coeff = cs.at("entropy_coeff").get<double>(), .critic_coeff = cs.at("critic_coeff").get<double>(), .loss_critic_type = lf});
+        got = l(batch);
+        // The same checks as below, with the modules' own parameters.
+        online["actor"] = {td::from_module(*amlp), ""};
+        online["critic"] = {td::from_module(*cmlp), ""};
       } else if (cs.at("kind") == "td3") {
         const int64_t adim = cs.at("action_dim");
         auto amlp = mlp(sizes(obs, adim), act);
@@ -226,7 +247,7 @@ int main(int argc, char** argv) {
       // The online weights move, the updater steps, the targets follow.
       const json& u = cs.at("update");
       if (u.is_null()) {
-        CHECK_REFUSED(rl::SoftUpdate(*loss));
+        if (loss) CHECK_REFUSED(rl::SoftUpdate(*loss));
         ++c;
         continue;
       }

@@ -19,7 +19,8 @@ from tensordict import TensorDict  # noqa: E402
 from tensordict.nn import TensorDictModule  # noqa: E402
 from torch import nn  # noqa: E402
 from torchrl.modules import QValueActor  # noqa: E402
-from torchrl.objectives import DDPGLoss, DQNLoss, HardUpdate, SoftUpdate, TD3Loss  # noqa: E402
+from torchrl.modules import ProbabilisticActor, ValueOperator  # noqa: E402
+from torchrl.objectives import A2CLoss, DDPGLoss, DQNLoss, HardUpdate, SoftUpdate, TD3Loss  # noqa: E402
 
 ACTS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -72,7 +73,7 @@ def main():
     cases = []
     for c in range(a.cases):
         torch.manual_seed(a.seed * 7919 + c)
-        kind = rs.choice(["dqn", "ddpg", "td3"])
+        kind = rs.choice(["dqn", "ddpg", "td3", "a2c"])
         B = rs.choice([1, 3, 8, 17])
         obs_dim = rs.randint(1, 6)
         hidden = [rs.randint(2, 16) for _ in range(rs.randint(0, 2))]
@@ -109,6 +110,25 @@ def main():
                 out.update(flat("target_value", q.state_dict()))
             desc.update({"n_actions": n, "action_space": space, "double_dqn": double})
             params = {"value": q}
+        elif kind == "a2c":
+            n = rs.randint(2, 5)
+            amlp = mlp([obs_dim, *hidden, n], act)
+            cmlp = mlp([obs_dim, *hidden, 1], act)
+            dist = rs.choice(["one_hot", "categorical"])
+            actor = ProbabilisticActor(TensorDictModule(amlp, in_keys=["observation"], out_keys=["logits"]), in_keys=["logits"],
+                                       distribution_class=torch.distributions.OneHotCategorical if dist == "one_hot" else torch.distributions.Categorical)
+            critic = ValueOperator(cmlp, in_keys=["observation"])
+            entropy_coeff = rs.choice([0.0, 0.01, 0.3])
+            critic_coeff = rs.choice([0.5, 1.0])
+            loss = A2CLoss(actor, critic, entropy_coeff=entropy_coeff, critic_coeff=critic_coeff, loss_critic_type=loss_function)
+            idx = torch.randint(n, (B,))
+            batch["action"] = torch.nn.functional.one_hot(idx, n) if dist == "one_hot" else idx
+            batch["advantage"] = torch.randn(B, 1)
+            batch["value_target"] = torch.randn(B, 1)
+            out.update(flat("actor", amlp.state_dict()))
+            out.update(flat("critic", cmlp.state_dict()))
+            desc.update({"n_actions": n, "dist": dist, "entropy_coeff": entropy_coeff, "critic_coeff": critic_coeff})
+            params = {"actor": amlp, "critic": cmlp}
         elif kind == "td3":
             adim = rs.randint(1, 3)
             amlp = mlp([obs_dim, *hidden, adim], act)
@@ -172,7 +192,8 @@ def main():
         total.backward()
         for k, v in res.items():
             out["out." + k] = v.detach().clone().contiguous()
-        out["out.priority"] = td["td_error"].detach().clone().contiguous()
+        if "td_error" in td.keys():
+            out["out.priority"] = td["td_error"].detach().clone().contiguous()
         if params is None:
             for name, (t, strip) in groups.items():
                 out.update(flat_td("grad." + name, t.apply(lambda p: p.grad if p.grad is not None else torch.zeros_like(p)), strip))
@@ -182,7 +203,7 @@ def main():
                     out[f"grad.{name}.{pn}"] = (p.grad if p.grad is not None else torch.zeros_like(p)).clone()
         # Target updates: a few steps of SoftUpdate or HardUpdate after moving the online weights.
         upd = rs.choice(["soft", "hard"])
-        if kind == "td3" and not (desc["delay_actor"] or desc["delay_qvalue"]):
+        if (kind == "td3" and not (desc["delay_actor"] or desc["delay_qvalue"])) or kind == "a2c":
             upd = None  # no target to move: TorchRL's updaters refuse such a loss
         steps = rs.randint(1, 4)
         if upd == "soft":
@@ -213,6 +234,8 @@ def main():
         if kind == "dqn":
             with loss.target_value_network_params.to_module(actor):
                 out.update(flat("after.target_value", q.state_dict()))
+        elif kind == "a2c":
+            pass
         elif kind == "td3":
             for name, (t, strip) in targets.items():
                 out.update(flat_td("after.target_" + name, t, strip))
