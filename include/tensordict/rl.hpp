@@ -17,6 +17,7 @@
 #include "rl/objectives/ddpg.hpp"
 #include "rl/objectives/dqn.hpp"
 #include "rl/objectives/ppo.hpp"
+#include "rl/objectives/sac.hpp"
 #include "rl/objectives/td3.hpp"
 #include "rl/objectives/utils.hpp"
 #include "rl/objectives/value/advantages.hpp"

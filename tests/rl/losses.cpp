@@ -1,4 +1,4 @@
-// Recomputes with rl::DQNLoss, rl::DDPGLoss, rl::TD3Loss and rl::A2CLoss the losses tests/rl/losses.py had TorchRL compute:
+// Recomputes with rl::DQNLoss, rl::DDPGLoss, rl::TD3Loss, rl::SACLoss and rl::A2CLoss the losses tests/rl/losses.py had TorchRL compute:
 // the same networks and weights (online and target), the same batch. Every loss entry, the
 // priority written back into the batch and the gradient of every parameter must agree within
 // 1e-5; then the same moves of the online weights and the same SoftUpdate/HardUpdate steps must
@@ -18,6 +18,7 @@
 #include <tensordict/rl/objectives/a2c.hpp>
 #include <tensordict/rl/objectives/ddpg.hpp>
 #include <tensordict/rl/objectives/dqn.hpp>
+#include <tensordict/rl/objectives/sac.hpp>
 #include <tensordict/rl/objectives/td3.hpp>
 #include <tensordict/rl/objectives/utils.hpp>
 
@@ -50,6 +51,16 @@ struct ActorImpl : torch::nn::Module {
   at::Tensor forward(const at::Tensor& obs) { return net->forward(obs).tanh(); }
 };
 TORCH_MODULE(Actor);
+// A Gaussian policy's parameters: the MLP's output split into a location and a scale.
+struct GaussImpl : torch::nn::Module {
+  torch::nn::Sequential net;
+  explicit GaussImpl(torch::nn::Sequential m) : net(register_module("net", m)) {}
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& obs) {
+    auto [loc, scale] = tdnn::NormalParamExtractor{}(net->forward(obs));
+    return {loc, scale};
+  }
+};
+TORCH_MODULE(Gauss);
 
 // "a.b.c" as a nested key.
 td::NestedKey dotted(const std::string& s) {
@@ -145,6 +156,7 @@ int main(int argc, char** argv) {
       std::map<std::string, std::pair<td::TensorDict, std::string>> online, target;
       std::unique_ptr<rl::LossModule> loss;
       td::TensorDict got;
+      at::Tensor log_alpha;
       if (cs.at("kind") == "dqn") {
         auto q = mlp(sizes(obs, cs.at("n_actions").get<int64_t>()), act);
         tdnn::TensorDictModule qnet(q, {"observation"}, {"action_value"});
@@ -155,6 +167,34 @@ int main(int argc, char** argv) {
         for (auto& [name, p] : online) load_into(p.first, p.second, d.get<td::TensorDict>(name));
         for (auto& [name, p] : target) load_into(p.first, p.second, d.get<td::TensorDict>("target_" + name));
         got = (*l)(batch);
+        loss = std::move(l);
+      } else if (cs.at("kind") == "sac") {
+        const int64_t adim = cs.at("action_dim");
+        auto amlp = mlp(sizes(obs, 2 * adim), act);
+        auto qmlp = mlp(sizes(obs + adim, 1), act);
+        {
+          torch::NoGradGuard g;
+          for (auto& p : amlp->named_parameters()) p.value().copy_(d.get(td::Key(dotted("actor." + p.key()))));
+        }
+        tdnn::ProbabilisticTensorDictSequential actor(tdnn::TensorDictModule(Gauss(amlp), {"observation"}, {"loc", "scale"}),
+                                                      tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"},
+                                                                                          tdnn::distribution_class<tdnn::TanhNormal>()));
+        tdnn::TensorDictModule value(QNet(qmlp), {"observation", "action"}, {"state_action_value"});
+        const bool delay_q = cs.at("delay_qvalue");
+        auto opt_d = [&](const char* k) { return cs.at(k).is_null() ? std::optional<double>() : std::optional<double>(cs.at(k).get<double>()); };
+        auto l = std::make_unique<rl::SACLoss>(
+            actor, value,
+            rl::SACOptions{.num_qvalue_nets = cs.at("num_qvalue_nets").get<int64_t>(), .loss_function = lf, .alpha_init = cs.at("alpha_init").get<double>(),
+                           .min_alpha = opt_d("min_alpha"), .max_alpha = opt_d("max_alpha"), .fixed_alpha = cs.at("fixed_alpha").get<bool>(),
+                           .target_entropy = cs.at("target_entropy").get<double>(), .delay_qvalue = delay_q, .gamma = gamma});
+        online["actor"] = {td::from_module(*amlp), ""};
+        online["qvalue"] = {l->qvalue_network_params(), "module.mlp."};
+        if (delay_q) target["qvalue"] = {l->target_qvalue_network_params(), "module.mlp."};
+        load_into(online["qvalue"].first, "module.mlp.", d.get<td::TensorDict>("qvalue"));
+        for (auto& [name, p] : target) load_into(p.first, p.second, d.get<td::TensorDict>("target_" + name));
+        torch::manual_seed(cs.at("noise_seed").get<uint64_t>());
+        got = (*l)(batch);
+        if (d.contains(td::Key({"grad", "log_alpha"}))) log_alpha = l->log_alpha();
         loss = std::move(l);
       } else if (cs.at("kind") == "a2c") {
         const int64_t n = cs.at("n_actions");
@@ -243,6 +283,9 @@ int main(int argc, char** argv) {
           const at::Tensor g = t.grad().defined() ? t.grad() : at::zeros_like(t);
           near(c, "the gradient of " + name + "." + rest, g, d.get(td::Key(dotted("grad." + name + "." + rest))));
         }
+      }
+      if (log_alpha.defined()) {
+        near(c, "the gradient of log_alpha", log_alpha.grad().defined() ? log_alpha.grad() : at::zeros_like(log_alpha), d.get(td::Key({"grad", "log_alpha"})));
       }
       // The online weights move, the updater steps, the targets follow.
       const json& u = cs.at("update");

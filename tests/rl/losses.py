@@ -19,8 +19,9 @@ from tensordict import TensorDict  # noqa: E402
 from tensordict.nn import TensorDictModule  # noqa: E402
 from torch import nn  # noqa: E402
 from torchrl.modules import QValueActor  # noqa: E402
-from torchrl.modules import ProbabilisticActor, ValueOperator  # noqa: E402
-from torchrl.objectives import A2CLoss, DDPGLoss, DQNLoss, HardUpdate, SoftUpdate, TD3Loss  # noqa: E402
+from tensordict.nn import NormalParamExtractor  # noqa: E402
+from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator  # noqa: E402
+from torchrl.objectives import A2CLoss, DDPGLoss, DQNLoss, HardUpdate, SACLoss, SoftUpdate, TD3Loss  # noqa: E402
 
 ACTS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -73,7 +74,7 @@ def main():
     cases = []
     for c in range(a.cases):
         torch.manual_seed(a.seed * 7919 + c)
-        kind = rs.choice(["dqn", "ddpg", "td3", "a2c"])
+        kind = rs.choice(["dqn", "ddpg", "td3", "a2c", "sac"])
         B = rs.choice([1, 3, 8, 17])
         obs_dim = rs.randint(1, 6)
         hidden = [rs.randint(2, 16) for _ in range(rs.randint(0, 2))]
@@ -110,6 +111,36 @@ def main():
                 out.update(flat("target_value", q.state_dict()))
             desc.update({"n_actions": n, "action_space": space, "double_dqn": double})
             params = {"value": q}
+        elif kind == "sac":
+            adim = rs.randint(1, 3)
+            amlp = mlp([obs_dim, *hidden, 2 * adim], act)
+            qmlp = mlp([obs_dim + adim, *hidden, 1], act)
+            actor = ProbabilisticActor(TensorDictModule(nn.Sequential(amlp, NormalParamExtractor()), in_keys=["observation"],
+                                                        out_keys=["loc", "scale"]),
+                                       in_keys=["loc", "scale"], distribution_class=TanhNormal)
+            value = TensorDictModule(QNet(qmlp), in_keys=["observation", "action"], out_keys=["state_action_value"])
+            nq = rs.choice([1, 2, 3])
+            alpha_init = rs.choice([0.2, 1.0, 2.5])
+            fixed = rs.random() < 0.3
+            target_entropy = rs.choice([-1.0, -float(adim), 0.5])
+            delay_q = rs.random() < 0.8
+            bounds = rs.choice([(None, None), (0.5, None), (None, 0.5)])
+            loss = SACLoss(actor, value, num_qvalue_nets=nq, loss_function=loss_function, alpha_init=alpha_init, fixed_alpha=fixed,
+                           target_entropy=target_entropy, delay_qvalue=delay_q, min_alpha=bounds[0], max_alpha=bounds[1])
+            loss.make_value_estimator(gamma=gamma)
+            batch["action"] = torch.rand(B, adim) * 1.8 - 0.9
+            if delay_q:
+                perturb(loss.target_qvalue_network_params, rs)
+            groups = {"actor": (loss.actor_network_params, "module.0.module.0."), "qvalue": (loss.qvalue_network_params, "module.mlp.")}
+            targets = {"qvalue": (loss.target_qvalue_network_params, "module.mlp.")} if delay_q else {}
+            for name, (t, strip) in groups.items():
+                out.update(flat_td(name, t, strip))
+            for name, (t, strip) in targets.items():
+                out.update(flat_td("target_" + name, t, strip))
+            desc.update({"action_dim": adim, "num_qvalue_nets": nq, "alpha_init": alpha_init, "fixed_alpha": fixed,
+                         "target_entropy": target_entropy, "delay_qvalue": delay_q, "min_alpha": bounds[0], "max_alpha": bounds[1],
+                         "noise_seed": c + 2000, "delay_actor": False})
+            params = None
         elif kind == "a2c":
             n = rs.randint(2, 5)
             amlp = mlp([obs_dim, *hidden, n], act)
@@ -185,7 +216,7 @@ def main():
         td = TensorDict(batch, batch_size=[B])
         for k, v in td.items(True, True):
             out["batch." + (".".join(k) if isinstance(k, tuple) else k)] = v.clone().contiguous()
-        if kind == "td3":
+        if kind in ("td3", "sac"):
             torch.manual_seed(desc["noise_seed"])
         res = loss(td)
         total = sum(v for k, v in res.items() if k.startswith("loss"))
@@ -197,13 +228,16 @@ def main():
         if params is None:
             for name, (t, strip) in groups.items():
                 out.update(flat_td("grad." + name, t.apply(lambda p: p.grad if p.grad is not None else torch.zeros_like(p)), strip))
+            if kind == "sac":
+                la = loss.log_alpha
+                out["grad.log_alpha"] = (la.grad if la.grad is not None else torch.zeros_like(la)).clone()
         else:
             for name, m in params.items():
                 for pn, p in m.named_parameters():
                     out[f"grad.{name}.{pn}"] = (p.grad if p.grad is not None else torch.zeros_like(p)).clone()
         # Target updates: a few steps of SoftUpdate or HardUpdate after moving the online weights.
         upd = rs.choice(["soft", "hard"])
-        if (kind == "td3" and not (desc["delay_actor"] or desc["delay_qvalue"])) or kind == "a2c":
+        if (kind in ("td3", "sac") and not (desc["delay_actor"] or desc["delay_qvalue"])) or kind == "a2c":
             upd = None  # no target to move: TorchRL's updaters refuse such a loss
         steps = rs.randint(1, 4)
         if upd == "soft":
@@ -236,7 +270,7 @@ def main():
                 out.update(flat("after.target_value", q.state_dict()))
         elif kind == "a2c":
             pass
-        elif kind == "td3":
+        elif kind in ("td3", "sac"):
             for name, (t, strip) in targets.items():
                 out.update(flat_td("after.target_" + name, t, strip))
         else:

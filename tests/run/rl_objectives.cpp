@@ -133,3 +133,39 @@ TEST_CASE("rl: TD3Loss keeps its own Q-network copies, drawn anew, and refuses w
   rl::TD3Loss given(actor, qs, {.bounds = std::pair{-1.0, 1.0}});
   CHECK(given.qvalue_network_params().get(Key({"module", "lin", "weight"}))[0].equal(value->parameters()[0]));
 }
+
+TEST_CASE("rl: SACLoss learns its temperature towards the target entropy, within its bounds") {
+  torch::manual_seed(3);
+  struct GaussImpl : torch::nn::Module {
+    torch::nn::Linear lin;
+    GaussImpl() : lin(register_module("lin", torch::nn::Linear(2, 2))) {}
+    std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x) {
+      auto [loc, scale] = tdnn::NormalParamExtractor{}(lin->forward(x));
+      return {loc, scale};
+    }
+  };
+  auto gauss = std::make_shared<GaussImpl>();
+  tdnn::ProbabilisticTensorDictSequential actor(tdnn::TensorDictModule(gauss, {"observation"}, {"loc", "scale"}),
+                                                tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::TanhNormal>()));
+  tdnn::TensorDictModule value(QNet(), {"observation", "action"}, {"state_action_value"});
+  rl::SACLoss loss(actor, value, {.alpha_init = 0.5, .max_alpha = 0.6});
+  CHECK(loss.parameters().size() == 2 + 2 + 1);
+  TensorDict td = batch(64, 2, torch::rand({64, 1}) * 2 - 1);
+  const TensorDict l = loss(td);
+  for (const char* k : {"loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy"}) CHECK(l.contains(k));
+  CHECK(l.get("alpha").item<float>() == doctest::Approx(0.5));
+  // "auto" target entropy: minus the action's size (1 here); d loss_alpha / d log_alpha is
+  // -(mean log-probability - 1) = entropy + 1.
+  l.get("loss_alpha").backward();
+  CHECK(loss.log_alpha().grad().item<float>() == doctest::Approx(l.get("entropy").item<float>() + 1.0f).epsilon(1e-4));
+  {
+    torch::NoGradGuard g;
+    loss.log_alpha().fill_(5.0);  // past max_alpha: clamped at the next use
+  }
+  CHECK(loss.alpha().item<float>() == doctest::Approx(0.6));
+  CHECK(td.get("td_error").sizes() == at::IntArrayRef({64}));
+  rl::SACLoss fixed(actor, value, {.fixed_alpha = true});
+  CHECK_FALSE(fixed.log_alpha().requires_grad());
+  CHECK(fixed.parameters().size() == 2 + 2);
+  CHECK_THROWS_WITH_AS(rl::SACLoss(actor, value, {.alpha_init = 0.0}), doctest::Contains("alpha_init must be positive"), tensordict::Error);
+}
