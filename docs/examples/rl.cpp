@@ -81,6 +81,74 @@ TEST_CASE("rl docs: an env through transforms") {
   CHECK(r.get({"next", "step_count"}).select(0, 49).item<int64_t>() == 50);
 }
 
+namespace {
+// A Gaussian policy head: the MLP's output split into a location and a scale.
+struct GaussianImpl : torch::nn::Module {
+  torch::nn::Sequential net;
+  explicit GaussianImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& obs) {
+    auto [loc, scale] = tdnn::NormalParamExtractor{}(net->forward(obs));
+    return {loc, scale};
+  }
+};
+TORCH_MODULE(Gaussian);
+// Q(s, a) of the observation and the action side by side.
+struct QValueImpl : torch::nn::Module {
+  torch::nn::Sequential net;
+  explicit QValueImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
+  at::Tensor forward(const at::Tensor& obs, const at::Tensor& action) { return net->forward(at::cat({obs, action}, -1)); }
+};
+TORCH_MODULE(QValue);
+}  // namespace
+
+TEST_CASE("rl docs: SAC updates from a replay buffer a collector fills") {
+  torch::manual_seed(0);
+  tdnn::ProbabilisticTensorDictSequential actor(
+      tdnn::TensorDictModule(Gaussian(torch::nn::Sequential(torch::nn::Linear(3, 64), torch::nn::ReLU(), torch::nn::Linear(64, 2))),
+                             {"observation"}, {"loc", "scale"}),
+      tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::TanhNormal>({.low = -2.0, .high = 2.0}),
+                                          {.default_interaction_type = tdnn::InteractionType::random}));
+  tdnn::TensorDictModule qvalue(QValue(torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::ReLU(), torch::nn::Linear(64, 1))),
+                                {"observation", "action"}, {"state_action_value"});
+  auto rb = std::make_shared<rl::ReplayBuffer>(std::make_shared<rl::LazyTensorStorage>(10'000), nullptr,
+                                               rl::ReplayBufferOptions{.batch_size = 64, .seed = 0});
+  auto env = std::make_shared<rl::PendulumEnv>(4, rl::PendulumOptions{.seed = 0});
+  rl::SyncDataCollector collector(env, [&](td::TensorDict d) { return actor(d); },
+                                  {.frames_per_batch = 256, .total_frames = 1024, .replay_buffer = rb});
+  rl::SACLoss loss(actor, qvalue);                 // two Q copies, a learned temperature
+  rl::SoftUpdate target_update(loss, {.eps = 0.995});
+  torch::optim::Adam opt(loss.parameters(), torch::optim::AdamOptions(3e-4));
+  while (collector.next()) {                       // each batch also goes into rb
+    for (int i = 0; i < 4; ++i) {
+      td::TensorDict batch = rb->sample();         // 64 transitions
+      const td::TensorDict l = loss(batch);
+      opt.zero_grad();
+      (l.get("loss_actor") + l.get("loss_qvalue") + l.get("loss_alpha")).backward();
+      opt.step();
+      target_update.step();
+    }
+  }
+  CHECK(rb->size() == 1024);
+  CHECK(loss.alpha().item<float>() < 1.0f);         // the temperature moved
+}
+
+TEST_CASE("rl docs: a DQN update with a hard-updated target network") {
+  torch::manual_seed(0);
+  tdnn::TensorDictModule qnet(torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::ReLU(), torch::nn::Linear(64, 2)),
+                              {"observation"}, {"action_value"});
+  td::TensorDict batch = rl::CartPoleEnv(32, {.seed = 0}).rollout(1);
+  batch = td::reshape(batch, {32});
+  rl::DQNLoss loss(qnet, {.double_dqn = true});
+  rl::HardUpdate target_update(loss, 100);         // the target copies the network every 101 steps
+  torch::optim::Adam opt(qnet->parameters(), torch::optim::AdamOptions(1e-3));
+  const td::TensorDict l = loss(batch);            // {"loss"}; batch["td_error"] for a prioritized buffer
+  opt.zero_grad();
+  l.get("loss").backward();
+  opt.step();
+  target_update.step();
+  CHECK(batch.get("td_error").sizes() == at::IntArrayRef({32, 1}));
+}
+
 TEST_CASE("rl docs: collectors on threads, weights updated as they run") {
   torch::manual_seed(0);
   auto make_actor = [] {
