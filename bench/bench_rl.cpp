@@ -5,10 +5,17 @@
 //   handwritten_cartpole8_1024  the limit: the same batch as a hand-written loop, no TensorDict
 //                           (gymnasium's CartPole equations on plain doubles, the same MLP sampled
 //                           with multinomial, frames written into tensors allocated once)
+//   collector_over_handwritten  the ratio of the two, each round timing one batch of each back to
+//                           back (the median of the rounds' ratios: drift on a shared machine
+//                           moves both alike)
 //   serial2_rollout_1024    1024 frames of random actions in SerialEnv of 2 CartPoles of batch size []
 //                           (rollout without stopping at done: envs reset as they finish)
 //   parallel2_rollout_1024  the same in ParallelEnv, 2 threads
 //   serial8_rollout_1024 / parallel8_rollout_1024   the same with 8 CartPoles (ParallelEnv: 2 threads)
+//   sac_update_256          one SAC update (examples/sac.cpp's networks: 256-256 ReLU MLPs, two Q copies,
+//                           a learned temperature) on 256 Pendulum transitions: loss, backward, Adam, soft update
+//   dqn_update_128          one double-DQN update (4->64->64->2 ReLU) on 128 CartPole transitions, Adam,
+//                           hard update
 //   ppo_epoch_2048          one PPO update epoch over a 2048-frame batch: GAE with the critic
 //                           (4->64->64->1), then 8 minibatches of 256: clipped loss, backward, Adam
 //   ppo_loop_2048           the whole loop of examples/ppo.cpp for one batch: collect 2048 frames,
@@ -42,6 +49,36 @@ namespace {
 torch::nn::Sequential mlp(int64_t out) {
   return torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::Tanh(), torch::nn::Linear(64, 64), torch::nn::Tanh(),
                                torch::nn::Linear(64, out));
+}
+torch::nn::Sequential relu_mlp(int64_t in, int64_t hidden, int64_t out) {
+  return torch::nn::Sequential(torch::nn::Linear(in, hidden), torch::nn::ReLU(), torch::nn::Linear(hidden, hidden), torch::nn::ReLU(),
+                               torch::nn::Linear(hidden, out));
+}
+struct GaussianImpl : torch::nn::Module {
+  torch::nn::Sequential net;
+  explicit GaussianImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& obs) {
+    auto [loc, scale] = tdnn::NormalParamExtractor{}(net->forward(obs));
+    return {loc, scale};
+  }
+};
+TORCH_MODULE(Gaussian);
+struct QValueImpl : torch::nn::Module {
+  torch::nn::Sequential net;
+  explicit QValueImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
+  at::Tensor forward(const at::Tensor& obs, const at::Tensor& action) { return net->forward(at::cat({obs, action}, -1)); }
+};
+TORCH_MODULE(QValue);
+// n random transitions of an env with `obs` observations and `act` actions (one-hot when `hot`).
+td::TensorDict random_transitions(int64_t n, int64_t obs, int64_t act, bool hot) {
+  td::TensorDict t(td::BatchSize{n});
+  t.set("observation", torch::randn({n, obs}));
+  t.set("action", hot ? at::one_hot(torch::randint(act, {n}), act) : torch::rand({n, act}) * 4 - 2);
+  t.set({"next", "observation"}, torch::randn({n, obs}));
+  t.set({"next", "reward"}, torch::randn({n, 1}));
+  t.set({"next", "done"}, torch::zeros({n, 1}, torch::kBool));
+  t.set({"next", "terminated"}, torch::zeros({n, 1}, torch::kBool));
+  return t;
 }
 td::TensorDict transitions(int64_t n) {
   td::TensorDict t(td::BatchSize{n});
@@ -187,6 +224,20 @@ int main(int argc, char** argv) {
   rl::ParallelEnv parallel2(2, singles, {.seed = 0, .num_threads = 2}), parallel8(8, singles, {.seed = 0, .num_threads = 2});
   auto net = mlp(2);
   HandwrittenCartPole hand(8, 128);
+  tdnn::ProbabilisticTensorDictSequential sac_actor(
+      tdnn::TensorDictModule(Gaussian(relu_mlp(3, 256, 2)), {"observation"}, {"loc", "scale"}),
+      tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::TanhNormal>({.low = -2.0, .high = 2.0}),
+                                          {.default_interaction_type = tdnn::InteractionType::random}));
+  tdnn::TensorDictModule sac_q(QValue(relu_mlp(4, 256, 1)), {"observation", "action"}, {"state_action_value"});
+  rl::SACLoss sac(sac_actor, sac_q);
+  rl::SoftUpdate sac_target(sac, {.eps = 0.995});
+  torch::optim::Adam sac_opt(sac.parameters(), torch::optim::AdamOptions(3e-4));
+  const td::TensorDict sac_batch = random_transitions(256, 3, 1, false);
+  tdnn::TensorDictModule dqn_net(relu_mlp(4, 64, 2), {"observation"}, {"action_value"});
+  rl::DQNLoss dqn(dqn_net, {.double_dqn = true});
+  rl::HardUpdate dqn_target(dqn, 100);
+  torch::optim::Adam dqn_opt(dqn_net->parameters(), torch::optim::AdamOptions(1e-3));
+  const td::TensorDict dqn_batch = random_transitions(128, 4, 2, true);
   std::vector<bench::Case> cases{
       {"collect_cartpole8_1024", 3, [&] { (void)col1024.next(); }},
       {"handwritten_cartpole8_1024", 3, [&] {
@@ -197,6 +248,22 @@ int main(int argc, char** argv) {
       {"parallel2_rollout_1024", 3, [&] { (void)parallel2.rollout(512, nullptr, false); }},
       {"serial8_rollout_1024", 3, [&] { (void)serial8.rollout(128, nullptr, false); }},
       {"parallel8_rollout_1024", 3, [&] { (void)parallel8.rollout(128, nullptr, false); }},
+      {"sac_update_256", 20, [&] {
+         td::TensorDict b = sac_batch;
+         const td::TensorDict l = sac(b);
+         sac_opt.zero_grad();
+         (l.get("loss_actor") + l.get("loss_qvalue") + l.get("loss_alpha")).backward();
+         sac_opt.step();
+         sac_target.step();
+       }},
+      {"dqn_update_128", 100, [&] {
+         td::TensorDict b = dqn_batch;
+         const td::TensorDict l = dqn(b);
+         dqn_opt.zero_grad();
+         l.get("loss").backward();
+         dqn_opt.step();
+         dqn_target.step();
+       }},
       {"ppo_epoch_2048", 2, [&] { epoch(batch); }},
       {"ppo_loop_2048", 1, [&] {
          td::TensorDict b = *col2048.next();
@@ -217,5 +284,17 @@ int main(int argc, char** argv) {
        }},
   };
   bench::print_cases(cases, rounds, 2, 3);
+  {
+    std::vector<double> ratios;
+    for (int r = 0; r < 2 * rounds + 1; ++r) {
+      const double a = bench::time_ms([&] { (void)col1024.next(); });
+      const double b = bench::time_ms([&] {
+        c10::InferenceMode g;
+        hand.batch(net);
+      });
+      ratios.push_back(a / b);
+    }
+    std::printf("{\"collector_over_handwritten\": %.3f}\n", bench::median(ratios));
+  }
   std::filesystem::remove_all(dir);
 }

@@ -25,7 +25,9 @@ from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import (LazyMemmapStorage, LazyTensorStorage, TensorDictPrioritizedReplayBuffer,  # noqa: E402
                           TensorDictReplayBuffer)
 from torchrl.envs import GymEnv, ParallelEnv, SerialEnv  # noqa: E402
-from torchrl.objectives import ClipPPOLoss  # noqa: E402
+from tensordict.nn import NormalParamExtractor  # noqa: E402
+from torchrl.modules import ProbabilisticActor, QValueActor, TanhNormal  # noqa: E402
+from torchrl.objectives import ClipPPOLoss, DQNLoss, HardUpdate, SACLoss, SoftUpdate  # noqa: E402
 from torchrl.objectives.value import GAE  # noqa: E402
 
 
@@ -38,6 +40,27 @@ def transitions(n):
                        "action": torch.nn.functional.one_hot(torch.randint(2, (n,)), 2),
                        "action_log_prob": torch.randn(n),
                        "next": {"observation": torch.randn(n, 4), "reward": torch.ones(n, 1),
+                                "done": torch.zeros(n, 1, dtype=torch.bool), "terminated": torch.zeros(n, 1, dtype=torch.bool)}},
+                      batch_size=[n])
+
+
+def relu_mlp(i, h, o):
+    return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, o))
+
+
+class QValue(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.net = m
+
+    def forward(self, obs, action):
+        return self.net(torch.cat([obs, action], -1))
+
+
+def random_transitions(n, obs, act, hot):
+    action = torch.nn.functional.one_hot(torch.randint(act, (n,)), act) if hot else torch.rand(n, act) * 4 - 2
+    return TensorDict({"observation": torch.randn(n, obs), "action": action,
+                       "next": {"observation": torch.randn(n, obs), "reward": torch.randn(n, 1),
                                 "done": torch.zeros(n, 1, dtype=torch.bool), "terminated": torch.zeros(n, 1, dtype=torch.bool)}},
                       batch_size=[n])
 
@@ -97,11 +120,42 @@ def main():
     parallel2 = ParallelEnv(2, lambda: GymEnv("CartPole-v1"))
     serial8 = SerialEnv(8, lambda: GymEnv("CartPole-v1"))
 
+    sac_actor = ProbabilisticActor(TensorDictModule(nn.Sequential(relu_mlp(3, 256, 2), NormalParamExtractor()), in_keys=["observation"],
+                                                    out_keys=["loc", "scale"]),
+                                   in_keys=["loc", "scale"], distribution_class=TanhNormal,
+                                   distribution_kwargs={"low": -2.0, "high": 2.0}, default_interaction_type="random")
+    sac_q = TensorDictModule(QValue(relu_mlp(4, 256, 1)), in_keys=["observation", "action"], out_keys=["state_action_value"])
+    sac = SACLoss(sac_actor, sac_q, target_entropy=-1.0)
+    sac_target = SoftUpdate(sac, eps=0.995)
+    sac_opt = torch.optim.Adam(sac.parameters(), lr=3e-4)
+    sac_batch = random_transitions(256, 3, 1, False)
+    dqn_net = QValueActor(relu_mlp(4, 64, 2), in_keys=["observation"], action_space="one-hot")
+    dqn = DQNLoss(dqn_net, double_dqn=True, action_space="one-hot")
+    dqn_target = HardUpdate(dqn, value_network_update_interval=100)
+    dqn_opt = torch.optim.Adam(dqn.parameters(), lr=1e-3)
+    dqn_batch = random_transitions(128, 4, 2, True)
+
+    def sac_update():
+        l = sac(sac_batch.clone(False))
+        sac_opt.zero_grad()
+        (l["loss_actor"] + l["loss_qvalue"] + l["loss_alpha"]).backward()
+        sac_opt.step()
+        sac_target.step()
+
+    def dqn_update():
+        l = dqn(dqn_batch.clone(False))
+        dqn_opt.zero_grad()
+        l["loss"].backward()
+        dqn_opt.step()
+        dqn_target.step()
+
     cases = {
         "collect_cartpole8_1024": (3, lambda: next(col1024)),
         "serial2_rollout_1024": (1, lambda: serial2.rollout(512, break_when_any_done=False)),
         "parallel2_rollout_1024": (1, lambda: parallel2.rollout(512, break_when_any_done=False)),
         "serial8_rollout_1024": (1, lambda: serial8.rollout(128, break_when_any_done=False)),
+        "sac_update_256": (20, sac_update),
+        "dqn_update_128": (100, dqn_update),
         "ppo_epoch_2048": (2, lambda: epoch(batch)),
         "ppo_loop_2048": (1, loop),
         "rb_extend_sample_64": (500, lambda: ext_sample(rb)),

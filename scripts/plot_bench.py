@@ -60,6 +60,8 @@ RL_CASES = [
     ("collect 1024 frames, 8 CartPole envs, MLP policy", "ms", "collect_cartpole8_1024"),
     ("rollout of 1024 frames, SerialEnv of 2 CartPoles", "ms", "serial2_rollout_1024"),
     ("the same, ParallelEnv of 2 (C++: threads, TorchRL: processes)", "ms", "parallel2_rollout_1024"),
+    ("one SAC update, 256 transitions", "ms", "sac_update_256"),
+    ("one double-DQN update, 128 transitions", "us", "dqn_update_128"),
     ("one PPO update epoch, 2048 frames", "ms", "ppo_epoch_2048"),
     ("PPO loop: collect 2048 frames + 10 epochs", "ms", "ppo_loop_2048"),
     ("replay buffer: extend 64 + sample 64", "us", "rb_extend_sample_64"),

@@ -60,6 +60,8 @@ class DDPGLoss : public LossModule {
     return p;
   }
 
+  /// The same on a batch the caller does not keep (a sample).
+  TensorDict operator()(TensorDict&& td) const { return (*this)(td); }
   TensorDict operator()(TensorDict& td) const {
     const char* who = "DDPGLoss";
     // The critic.

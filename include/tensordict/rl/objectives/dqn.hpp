@@ -58,6 +58,8 @@ class DQNLoss : public LossModule {
 
   /// `{"loss"}` on `td`; writes the squared TD error of each element at `priority`
   /// (`[..., 1]`, for a prioritized buffer).
+  /// The same on a batch the caller does not keep (a sample).
+  TensorDict operator()(TensorDict&& td) const { return (*this)(td); }
   TensorDict operator()(TensorDict& td) const {
     const char* who = "DQNLoss";
     const at::Tensor pred_all = value_of(net_.call(td));

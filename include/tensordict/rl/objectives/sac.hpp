@@ -86,6 +86,8 @@ class SACLoss : public LossModule {
 
   /// `loss_actor`, `loss_qvalue`, `loss_alpha`, `alpha`, `entropy`; writes the largest absolute
   /// TD error over the Q-networks at `priority`.
+  /// The same on a batch the caller does not keep (a sample).
+  TensorDict operator()(TensorDict&& td) const { return (*this)(td); }
   TensorDict operator()(TensorDict& td) const {
     const char* who = "SACLoss";
     const at::Tensor alpha = this->alpha();

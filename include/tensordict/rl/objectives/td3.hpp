@@ -111,6 +111,8 @@ class TD3Loss : public LossModule {
   /// `loss_actor`, `loss_qvalue`, `state_action_value_actor` (`[n_q, ...]`), `next_state_value`,
   /// `pred_value` (`[n_q, ...]`), `target_value`; writes the largest squared TD error over the
   /// Q-networks at `priority`.
+  /// The same on a batch the caller does not keep (a sample).
+  TensorDict operator()(TensorDict&& td) const { return (*this)(td); }
   TensorDict operator()(TensorDict& td) const {
     const char* who = "TD3Loss";
     // The actor, through the Q-networks' weights held fixed; its loss reads the first.

@@ -1,0 +1,115 @@
+// SAC on Pendulum, all in C++: 4 Pendulums stepped on 2 threads (ParallelEnv) through a
+// RewardSum transform, a collector that fills a replay buffer, and the SAC loss (two Q-networks,
+// a learned temperature) with soft target updates, one gradient step per frame collected, until
+// the mean return of the last 10 episodes reaches -200. Prints the frames, the updates and the
+// frames per second; exits non-zero if it does not get there within the frame budget (with
+// "loop", after MAX_FRAMES only if no update ran or the temperature never moved).
+// Usage: sac [SEED] [MAX_FRAMES] [loop]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <numeric>
+#include <string>
+
+#include <torch/torch.h>
+#include <tensordict/tensordict.hpp>
+#include <tensordict/nn.hpp>
+#include <tensordict/rl.hpp>
+
+namespace td = tensordict;
+namespace tdnn = tensordict::nn;
+namespace rl = tensordict::rl;
+
+namespace {
+torch::nn::Sequential mlp(int64_t in, int64_t out) {
+  return torch::nn::Sequential(torch::nn::Linear(in, 256), torch::nn::ReLU(), torch::nn::Linear(256, 256), torch::nn::ReLU(),
+                               torch::nn::Linear(256, out));
+}
+// The policy's head: a location and a scale from the MLP's output.
+struct GaussianImpl : torch::nn::Module {
+  torch::nn::Sequential net;
+  explicit GaussianImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& obs) {
+    auto [loc, scale] = tdnn::NormalParamExtractor{}(net->forward(obs));
+    return {loc, scale};
+  }
+};
+TORCH_MODULE(Gaussian);
+struct QValueImpl : torch::nn::Module {
+  torch::nn::Sequential net;
+  explicit QValueImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
+  at::Tensor forward(const at::Tensor& obs, const at::Tensor& action) { return net->forward(at::cat({obs, action}, -1)); }
+};
+TORCH_MODULE(QValue);
+}  // namespace
+
+int main(int argc, char** argv) {
+  const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 0;
+  const int64_t max_frames = argc > 2 ? std::strtoll(argv[2], nullptr, 10) : 60'000;
+  torch::manual_seed(seed);
+  at::set_num_threads(1);
+
+  tdnn::ProbabilisticTensorDictSequential actor(
+      tdnn::TensorDictModule(Gaussian(mlp(3, 2)), {"observation"}, {"loc", "scale"}),
+      tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::TanhNormal>({.low = -2.0, .high = 2.0}),
+                                          {.default_interaction_type = tdnn::InteractionType::random}));
+  tdnn::TensorDictModule qvalue(QValue(mlp(4, 1)), {"observation", "action"}, {"state_action_value"});
+
+  auto env = std::make_shared<rl::TransformedEnv>(
+      std::make_shared<rl::ParallelEnv>(4, [](int64_t) { return std::make_shared<rl::PendulumEnv>(); },
+                                        rl::ParallelEnvOptions{.seed = seed, .num_threads = 2}),
+      rl::RewardSum());
+  auto rb = std::make_shared<rl::ReplayBuffer>(std::make_shared<rl::LazyTensorStorage>(100'000), nullptr,
+                                               rl::ReplayBufferOptions{.batch_size = 256, .seed = seed});
+  // The updates start once the buffer holds `warmup` frames.
+  const int64_t frames_per_batch = 200, warmup = 2000;
+  rl::SyncDataCollector collector(env, [&](td::TensorDict d) { return actor(d); },
+                                  {.frames_per_batch = frames_per_batch, .total_frames = max_frames, .replay_buffer = rb});
+
+  rl::SACLoss loss(actor, qvalue);
+  rl::SoftUpdate target_update(loss, {.eps = 0.995});
+  torch::optim::Adam opt(loss.parameters(), torch::optim::AdamOptions(3e-4));
+
+  std::deque<float> last;  // returns of the last 10 finished episodes
+  int64_t updates = 0;
+  double update_s = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (auto batch = collector.next()) {
+    // Each finished episode's return is its last step's episode_reward.
+    const at::Tensor done = batch->get({"next", "done"}).flatten();
+    const at::Tensor ret = batch->get({"next", "episode_reward"}).flatten();
+    for (int64_t i = 0; i < done.numel(); ++i) {
+      if (done[i].item<bool>()) {
+        last.push_back(ret[i].item<float>());
+        if (last.size() > 10) last.pop_front();
+      }
+    }
+    if (collector.frames() < warmup) continue;
+    const auto u0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < frames_per_batch; ++i) {
+      const td::TensorDict l = loss(rb->sample());
+      opt.zero_grad();
+      (l.get("loss_actor") + l.get("loss_qvalue") + l.get("loss_alpha")).backward();
+      opt.step();
+      target_update.step();
+      ++updates;
+    }
+    update_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
+    const float mean = last.empty() ? -1e9f : std::accumulate(last.begin(), last.end(), 0.0f) / static_cast<float>(last.size());
+    if (collector.frames() % 2000 == 0) {
+      std::printf("frames %lld  mean return of the last %zu episodes %.1f  alpha %.3f\n", static_cast<long long>(collector.frames()), last.size(), mean,
+                  loss.alpha().item<float>());
+      std::fflush(stdout);
+    }
+    if (last.size() == 10 && mean >= -200.0f) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("solved: mean return %.1f after %lld frames, %lld updates, %.1f s (%.0f frames/s, %.0f updates/s in the updates)\n", mean,
+                  static_cast<long long>(collector.frames()), static_cast<long long>(updates), s, collector.frames() / s, updates / update_s);
+      return 0;
+    }
+  }
+  std::printf("not solved within %lld frames\n", static_cast<long long>(max_frames));
+  if (argc > 3 && std::string(argv[3]) == "loop") return updates > 0 && loss.alpha().item<float>() < 1.0f ? 0 : 1;
+  return 1;
+}
