@@ -54,21 +54,6 @@ torch::nn::Sequential relu_mlp(int64_t in, int64_t hidden, int64_t out) {
   return torch::nn::Sequential(torch::nn::Linear(in, hidden), torch::nn::ReLU(), torch::nn::Linear(hidden, hidden), torch::nn::ReLU(),
                                torch::nn::Linear(hidden, out));
 }
-struct GaussianImpl : torch::nn::Module {
-  torch::nn::Sequential net;
-  explicit GaussianImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
-  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& obs) {
-    auto [loc, scale] = tdnn::NormalParamExtractor{}(net->forward(obs));
-    return {loc, scale};
-  }
-};
-TORCH_MODULE(Gaussian);
-struct QValueImpl : torch::nn::Module {
-  torch::nn::Sequential net;
-  explicit QValueImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
-  at::Tensor forward(const at::Tensor& obs, const at::Tensor& action) { return net->forward(at::cat({obs, action}, -1)); }
-};
-TORCH_MODULE(QValue);
 // n random transitions of an env with `obs` observations and `act` actions (one-hot when `hot`).
 td::TensorDict random_transitions(int64_t n, int64_t obs, int64_t act, bool hot) {
   td::TensorDict t(td::BatchSize{n});
@@ -225,10 +210,10 @@ int main(int argc, char** argv) {
   auto net = mlp(2);
   HandwrittenCartPole hand(8, 128);
   tdnn::ProbabilisticTensorDictSequential sac_actor(
-      tdnn::TensorDictModule(Gaussian(relu_mlp(3, 256, 2)), {"observation"}, {"loc", "scale"}),
+      tdnn::TensorDictModule(rl::NormalParamNet(relu_mlp(3, 256, 2)), {"observation"}, {"loc", "scale"}),
       tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::TanhNormal>({.low = -2.0, .high = 2.0}),
                                           {.default_interaction_type = tdnn::InteractionType::random}));
-  tdnn::TensorDictModule sac_q(QValue(relu_mlp(4, 256, 1)), {"observation", "action"}, {"state_action_value"});
+  tdnn::TensorDictModule sac_q(rl::ConcatNet(relu_mlp(4, 256, 1)), {"observation", "action"}, {"state_action_value"});
   rl::SACLoss sac(sac_actor, sac_q);
   rl::SoftUpdate sac_target(sac, {.eps = 0.995});
   torch::optim::Adam sac_opt(sac.parameters(), torch::optim::AdamOptions(3e-4));

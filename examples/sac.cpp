@@ -26,22 +26,6 @@ torch::nn::Sequential mlp(int64_t in, int64_t out) {
   return torch::nn::Sequential(torch::nn::Linear(in, 256), torch::nn::ReLU(), torch::nn::Linear(256, 256), torch::nn::ReLU(),
                                torch::nn::Linear(256, out));
 }
-// The policy's head: a location and a scale from the MLP's output.
-struct GaussianImpl : torch::nn::Module {
-  torch::nn::Sequential net;
-  explicit GaussianImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
-  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& obs) {
-    auto [loc, scale] = tdnn::NormalParamExtractor{}(net->forward(obs));
-    return {loc, scale};
-  }
-};
-TORCH_MODULE(Gaussian);
-struct QValueImpl : torch::nn::Module {
-  torch::nn::Sequential net;
-  explicit QValueImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
-  at::Tensor forward(const at::Tensor& obs, const at::Tensor& action) { return net->forward(at::cat({obs, action}, -1)); }
-};
-TORCH_MODULE(QValue);
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,10 +35,10 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
 
   tdnn::ProbabilisticTensorDictSequential actor(
-      tdnn::TensorDictModule(Gaussian(mlp(3, 2)), {"observation"}, {"loc", "scale"}),
+      tdnn::TensorDictModule(rl::NormalParamNet(mlp(3, 2)), {"observation"}, {"loc", "scale"}),
       tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::TanhNormal>({.low = -2.0, .high = 2.0}),
                                           {.default_interaction_type = tdnn::InteractionType::random}));
-  tdnn::TensorDictModule qvalue(QValue(mlp(4, 1)), {"observation", "action"}, {"state_action_value"});
+  tdnn::TensorDictModule qvalue(rl::ConcatNet(mlp(4, 1)), {"observation", "action"}, {"state_action_value"});
 
   auto env = std::make_shared<rl::TransformedEnv>(
       std::make_shared<rl::ParallelEnv>(4, [](int64_t) { return std::make_shared<rl::PendulumEnv>(); },

@@ -81,34 +81,14 @@ TEST_CASE("rl docs: an env through transforms") {
   CHECK(r.get({"next", "step_count"}).select(0, 49).item<int64_t>() == 50);
 }
 
-namespace {
-// A Gaussian policy head: the MLP's output split into a location and a scale.
-struct GaussianImpl : torch::nn::Module {
-  torch::nn::Sequential net;
-  explicit GaussianImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
-  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& obs) {
-    auto [loc, scale] = tdnn::NormalParamExtractor{}(net->forward(obs));
-    return {loc, scale};
-  }
-};
-TORCH_MODULE(Gaussian);
-// Q(s, a) of the observation and the action side by side.
-struct QValueImpl : torch::nn::Module {
-  torch::nn::Sequential net;
-  explicit QValueImpl(torch::nn::Sequential m) : net(register_module("net", std::move(m))) {}
-  at::Tensor forward(const at::Tensor& obs, const at::Tensor& action) { return net->forward(at::cat({obs, action}, -1)); }
-};
-TORCH_MODULE(QValue);
-}  // namespace
-
 TEST_CASE("rl docs: SAC updates from a replay buffer a collector fills") {
   torch::manual_seed(0);
   tdnn::ProbabilisticTensorDictSequential actor(
-      tdnn::TensorDictModule(Gaussian(torch::nn::Sequential(torch::nn::Linear(3, 64), torch::nn::ReLU(), torch::nn::Linear(64, 2))),
+      tdnn::TensorDictModule(rl::NormalParamNet(torch::nn::Sequential(torch::nn::Linear(3, 64), torch::nn::ReLU(), torch::nn::Linear(64, 2))),
                              {"observation"}, {"loc", "scale"}),
       tdnn::ProbabilisticTensorDictModule({"loc", "scale"}, {"action"}, tdnn::distribution_class<tdnn::TanhNormal>({.low = -2.0, .high = 2.0}),
                                           {.default_interaction_type = tdnn::InteractionType::random}));
-  tdnn::TensorDictModule qvalue(QValue(torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::ReLU(), torch::nn::Linear(64, 1))),
+  tdnn::TensorDictModule qvalue(rl::ConcatNet(torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::ReLU(), torch::nn::Linear(64, 1))),
                                 {"observation", "action"}, {"state_action_value"});
   auto rb = std::make_shared<rl::ReplayBuffer>(std::make_shared<rl::LazyTensorStorage>(10'000), nullptr,
                                                rl::ReplayBufferOptions{.batch_size = 64, .seed = 0});

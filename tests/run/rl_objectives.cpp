@@ -134,6 +134,17 @@ TEST_CASE("rl: TD3Loss keeps its own Q-network copies, drawn anew, and refuses w
   CHECK(given.qvalue_network_params().get(Key({"module", "lin", "weight"}))[0].equal(value->parameters()[0]));
 }
 
+TEST_CASE("rl: NormalParamNet and ConcatNet give a policy's location and scale and a Q-value of two inputs") {
+  rl::NormalParamNet head(torch::nn::Sequential(torch::nn::Linear(3, 4)));
+  auto [loc, scale] = head(torch::randn({5, 3}));
+  CHECK(loc.sizes() == at::IntArrayRef({5, 2}));
+  CHECK(scale.gt(0).all().item<bool>());
+  rl::ConcatNet q(torch::nn::Sequential(torch::nn::Linear(5, 1)));
+  const at::Tensor o = torch::randn({7, 3}), a = torch::randn({7, 2});
+  CHECK(torch::allclose(q(o, a), q->named_modules()["net"]->as<torch::nn::Sequential>()->forward(at::cat({o, a}, -1))));
+  CHECK(tensordict::from_module(*q).contains(Key({"net", "0", "weight"})));
+}
+
 TEST_CASE("rl: SACLoss learns its temperature towards the target entropy, within its bounds") {
   torch::manual_seed(3);
   struct GaussImpl : torch::nn::Module {

@@ -45,25 +45,18 @@ class SACLoss : public LossModule {
  public:
   template <class Q>
   SACLoss(nn::ProbabilisticTensorDictSequential actor, const Q& qvalue_network, SACOptions o = {})
-      : actor_(std::move(actor)), q_(qvalue_network, "SACLoss", "Q-value network"), o_(std::move(o)) {
-    if (o_.num_qvalue_nets < 1) throw Error("SACLoss: num_qvalue_nets is " + std::to_string(o_.num_qvalue_nets));
-    q_params_ = detail::expand_fresh(q_.params, o_.num_qvalue_nets);
+      : actor_(std::move(actor)), q_(qvalue_network, o.num_qvalue_nets, "SACLoss"), o_(std::move(o)) {
     init();
   }
   template <class Q>
   SACLoss(nn::ProbabilisticTensorDictSequential actor, const std::vector<Q>& qvalue_networks, SACOptions o = {})
-      : actor_(std::move(actor)), o_(std::move(o)) {
-    if (qvalue_networks.empty()) throw Error("SACLoss: no Q-value network");
-    q_ = detail::LossNetwork(qvalue_networks[0], "SACLoss", "Q-value network");
-    std::vector<TensorDict> ps;
-    for (const auto& q : qvalue_networks) ps.push_back(detail::LossNetwork(q, "SACLoss", "Q-value network").params);
-    o_.num_qvalue_nets = static_cast<int64_t>(ps.size());
-    q_params_ = detail::stack_params(ps);
+      : actor_(std::move(actor)), q_(qvalue_networks, "SACLoss"), o_(std::move(o)) {
+    o_.num_qvalue_nets = q_.n;
     init();
   }
   const SACOptions& options() const noexcept { return o_; }
   /// The Q-networks' parameters, stacked along dim 0, and their targets.
-  const TensorDict& qvalue_network_params() const noexcept { return q_params_; }
+  const TensorDict& qvalue_network_params() const noexcept { return q_.params; }
   const TensorDict& target_qvalue_network_params() const noexcept { return target_q_; }
   /// The temperature's log (a parameter unless `fixed_alpha`), and the temperature.
   const at::Tensor& log_alpha() const noexcept { return log_alpha_; }
@@ -75,13 +68,13 @@ class SACLoss : public LossModule {
   /// What to train: the actor's parameters, the Q-networks' copies and `log_alpha`.
   std::vector<at::Tensor> parameters() const {
     std::vector<at::Tensor> out = actor_->parameters();
-    q_params_.named_for_each([&](const NestedKey&, const at::Tensor& t) { out.push_back(t); });
+    q_.params.named_for_each([&](const NestedKey&, const at::Tensor& t) { out.push_back(t); });
     if (!o_.fixed_alpha) out.push_back(log_alpha_);
     return out;
   }
   std::vector<std::pair<TensorDict, TensorDict>> target_pairs() const override {
     if (!o_.delay_qvalue) return {};
-    return {{q_params_, target_q_}};
+    return {{q_.params, target_q_}};
   }
 
   /// `loss_actor`, `loss_qvalue`, `loss_alpha`, `alpha`, `entropy`; writes the largest absolute
@@ -98,21 +91,20 @@ class SACLoss : public LossModule {
       TensorDict next = detail::next_of(td, who);
       auto [a, lp] = draw(next);
       next.set(Key(o_.action), a);
-      at::Tensor sav = q_values(target_q_, next, who, false);
+      at::Tensor sav = q_.values(target_q_, next, o_.state_action_value, who, false);
       if (lp.dim() == sav.dim() - 1 || sav.size(-1) != lp.size(-1)) lp = lp.unsqueeze(-1);
       const at::Tensor next_value = std::get<0>((sav - alpha * lp).min(0));
       target = detail::td0_target(td, next_value, o_.gamma, who).squeeze(-1);
     }
-    const at::Tensor pred = q_values(q_params_, detail::pick_detached(td, q_.module->in_keys()), who, true);
+    const at::Tensor pred = q_.values(q_.params, detail::pick_detached(td, q_.net.module->in_keys()), o_.state_action_value, who, true);
     const at::Tensor td_error = (pred - target).abs();
     const at::Tensor loss_q = detail::reduce_loss(detail::distance_loss(pred, target.expand_as(pred), o_.loss_function, who).sum(0), td,
                                                   o_.use_prioritized_weights, o_.priority_weight);
     // The actor, through the Q-networks' weights held fixed.
     auto [a, lp] = draw(td);
-    TensorDict tq = detail::pick_detached(td, q_.module->in_keys());
+    TensorDict tq = detail::pick_detached(td, q_.net.module->in_keys());
     tq.set(Key(o_.action), a);
-    const TensorDict q_fixed = q_params_.apply([](const at::Tensor& x) { return x.detach(); });
-    const at::Tensor min_q = std::get<0>(q_values(q_fixed, tq, who, false).min(0)).squeeze(-1);
+    const at::Tensor min_q = std::get<0>(q_.values(q_.detached(), tq, o_.state_action_value, who, false).min(0)).squeeze(-1);
     if (lp.sizes() != min_q.sizes()) {
       throw Error("SACLoss: the log-probability is " + tensordict::detail::shape_str(lp.sizes()) + ", the Q-value " +
                   tensordict::detail::shape_str(min_q.sizes()));
@@ -140,7 +132,7 @@ class SACLoss : public LossModule {
     if (o_.max_alpha) max_log_ = std::log(*o_.max_alpha);
     log_alpha_ = at::scalar_tensor(std::log(o_.alpha_init), at::kFloat);
     if (!o_.fixed_alpha) log_alpha_.requires_grad_(true);
-    target_q_ = q_params_.apply([&](const at::Tensor& x) { return o_.delay_qvalue ? x.detach().clone() : x.detach(); });
+    target_q_ = q_.target(o_.delay_qvalue);
   }
   // An action drawn with the reparameterization and its log-probability, from the actor's
   // distribution at `td`.
@@ -156,20 +148,10 @@ class SACLoss : public LossModule {
     for (int64_t i = static_cast<int64_t>(td.batch_dims()); i < a.dim(); ++i) n *= a.size(i);
     return -static_cast<double>(n);
   }
-  // Every Q-network on `td`: `[n_q, ...]` (with the trailing 1 when `squeeze` is false).
-  at::Tensor q_values(const TensorDict& stacked, const TensorDict& td, const char* who, bool squeeze) const {
-    std::vector<at::Tensor> vs;
-    for (int64_t i = 0; i < o_.num_qvalue_nets; ++i) {
-      const at::Tensor v = detail::need(q_.call_with(detail::slice(stacked, i), td), o_.state_action_value, who);
-      vs.push_back(squeeze ? v.squeeze(-1) : v);
-    }
-    return at::stack(vs, 0);
-  }
-
   nn::ProbabilisticTensorDictSequential actor_;
-  detail::LossNetwork q_;
+  detail::QEnsemble q_;
   SACOptions o_;
-  TensorDict q_params_, target_q_;
+  TensorDict target_q_;
   at::Tensor log_alpha_;
   std::optional<double> min_log_, max_log_;
 };

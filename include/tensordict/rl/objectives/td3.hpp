@@ -62,6 +62,47 @@ inline TensorDict stack_params(const std::vector<TensorDict>& ps) {
 inline TensorDict slice(const TensorDict& stacked, int64_t i) {
   return stacked.apply([i](const at::Tensor& x) { return x.select(0, i); });
 }
+// Several Q-networks of one structure: one module called with each row of stacked parameters
+// (TorchRL's Q-network copies of TD3 and SAC).
+struct QEnsemble {
+  LossNetwork net;
+  TensorDict params;
+  int64_t n = 0;
+
+  QEnsemble() = default;
+  // `copies` of one network, drawn anew.
+  template <class Q>
+  QEnsemble(const Q& q, int64_t copies, const char* who) : net(q, who, "Q-value network"), n(copies) {
+    if (n < 1) throw Error(std::string(who) + ": num_qvalue_nets is " + std::to_string(n));
+    params = expand_fresh(net.params, n);
+  }
+  // Networks taken as they are.
+  template <class Q>
+  QEnsemble(const std::vector<Q>& qs, const char* who) {
+    if (qs.empty()) throw Error(std::string(who) + ": no Q-value network");
+    net = LossNetwork(qs[0], who, "Q-value network");
+    std::vector<TensorDict> ps;
+    for (const auto& q : qs) ps.push_back(LossNetwork(q, who, "Q-value network").params);
+    n = static_cast<int64_t>(ps.size());
+    params = stack_params(ps);
+  }
+  // Every network on `td` with the stacked parameters `stacked`: `[n, ...]` (the trailing 1 of
+  // the value squeezed when asked).
+  at::Tensor values(const TensorDict& stacked, const TensorDict& td, const NestedKey& key, const char* who, bool squeeze) const {
+    std::vector<at::Tensor> vs;
+    for (int64_t i = 0; i < n; ++i) {
+      const at::Tensor v = need(net.call_with(slice(stacked, i), td), key, who);
+      vs.push_back(squeeze ? v.squeeze(-1) : v);
+    }
+    return at::stack(vs, 0);
+  }
+  TensorDict target(bool delay) const {
+    return params.apply([delay](const at::Tensor& x) { return delay ? x.detach().clone() : x.detach(); });
+  }
+  TensorDict detached() const {
+    return params.apply([](const at::Tensor& x) { return x.detach(); });
+  }
+};
 }  // namespace detail
 
 /// TorchRL's `TD3Loss`. Given one Q-network, its `num_qvalue_nets` copies are drawn anew
@@ -72,39 +113,32 @@ class TD3Loss : public LossModule {
  public:
   template <class A, class Q>
   TD3Loss(const A& actor_network, const Q& qvalue_network, TD3Options o = {})
-      : actor_(actor_network, "TD3Loss", "actor network"), q_(qvalue_network, "TD3Loss", "Q-value network"), o_(std::move(o)) {
-    if (o_.num_qvalue_nets < 1) throw Error("TD3Loss: num_qvalue_nets is " + std::to_string(o_.num_qvalue_nets));
-    q_params_ = detail::expand_fresh(q_.params, o_.num_qvalue_nets);
+      : actor_(actor_network, "TD3Loss", "actor network"), q_(qvalue_network, o.num_qvalue_nets, "TD3Loss"), o_(std::move(o)) {
     init();
   }
   /// Q-networks taken as given (one per entry, the same structure).
   template <class A, class Q>
   TD3Loss(const A& actor_network, const std::vector<Q>& qvalue_networks, TD3Options o = {})
-      : actor_(actor_network, "TD3Loss", "actor network"), o_(std::move(o)) {
-    if (qvalue_networks.empty()) throw Error("TD3Loss: no Q-value network");
-    q_ = detail::LossNetwork(qvalue_networks[0], "TD3Loss", "Q-value network");
-    std::vector<TensorDict> ps;
-    for (const auto& q : qvalue_networks) ps.push_back(detail::LossNetwork(q, "TD3Loss", "Q-value network").params);
-    o_.num_qvalue_nets = static_cast<int64_t>(ps.size());
-    q_params_ = detail::stack_params(ps);
+      : actor_(actor_network, "TD3Loss", "actor network"), q_(qvalue_networks, "TD3Loss"), o_(std::move(o)) {
+    o_.num_qvalue_nets = q_.n;
     init();
   }
   const TD3Options& options() const noexcept { return o_; }
   const TensorDict& actor_network_params() const noexcept { return actor_.params; }
   /// The Q-networks' parameters, stacked along dim 0 (one row per network).
-  const TensorDict& qvalue_network_params() const noexcept { return q_params_; }
+  const TensorDict& qvalue_network_params() const noexcept { return q_.params; }
   const TensorDict& target_actor_network_params() const noexcept { return target_actor_; }
   const TensorDict& target_qvalue_network_params() const noexcept { return target_q_; }
   /// What to train: the actor's parameters and the Q-networks' copies.
   std::vector<at::Tensor> parameters() const {
     std::vector<at::Tensor> out;
-    for (const TensorDict* p : {&actor_.params, &q_params_}) p->named_for_each([&](const NestedKey&, const at::Tensor& t) { out.push_back(t); });
+    for (const TensorDict* p : {&actor_.params, &q_.params}) p->named_for_each([&](const NestedKey&, const at::Tensor& t) { out.push_back(t); });
     return out;
   }
   std::vector<std::pair<TensorDict, TensorDict>> target_pairs() const override {
     std::vector<std::pair<TensorDict, TensorDict>> p;
     if (o_.delay_actor) p.emplace_back(actor_.params, target_actor_);
-    if (o_.delay_qvalue) p.emplace_back(q_params_, target_q_);
+    if (o_.delay_qvalue) p.emplace_back(q_.params, target_q_);
     return p;
   }
 
@@ -117,8 +151,7 @@ class TD3Loss : public LossModule {
     const char* who = "TD3Loss";
     // The actor, through the Q-networks' weights held fixed; its loss reads the first.
     const TensorDict a = actor_.call(detail::pick_detached(td, actor_.module->in_keys()));
-    const TensorDict q_fixed = q_params_.apply([](const at::Tensor& x) { return x.detach(); });
-    const at::Tensor sav_actor = q_values(q_fixed, a, who);
+    const at::Tensor sav_actor = q_.values(q_.detached(), a, o_.state_action_value, who, true);
     const at::Tensor loss_actor = detail::reduce_loss(-sav_actor.select(0, 0), td, o_.use_prioritized_weights, o_.priority_weight);
     // The Q-networks, against the smaller of the two targets of the smoothed next action.
     const at::Tensor act = detail::need(td, o_.action, who);
@@ -130,10 +163,10 @@ class TD3Loss : public LossModule {
       TensorDict next = actor_.call_with(target_actor_, detail::pick_detached(detail::next_of(td, who), actor_.module->in_keys()));
       const at::Tensor na = detail::need(next, o_.action, who);
       next.set(Key(o_.action), (na + noise).clamp(at::scalar_tensor(low_, at::kFloat), at::scalar_tensor(high_, at::kFloat)));
-      next_value = std::get<0>(q_values(target_q_, next, who).min(0));
+      next_value = std::get<0>(q_.values(target_q_, next, o_.state_action_value, who, true).min(0));
       target = detail::td0_target(td, next_value.unsqueeze(-1), o_.gamma, who).squeeze(-1);
     }
-    const at::Tensor current = q_values(q_params_, detail::pick_detached(td, q_.module->in_keys()), who);
+    const at::Tensor current = q_.values(q_.params, detail::pick_detached(td, q_.net.module->in_keys()), o_.state_action_value, who, true);
     const at::Tensor td_error = (current - target).pow(2);
     const at::Tensor loss_q = detail::reduce_loss(detail::distance_loss(current, target.expand_as(current), o_.loss_function, who).sum(0), td,
                                                   o_.use_prioritized_weights, o_.priority_weight);
@@ -156,20 +189,13 @@ class TD3Loss : public LossModule {
     high_ = o_.bounds->second;
     if (low_ > high_) throw Error("TD3Loss: the low bound is above the high one");
     target_actor_ = o_.delay_actor ? actor_.cloned() : actor_.detached();
-    target_q_ = q_params_.apply([&](const at::Tensor& x) { return o_.delay_qvalue ? x.detach().clone() : x.detach(); });
-  }
-  // Every Q-network on `td`: `[n_q, ...]`.
-  at::Tensor q_values(const TensorDict& stacked, const TensorDict& td, const char* who) const {
-    std::vector<at::Tensor> vs;
-    for (int64_t i = 0; i < o_.num_qvalue_nets; ++i) {
-      vs.push_back(detail::need(q_.call_with(detail::slice(stacked, i), td), o_.state_action_value, who).squeeze(-1));
-    }
-    return at::stack(vs, 0);
+    target_q_ = q_.target(o_.delay_qvalue);
   }
 
-  detail::LossNetwork actor_, q_;
+  detail::LossNetwork actor_;
+  detail::QEnsemble q_;
   TD3Options o_;
-  TensorDict q_params_, target_actor_, target_q_;
+  TensorDict target_actor_, target_q_;
   double low_ = 0, high_ = 0;
 };
 
