@@ -20,6 +20,15 @@ inline bool any_true(const at::Tensor& t) {
   return t.numel() > 0 && t.any().item<bool>();
 }
 
+namespace detail {
+// `x` as a contiguous CPU tensor of `dtype`, without a dispatched call when it is one already
+// (an env's action, a step's done flags).
+inline at::Tensor cpu_contiguous(const at::Tensor& x, at::ScalarType dtype) {
+  if (x.device().is_cpu() && x.scalar_type() == dtype && x.is_contiguous()) return x;
+  return x.to(at::kCPU, dtype).contiguous();
+}
+}  // namespace detail
+
 /// Options of `step_mdp` (TorchRL's names and defaults).
 struct StepMdpOptions {
   /// Keep root entries that `"next"` does not hold (other than the action).

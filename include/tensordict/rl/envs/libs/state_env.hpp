@@ -14,14 +14,6 @@
 
 namespace tensordict::rl {
 
-namespace detail {
-// `x` as a contiguous CPU tensor of `dtype`, without a dispatched call when it is one already.
-inline at::Tensor cpu_contiguous(const at::Tensor& x, at::ScalarType dtype) {
-  if (x.device().is_cpu() && x.scalar_type() == dtype && x.is_contiguous()) return x;
-  return x.to(at::kCPU, dtype).contiguous();
-}
-}  // namespace detail
-
 /// The base of envs whose physical state is a few float64 numbers per env stepped in closed
 /// form (CartPole, Pendulum), of batch size `[]` (one env) or `[n]`. A subclass says how one
 /// env is drawn at reset (`draw_state`), observed (`observe`) and stepped (`step_impl`, with
