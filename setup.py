@@ -61,6 +61,7 @@ class BuildWithHeaders(build_py):
         os.makedirs(cmake, exist_ok=True)
         shutil.copy(os.path.join(ROOT, "cmake", "tensordictPipConfig.cmake"), os.path.join(cmake, "tensordictConfig.cmake"))
         shutil.copy(os.path.join(ROOT, "cmake", "tensordictTorchWheel.cmake"), cmake)
+        shutil.copy(os.path.join(ROOT, "cmake", "tensordictMujoco.cmake"), cmake)
         major, minor, patch = version()
         with open(os.path.join(cmake, "tensordictConfigVersion.cmake"), "w") as f:
             f.write(VERSION_FILE.format(v=f"{major}.{minor}.{patch}", major=major, minor=minor))

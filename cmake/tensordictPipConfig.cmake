@@ -6,6 +6,8 @@
 # the wheel's); Boost's headers (1.81 or newer) come from the system.
 include(CMakeFindDependencyMacro)
 include("${CMAKE_CURRENT_LIST_DIR}/tensordictTorchWheel.cmake")
+# tensordict_find_mujoco(): tensordict::mujoco for the MuJoCo envs' header, where MuJoCo is.
+include("${CMAKE_CURRENT_LIST_DIR}/tensordictMujoco.cmake")
 tensordict_prefer_torch_wheel()
 # As the installed config: Torch's CUDA checks get C++17 unless the project chose a CUDA
 # standard, since a project with CMAKE_CXX_STANDARD 20 fails them otherwise.

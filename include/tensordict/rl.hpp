@@ -13,6 +13,7 @@
 #include "rl/data/samplers.hpp"
 #include "rl/data/storages.hpp"
 #include "rl/envs.hpp"
+#include "rl/modules/actors.hpp"
 #include "rl/modules/models.hpp"
 #include "rl/objectives/a2c.hpp"
 #include "rl/objectives/ddpg.hpp"

@@ -64,7 +64,8 @@ def main():
     for n in ("tensordict_cpp/__init__.py", "tensordict_cpp/__main__.py", "tensordict_cpp/export.py",
               "tensordict_cpp/share/cmake/tensordict/tensordictConfig.cmake",
               "tensordict_cpp/share/cmake/tensordict/tensordictConfigVersion.cmake",
-              "tensordict_cpp/share/cmake/tensordict/tensordictTorchWheel.cmake"):
+              "tensordict_cpp/share/cmake/tensordict/tensordictTorchWheel.cmake",
+              "tensordict_cpp/share/cmake/tensordict/tensordictMujoco.cmake"):
         assert n in names, f"the wheel lacks {n}"
     print(f"wheel {os.path.basename(wheels[0])}: {len(headers)} headers, the CMake package, the helpers")
     site = os.path.join(work, "site")

@@ -180,3 +180,87 @@ TEST_CASE("rl: SACLoss learns its temperature towards the target entropy, within
   CHECK(fixed.parameters().size() == 2 + 2);
   CHECK_THROWS_WITH_AS(rl::SACLoss(actor, value, {.alpha_init = 0.0}), doctest::Contains("alpha_init must be positive"), tensordict::Error);
 }
+
+TEST_CASE("rl: QValueModule writes TorchRL's greedy action and its value, one-hot (every tie) or categorical") {
+  TensorDict td(BatchSize{3});
+  td.set("action_value", torch::tensor({{1.f, 3.f, 2.f}, {5.f, 5.f, 0.f}, {-1.f, -2.f, -3.f}}));
+  const TensorDict oh = rl::QValueModule()(td);
+  CHECK(oh.get("action").equal(torch::tensor({{0, 1, 0}, {1, 1, 0}, {1, 0, 0}}, torch::kLong)));
+  // TorchRL sums the values the one-hot picks: a tie counts twice.
+  CHECK(oh.get("chosen_action_value").equal(torch::tensor({{3.f}, {10.f}, {-1.f}})));
+  const TensorDict cat = rl::QValueModule({.action_space = "categorical"})(td);
+  CHECK(cat.get("action").equal(torch::tensor({1, 0, 0}, torch::kLong)));
+  CHECK(cat.get("chosen_action_value").equal(torch::tensor({{3.f}, {5.f}, {-1.f}})));
+  // Any batch shape; other keys.
+  TensorDict deep(BatchSize{2, 4});
+  deep.set(Key({"agent", "q"}), torch::randn({2, 4, 5}));
+  const TensorDict d = rl::QValueModule({.action_space = "categorical", .action_value = {"agent", "q"}, .action = {"agent", "a"},
+                                         .chosen_action_value = {"agent", "v"}})(deep);
+  CHECK(d.get(Key({"agent", "a"})).equal(deep.get(Key({"agent", "q"})).argmax(-1)));
+  CHECK(d.get(Key({"agent", "v"})).sizes() == at::IntArrayRef({2, 4, 1}));
+  CHECK_THROWS_WITH_AS(rl::QValueModule({.action_space = "dense"}), doctest::Contains("'dense'"), tensordict::Error);
+  CHECK_THROWS_WITH_AS(rl::QValueModule()(TensorDict(BatchSize{2})), doctest::Contains("action_value"), tensordict::Error);
+}
+
+TEST_CASE("rl: EGreedyModule explores with probability epsilon, annealed as TorchRL's, and not outside random interaction") {
+  const rl::CompositeSpec cat{{tensordict::NestedKey("action"), rl::TensorSpec::categorical(7)}};
+  const rl::CompositeSpec oh{{tensordict::NestedKey("action"), rl::TensorSpec::one_hot(7)}};
+  const int64_t n = 20000;
+  auto greedy = [&](bool one_hot) {
+    TensorDict td(BatchSize{n});
+    td.set("action", one_hot ? at::one_hot(torch::full({n}, 3, torch::kLong), 7) : torch::full({n}, 3, torch::kLong));
+    return td;
+  };
+  for (double eps : {0.0, 0.25, 0.6, 1.0}) {
+    rl::EGreedyModule e(cat, {.eps_init = eps, .eps_end = 0.0, .seed = 4});
+    const at::Tensor a = e(greedy(false)).get("action");
+    // A random action is 3 one time in 7: the others are changed with probability eps * 6/7.
+    const double changed = a.ne(3).to(torch::kDouble).mean().item<double>();
+    CHECK(changed == doctest::Approx(eps * 6.0 / 7.0).epsilon(0.05));
+    CHECK(a.min().item<int64_t>() >= 0);
+    CHECK(a.max().item<int64_t>() <= 6);
+    rl::EGreedyModule e2(oh, {.eps_init = eps, .eps_end = 0.0, .seed = 4});
+    const at::Tensor b = e2(greedy(true)).get("action");
+    CHECK(b.sum(-1).eq(1).all().item<bool>());
+    CHECK(b.argmax(-1).ne(3).to(torch::kDouble).mean().item<double>() == doctest::Approx(eps * 6.0 / 7.0).epsilon(0.05));
+  }
+  // TorchRL's annealing: eps - frames * (eps_init - eps_end) / annealing_num_steps, not below eps_end.
+  rl::EGreedyModule e(cat, {.eps_init = 1.0, .eps_end = 0.05, .annealing_num_steps = 1000});
+  e.step(100);
+  CHECK(e.eps() == doctest::Approx(1.0 - 100 * 0.95 / 1000));
+  e.step();
+  CHECK(e.eps() == doctest::Approx(1.0 - 101 * 0.95 / 1000));
+  e.step(5000);
+  CHECK(e.eps() == 0.05);
+  {
+    // An evaluation (deterministic interaction) acts greedily even at epsilon 1.
+    rl::EGreedyModule all(cat, {.eps_init = 1.0, .eps_end = 1.0});
+    tdnn::SetInteractionType g(tdnn::InteractionType::deterministic, true);
+    CHECK(all(greedy(false)).get("action").eq(3).all().item<bool>());
+  }
+  CHECK_THROWS_WITH_AS(rl::EGreedyModule(cat, {.eps_init = 0.1, .eps_end = 0.5}), doctest::Contains("eps_init"), tensordict::Error);
+  CHECK_THROWS_WITH_AS(rl::EGreedyModule(cat, {.annealing_num_steps = 0}), doctest::Contains("annealing_num_steps"), tensordict::Error);
+  const rl::CompositeSpec two{{tensordict::NestedKey("a"), rl::TensorSpec::categorical(2)}, {tensordict::NestedKey("b"), rl::TensorSpec::categorical(2)}};
+  CHECK_THROWS_WITH_AS(rl::EGreedyModule(two, {}), doctest::Contains("'action'"), tensordict::Error);
+  rl::EGreedyModule shaped(oh, {.eps_init = 1.0, .eps_end = 1.0});
+  TensorDict wrong(BatchSize{4});
+  wrong.set("action", torch::zeros({4, 5}, torch::kLong));
+  CHECK_THROWS_WITH_AS(shaped(wrong), doctest::Contains("[4, 5]"), tensordict::Error);
+}
+
+TEST_CASE("rl: a Q-network, QValueModule and EGreedyModule act in an env through the collector") {
+  tdnn::TensorDictModule qnet(torch::nn::Sequential(torch::nn::Linear(4, 16), torch::nn::ReLU(), torch::nn::Linear(16, 2)), {"observation"},
+                              {"action_value"});
+  auto env = std::make_shared<rl::CartPoleEnv>(3, rl::CartPoleOptions{.seed = 1, .categorical_action = true});
+  rl::QValueModule greedy({.action_space = "categorical"});
+  rl::EGreedyModule explore(env->action_spec(), {.eps_init = 0.5, .eps_end = 0.5, .seed = 2});
+  rl::SyncDataCollector c(env, [&](TensorDict d) { return explore(greedy(qnet(std::move(d)))); }, {.frames_per_batch = 30, .total_frames = 30});
+  const auto b = c.next();
+  REQUIRE(b.has_value());
+  CHECK(b->contains("chosen_action_value"));
+  const at::Tensor q = b->get("action_value"), a = b->get("action");
+  // About half the actions are the greedy ones' coin flips: some differ from the argmax, most agree.
+  const double greedy_share = a.eq(q.argmax(-1)).to(torch::kDouble).mean().item<double>();
+  CHECK(greedy_share > 0.5);
+  CHECK(greedy_share < 1.0);
+}

@@ -14,7 +14,8 @@
 ///     auto [stepped, next] = env.step_and_maybe_reset(td);
 ///
 /// The folder's parts, as TorchRL's `torchrl.envs`: `envs/specs.hpp`, `envs/common.hpp`
-/// (`EnvBase`), `envs/utils.hpp` (`step_mdp`), `envs/libs/` (CartPole, Pendulum),
+/// (`EnvBase`), `envs/utils.hpp` (`step_mdp`), `envs/libs/` (CartPole, Pendulum; MuJoCo envs
+/// in `envs/libs/mujoco.hpp`, included on its own: it needs MuJoCo's headers and library),
 /// `envs/batched/` (`SerialEnv`, `ParallelEnv`), `envs/transforms/` (`TransformedEnv` and the
 /// transforms).
 
