@@ -35,18 +35,7 @@ from torchrl.envs import GymEnv, ParallelEnv, RewardSum, TransformedEnv  # noqa:
 from torchrl.modules import EGreedyModule, ProbabilisticActor, QValueActor, TanhNormal  # noqa: E402
 from torchrl.objectives import DQNLoss, SACLoss, SoftUpdate  # noqa: E402
 
-
-def relu_mlp(i, h, o):
-    return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, o))
-
-
-class QValue(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.net = m
-
-    def forward(self, obs, action):
-        return self.net(torch.cat([obs, action], -1))
+from compare_python_rl import QValue, relu_mlp  # noqa: E402  (bench_rl's networks)
 
 
 def run(env, policy, frames, frames_per_batch, warmup, batch_size, update, on_batch=None):

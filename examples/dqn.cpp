@@ -8,17 +8,16 @@
 // With "bench" it runs all MAX_FRAMES frames whatever the returns, for bench/torchrl_examples.py's
 // frames-per-second comparison with TorchRL's run of the same loop.
 // Usage: dqn [SEED] [MAX_FRAMES] [loop|bench]
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
-#include <numeric>
 #include <string>
 
 #include <torch/torch.h>
 #include <tensordict/tensordict.hpp>
 #include <tensordict/nn.hpp>
 #include <tensordict/rl.hpp>
+
+#include "off_policy.hpp"
 
 namespace td = tensordict;
 namespace tdnn = tensordict::nn;
@@ -52,50 +51,37 @@ int main(int argc, char** argv) {
   rl::SoftUpdate target_update(loss, {.eps = 0.995});
   torch::optim::Adam opt(qnet->parameters(), torch::optim::AdamOptions(1e-3));
 
-  std::deque<float> last;  // returns of the last 10 finished episodes
+  examples::LastReturns last;  // returns of the last 10 finished episodes
+  examples::Clock clock;
   int64_t updates = 0;
-  double update_s = 0;
   float first_loss = -1, last_loss = -1;
-  const auto t0 = std::chrono::steady_clock::now();
   while (auto batch = collector.next()) {
     explore.step(batch->numel());
-    const at::Tensor done = batch->get({"next", "done"}).flatten();
-    const at::Tensor ret = batch->get({"next", "episode_reward"}).flatten();
-    for (int64_t i = 0; i < done.numel(); ++i) {
-      if (done[i].item<bool>()) {
-        last.push_back(ret[i].item<float>());
-        if (last.size() > 10) last.pop_front();
-      }
-    }
+    last.add(*batch);
     if (collector.frames() < warmup) continue;
-    const auto u0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < frames_per_batch; ++i) {
-      const td::TensorDict l = loss(rb->sample());
-      opt.zero_grad();
-      l.get("loss").backward();
-      opt.step();
-      target_update.step();
-      last_loss = l.get("loss").item<float>();
-      if (first_loss < 0) first_loss = last_loss;
-      ++updates;
-    }
-    update_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
-    const float mean = last.empty() ? 0.0f : std::accumulate(last.begin(), last.end(), 0.0f) / static_cast<float>(last.size());
+    clock.time_updates([&] {
+      for (int64_t i = 0; i < frames_per_batch; ++i) {
+        const td::TensorDict l = loss(rb->sample());
+        opt.zero_grad();
+        l.get("loss").backward();
+        opt.step();
+        target_update.step();
+        last_loss = l.get("loss").item<float>();
+        if (first_loss < 0) first_loss = last_loss;
+        ++updates;
+      }
+    });
     if (collector.frames() % 4992 == 0) {
       std::printf("frames %lld  mean return of the last %zu episodes %.1f  epsilon %.3f\n", static_cast<long long>(collector.frames()), last.size(),
-                  mean, explore.eps());
+                  last.mean(), explore.eps());
       std::fflush(stdout);
     }
-    if (mode != "bench" && last.size() == 10 && mean >= 475.0f) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("solved: mean return %.1f after %lld frames, %lld updates, %.1f s (%.0f frames/s, %.0f updates/s in the updates)\n", mean,
-                  static_cast<long long>(collector.frames()), static_cast<long long>(updates), s, collector.frames() / s, updates / update_s);
+    if (mode != "bench" && last.full() && last.mean() >= 475.0f) {
+      clock.report_solved(last.mean(), collector.frames(), updates);
       return 0;
     }
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%lld frames, %lld updates in %.1f s: %.0f frames/s\n", static_cast<long long>(collector.frames()),
-              static_cast<long long>(updates), s, collector.frames() / s);
+  clock.report_frames(collector.frames(), updates);
   if (mode == "bench") return 0;
   std::printf("not solved within %lld frames\n", static_cast<long long>(max_frames));
   if (mode == "loop") return updates > 0 && last_loss != first_loss ? 0 : 1;
