@@ -1,15 +1,33 @@
 // What examples/sac.cpp and examples/dqn.cpp share: the returns of the last finished episodes
-// (read from a batch's done flags and RewardSum's episode_reward), and the run's clock and report.
+// (read from a batch's done flags and RewardSum's episode_reward), the run's clock and report, and
+// the command line.
 #pragma once
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <numeric>
+#include <string>
+
+#include <torch/torch.h>
 
 #include <tensordict/tensordict.hpp>
 
 namespace examples {
+
+/// The command line `[SEED] [MAX_FRAMES] [loop|bench]`; seeds torch and keeps it to one thread.
+struct Args {
+  uint64_t seed = 0;
+  int64_t max_frames = 0;
+  std::string mode;
+  Args(int argc, char** argv, int64_t default_frames)
+      : seed(argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 0),
+        max_frames(argc > 2 ? std::strtoll(argv[2], nullptr, 10) : default_frames), mode(argc > 3 ? argv[3] : "") {
+    torch::manual_seed(seed);
+    at::set_num_threads(1);
+  }
+};
 
 /// The returns of the last `n` finished episodes.
 class LastReturns {

@@ -30,11 +30,10 @@ torch::nn::Sequential mlp(int64_t in, int64_t out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 0;
-  const int64_t max_frames = argc > 2 ? std::strtoll(argv[2], nullptr, 10) : 60'000;
-  const std::string mode = argc > 3 ? argv[3] : "";
-  torch::manual_seed(seed);
-  at::set_num_threads(1);
+  const examples::Args args(argc, argv, 60'000);
+  const uint64_t seed = args.seed;
+  const int64_t max_frames = args.max_frames;
+  const std::string& mode = args.mode;
 
   tdnn::ProbabilisticTensorDictSequential actor(
       tdnn::TensorDictModule(rl::NormalParamNet(mlp(3, 2)), {"observation"}, {"loc", "scale"}),
