@@ -850,8 +850,8 @@ TEST_CASE("dist: checkpoints in get_state_dict's layout go both ways with Python
   std::filesystem::remove_all(cpp, ec);
 }
 TEST_CASE("dist: a rank that dies mid-step makes the others fail naming the unit") {
-  for (const char* when : {"forward", "backward"}) {
-    ::setenv("TDCPP_FSDP_DIE", when, 1);
+  for (const std::string when : {"forward", "backward", "forward_late"}) {
+    ::setenv("TDCPP_FSDP_DIE", when.c_str(), 1);
     auto rs = run_ranks("fsdp_dead", 3, 120s);
     for (int r : {0, 2}) {
       INFO("dies in the " << when << "; rank " << r << " printed:\n" << rs[r].out);

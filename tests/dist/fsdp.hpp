@@ -297,10 +297,14 @@ static int scenario_fsdp_resume(const World& w) {
 // Rank 1 dies inside the second block's forward (or, with TDCPP_FSDP_DIE=backward, between the
 // forward and the backward): the others fail within the timeout, with an error that names the
 // reporting rank and the unit whose collective failed (the forward's last gather may already
-// have been sent ahead, so the failure may come in the backward, through autograd).
+// have been sent ahead, so the failure may come in the backward, through autograd), and rank 1
+// alone as the one that does not answer. With TDCPP_FSDP_DIE=forward_late, rank 2 is also
+// 4 seconds late into its next collective: rank 0 may see the failure first, and must still
+// not name rank 2, which is alive. Rank 0 serves the store, so it stays until the others have
+// asked it.
 static int scenario_fsdp_dead(const World& w) {
-  const char* when = std::getenv("TDCPP_FSDP_DIE");
-  const bool in_backward = when != nullptr && std::string(when) == "backward";
+  const std::string when = std::getenv("TDCPP_FSDP_DIE") ? std::getenv("TDCPP_FSDP_DIE") : "forward";
+  const bool in_backward = when == "backward";
   using namespace fs_test;
   auto g = join(w, 10s);
   const Gpt init = make_gpt(3);
@@ -308,6 +312,7 @@ static int scenario_fsdp_dead(const World& w) {
   Gpt shards = fsdp.shard(init);
   auto [x, y] = batch(0);
   const auto start = std::chrono::steady_clock::now();
+  std::string what;
   try {
     (void)td::grad([&](const Gpt& p) {
       auto loss = fsdp.forward(p, [&](const Gpt& root) {
@@ -315,6 +320,7 @@ static int scenario_fsdp_dead(const World& w) {
         for (int i = 0; i < 3; ++i) {
           h = fsdp.unit(static_cast<std::size_t>(i + 1), [&](const Gpt& m) {
             if (w.rank == 1 && i == 1 && !in_backward) std::_Exit(3);
+            if (w.rank == 2 && i == 1 && when == "forward_late") std::this_thread::sleep_for(4s);
             return block_forward(m.blocks[i], h);
           });
         }
@@ -324,17 +330,28 @@ static int scenario_fsdp_dead(const World& w) {
       return loss;
     })(shards);
   } catch (const dist::Error& e) {
-    const std::string what = e.what();
-    EXPECT(what.find("(unit 'blocks.") != std::string::npos || what.find("(the root unit)") != std::string::npos);
-    EXPECT(what.find("rank " + std::to_string(w.rank) + " of 3") != std::string::npos);
-    // The dead rank, found by asking the others through the store they met in.
-    EXPECT(what.find("rank 1 does not answer") != std::string::npos);
-    EXPECT(std::chrono::steady_clock::now() - start < 30s);
-    std::cout << what << "\nfsdp dead ok" << std::endl;
-    return 0;
+    what = e.what();
   }
-  std::cout << "the step went through without rank 1" << std::endl;
-  return 1;
+  const auto took = std::chrono::steady_clock::now() - start;
+  const std::string done = "tdcpp/test/fsdp_dead_done";
+  g.store()->add(done, 1);
+  if (w.rank == 0) {
+    while (g.store()->add(done, 0) < w.size - 1 && std::chrono::steady_clock::now() - start < 60s) {
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  if (what.empty()) {
+    std::cout << "the step went through without rank 1" << std::endl;
+    return 1;
+  }
+  std::cout << what << std::endl;
+  EXPECT(what.find("(unit 'blocks.") != std::string::npos || what.find("(the root unit)") != std::string::npos);
+  EXPECT(what.find("rank " + std::to_string(w.rank) + " of 3") != std::string::npos);
+  // The dead rank, and no other, found through the store the ranks met in.
+  EXPECT(what.find("; rank 1 does not answer") != std::string::npos);
+  EXPECT(took < 30s);
+  std::cout << "fsdp dead ok" << std::endl;
+  return 0;
 }
 
 // Against Python's fully_shard (tests/dist/fsdp_python.py, run first on as many ranks): the same

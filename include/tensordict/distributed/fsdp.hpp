@@ -78,6 +78,7 @@ class FullyShard {
     c.prefetch = o.prefetch;
     auto ls = detail::wire_leaves(model);
     detail::check_structure("FullyShard", *c.pg, ls, c.timeout);
+    if (c.store && c.world > 1) c.heartbeat = std::make_unique<detail::Heartbeat>(c.store, c.rank);
     // Ties point into the wire order; the layout follows the slots (the tree's own order), and a
     // tensor at several keys is one leaf, under its first key in that order.
     std::vector<std::size_t> tie_group(spec_.num_leaves(), npos);  // slot -> the slot its tie group is known by

@@ -2,6 +2,9 @@
 // Part of <tensordict/distributed/fsdp.hpp>: the layout of the shards (FSDP2's cut of dim 0),
 // the unit's all-gather and its gradients' reduce-scatter, and the autograd nodes that run them.
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include <torch/csrc/autograd/function.h>
@@ -127,6 +130,65 @@ struct GatheredUnit {
   bool reduced = false;
 };
 
+// A count in the store that a thread of this process raises every `period` while the layout
+// lives: a failed collective tells a rank whose process ended (its count stops) from one that
+// is alive but still waiting in another collective, which cannot answer for itself until its
+// own wait ends (Gloo reports a lost peer only to the ranks that exchange bytes with it).
+class Heartbeat {
+ public:
+  static constexpr std::chrono::milliseconds period{200};
+  static std::string key(int rank) { return "tensordict/fsdp/alive/" + std::to_string(rank); }
+
+  Heartbeat(c10::intrusive_ptr<c10d::Store> store, int rank) : s_(std::make_shared<State>()) {
+    s_->store = std::move(store);
+    s_->key = key(rank);
+    thread_ = std::thread([s = s_] { beat(*s); });
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+  ~Heartbeat() {
+    std::unique_lock<std::mutex> lock(s_->m);
+    s_->stop = true;
+    s_->cv.notify_all();
+    // A store call can wait up to the store's timeout when its server is unreachable: after a
+    // second, the thread (which owns what it uses) is let go rather than waited for.
+    const bool idle = s_->cv.wait_for(lock, std::chrono::seconds(1), [&] { return !s_->in_store; });
+    lock.unlock();
+    if (idle) thread_.join();
+    else thread_.detach();
+  }
+
+ private:
+  struct State {
+    c10::intrusive_ptr<c10d::Store> store;
+    std::string key;
+    std::mutex m;
+    std::condition_variable cv;
+    bool stop = false;
+    bool in_store = false;  // guarded by `m`
+  };
+  static void beat(State& s) {
+    std::unique_lock<std::mutex> lock(s.m);
+    while (!s.stop) {
+      s.in_store = true;
+      lock.unlock();
+      bool ok = true;
+      try {
+        s.store->add(s.key, 1);
+      } catch (const std::exception&) {
+        ok = false;  // the store is gone: there is no one left to tell
+      }
+      lock.lock();
+      s.in_store = false;
+      s.cv.notify_all();
+      if (!ok) return;
+      s.cv.wait_for(lock, period, [&] { return s.stop; });
+    }
+  }
+  std::shared_ptr<State> s_;
+  std::thread thread_;
+};
+
 // The layout, the group and the step's state: one per `FullyShard`, shared with the autograd
 // nodes, which may outlive it (a graph kept after the `FullyShard` is gone).
 struct Core {
@@ -152,34 +214,36 @@ struct Core {
   std::optional<InFlight> ahead;
   std::shared_ptr<GatheredUnit> ahead_target;
   // The store the ranks met in, where a failed collective asks which ranks still answer, and
-  // how many times it has asked (the round's key).
+  // this rank's beat there (null without a store or a peer).
   c10::intrusive_ptr<c10d::Store> store;
-  int asked = 0;
+  std::unique_ptr<Heartbeat> heartbeat;
 };
 
-// After a collective of the model failed: the ranks that do not answer through the store
-// within a few seconds (a rank whose process ended never does), as words for the error. Every
-// rank that saw the failure writes its key and looks for the others'.
+// After a collective of the model failed: the ranks whose processes have stopped beating (see
+// `Heartbeat`) for a window of a few beats, as words for the error. A rank that is alive but
+// still waiting inside another collective beats on, so it is not named.
 inline std::string silent_ranks(Core& c) {
   if (!c.store || c.world < 2) return {};
-  const std::string round = "tensordict/fsdp/answer/" + std::to_string(c.asked++) + "/";
-  const auto window = std::min<std::chrono::milliseconds>(c.timeout.value_or(std::chrono::seconds(6)) / 2,
-                                                          std::chrono::seconds(3));
+  const auto window = std::clamp<std::chrono::milliseconds>(
+      c.timeout.value_or(std::chrono::seconds(6)) / 2, 6 * Heartbeat::period, std::chrono::seconds(3));
+  std::vector<int64_t> first(static_cast<std::size_t>(c.world));
   std::vector<bool> answered(static_cast<std::size_t>(c.world));
   answered[static_cast<std::size_t>(c.rank)] = true;
   try {
-    c.store->set(round + std::to_string(c.rank), std::vector<uint8_t>{1});
+    // Adding 0 reads a count without waiting for it (a rank that never beat reads 0).
+    for (int r = 0; r < c.world; ++r) {
+      if (r != c.rank) first[static_cast<std::size_t>(r)] = c.store->add(Heartbeat::key(r), 0);
+    }
     const auto deadline = std::chrono::steady_clock::now() + window;
     for (;;) {
+      std::this_thread::sleep_for(Heartbeat::period / 2);
       bool all = true;
       for (int r = 0; r < c.world; ++r) {
-        if (!answered[static_cast<std::size_t>(r)]) {
-          answered[static_cast<std::size_t>(r)] = c.store->check({round + std::to_string(r)});
-          all = all && answered[static_cast<std::size_t>(r)];
-        }
+        const auto i = static_cast<std::size_t>(r);
+        if (!answered[i]) answered[i] = c.store->add(Heartbeat::key(r), 0) != first[i];
+        all = all && answered[i];
       }
       if (all || std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   } catch (const std::exception&) {
     return "the store the ranks met in does not answer either (rank 0, which serves it, ended?)";
@@ -192,7 +256,7 @@ inline std::string silent_ranks(Core& c) {
   }
   if (n == 0) return {};
   return (n == 1 ? "rank " + silent + " does" : "ranks " + silent + " do") + " not answer (" +
-         (n == 1 ? "its process ended, or it left the step)" : "their processes ended, or they left the step)");
+         (n == 1 ? "its process ended, or lost the store)" : "their processes ended, or lost the store)");
 }
 
 // Runs a collective of the model; its failure comes out as the same kind of error, with the
